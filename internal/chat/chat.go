@@ -1,0 +1,195 @@
+// Package chat is firstword's domain vocabulary: the normalised request, the
+// normalised stream chunk, usage, finish reasons and the typed upstream error.
+//
+// Providers translate their wire formats into these types and the HTTP
+// surfaces translate out of them; nothing in between knows a wire format.
+// This package imports only the standard library.
+package chat
+
+import (
+	"encoding/json"
+	"iter"
+)
+
+// Role is the author of a message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role Role
+	// Content is the message text. When Parts is non-empty it holds the
+	// concatenated text of the text parts, for code that only wants text.
+	Content string
+	// Parts is set when the message mixes text and images.
+	Parts []Part
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a RoleTool message answers.
+	ToolCallID string
+	// Name is the optional participant name.
+	Name string
+	// CacheBreakpoint marks the last message of the stable prompt prefix;
+	// providers with explicit prompt caching (Anthropic) mark it.
+	CacheBreakpoint bool
+}
+
+// PartType says what a Part holds.
+type PartType string
+
+const (
+	PartText  PartType = "text"
+	PartImage PartType = "image"
+)
+
+// Part is one piece of a multi-part message.
+type Part struct {
+	Type PartType
+	Text string
+	// ImageURL is an http(s) URL or a data: URL.
+	ImageURL string
+	// MediaType and Data hold an inline image (Data is base64, no prefix).
+	MediaType string
+	Data      string
+}
+
+// ToolCall is a complete tool call made by the assistant.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON text
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema
+}
+
+// ToolChoice constrains tool use: Mode is "auto", "none", "required" or
+// "tool", in which case Name names the tool.
+type ToolChoice struct {
+	Mode string
+	Name string
+}
+
+// Request is a normalised chat request. Model is an alias when the request
+// enters the router and an upstream model name when it leaves it.
+type Request struct {
+	Model       string
+	Messages    []Message
+	Tools       []Tool
+	ToolChoice  *ToolChoice
+	MaxTokens   int // 0: the provider's default
+	Temperature *float64
+	TopP        *float64
+	Stop        []string
+	N           int // number of choices; 0 means 1
+	Seed        *int64
+	User        string
+	// ParallelToolCalls is passed through when set.
+	ParallelToolCalls *bool
+	// ResponseFormat is OpenAI's response_format, passed through as JSON.
+	ResponseFormat json.RawMessage
+	// Extra holds request fields this package does not model; adapters
+	// speaking the same wire format pass them through unchanged.
+	Extra map[string]json.RawMessage
+	// Meta carries per-request hints for providers that understand them
+	// (the sim reads its fault directives here). Never sent upstream.
+	Meta map[string]string
+}
+
+// Clone returns a copy of r that can be changed without changing r. Slices
+// of messages and tools are copied; their elements' contents are shared.
+func (r *Request) Clone() *Request {
+	c := *r
+	c.Messages = append([]Message(nil), r.Messages...)
+	c.Tools = append([]Tool(nil), r.Tools...)
+	c.Stop = append([]string(nil), r.Stop...)
+	return &c
+}
+
+// Choices returns the number of choices the request asks for.
+func (r *Request) Choices() int {
+	if r.N < 1 {
+		return 1
+	}
+	return r.N
+}
+
+// FinishReason says why a choice ended.
+type FinishReason string
+
+const (
+	FinishStop          FinishReason = "stop"
+	FinishLength        FinishReason = "length"
+	FinishToolCalls     FinishReason = "tool_calls"
+	FinishContentFilter FinishReason = "content_filter"
+	// FinishTimeout means the request's overall timeout cut the answer;
+	// the text before the cut was delivered.
+	FinishTimeout FinishReason = "timeout"
+)
+
+// Chunk is one normalised piece of a response stream. A chunk carries any
+// combination of a text delta, tool-call deltas, a finish reason and usage.
+type Chunk struct {
+	// Choice is the index of the choice this chunk belongs to.
+	Choice int
+	// Text is a content delta.
+	Text string
+	// Refusal is a refusal delta (OpenAI's refusal field).
+	Refusal string
+	// ToolCalls are tool-call deltas.
+	ToolCalls []ToolCallDelta
+	// FinishReason is set on the last chunk of a choice.
+	FinishReason FinishReason
+	// Usage is set on the chunk that reports token counts, usually the
+	// last one of the stream. Counts are totals for the request, not
+	// increments.
+	Usage *Usage
+	// Model is the upstream model that produced the chunk, when known.
+	Model string
+}
+
+// Visible reports whether the chunk carries anything a user sees: text, a
+// refusal or a tool call. The first visible chunk is the "first token".
+func (c *Chunk) Visible() bool {
+	return c.Text != "" || c.Refusal != "" || len(c.ToolCalls) > 0
+}
+
+// ToolCallDelta is a piece of a streamed tool call. The first delta of a
+// call carries ID and Name; later ones append to Arguments.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Usage counts a request's tokens.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	// CachedInputTokens were read from a prompt cache (included in
+	// InputTokens).
+	CachedInputTokens int `json:"cached_input_tokens,omitempty"`
+	// CacheWriteTokens were written to a prompt cache (included in
+	// InputTokens).
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
+	// ReasoningTokens were spent thinking (included in OutputTokens).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// Estimated is true when the counts were computed by firstword rather
+	// than reported by the provider.
+	Estimated bool `json:"estimated,omitempty"`
+}
+
+// Stream is a response stream: each pair is a chunk and a nil error, or a
+// zero chunk and a non-nil error, after which the iteration ends.
+type Stream = iter.Seq2[Chunk, error]

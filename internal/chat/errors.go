@@ -1,0 +1,147 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Sentinel causes. Timeouts are context causes: test them with errors.Is on
+// context.Cause(ctx) or on the error a stream returns.
+var (
+	// ErrFirstTokenTimeout: an attempt produced no visible token in time.
+	ErrFirstTokenTimeout = errors.New("first token timeout")
+	// ErrDeadline: the request's overall deadline passed.
+	ErrDeadline = errors.New("request deadline exceeded")
+	// ErrTruncated: the upstream ended the stream without finishing it.
+	ErrTruncated = errors.New("upstream stream ended before it finished")
+	// ErrClientGone: the client went away; the request was cancelled.
+	ErrClientGone = errors.New("client disconnected")
+	// ErrShutdown: the server stopped the stream while shutting down.
+	ErrShutdown = errors.New("server shutting down")
+)
+
+// Category classifies an upstream failure independently of its wire format.
+type Category string
+
+const (
+	CategoryRateLimited         Category = "rate_limited"
+	CategoryOverloaded          Category = "overloaded"
+	CategoryAuth                Category = "auth"
+	CategoryInvalidRequest      Category = "invalid_request"
+	CategoryNotFound            Category = "not_found"
+	CategoryContextLength       Category = "context_length"
+	CategoryContentFilter       Category = "content_filter"
+	CategoryUpstreamUnavailable Category = "upstream_unavailable"
+	CategoryTimeout             Category = "timeout"
+	// CategoryProtocol: the upstream sent bytes that break its own format
+	// (truncated JSON, invalid UTF-8, an oversized event, a missing end).
+	CategoryProtocol Category = "protocol"
+	CategoryInternal Category = "internal"
+)
+
+// Error is a classified upstream or routing failure.
+type Error struct {
+	Category Category
+	// Status is the upstream HTTP status, when there was one.
+	Status int
+	// Message is safe to show to the client.
+	Message string
+	// Retryable says whether the same request may succeed if sent again
+	// (now, elsewhere, or after RetryAfter).
+	Retryable bool
+	// RetryAfter is the upstream's Retry-After hint, when it sent one.
+	RetryAfter time.Duration
+	// Provider names the provider or deployment that failed.
+	Provider string
+	// Err is the underlying cause.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := string(e.Category)
+	if e.Provider != "" {
+		s = e.Provider + ": " + s
+	}
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (status %d)", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil && (e.Message == "" || e.Err.Error() != e.Message) {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// HTTPStatus is the status firstword answers with when this error happens
+// before the response is committed.
+func (e *Error) HTTPStatus() int {
+	switch e.Category {
+	case CategoryRateLimited:
+		return http.StatusTooManyRequests
+	case CategoryOverloaded, CategoryUpstreamUnavailable:
+		return http.StatusServiceUnavailable
+	case CategoryAuth:
+		// The client's key was fine; firstword's upstream key was not.
+		return http.StatusBadGateway
+	case CategoryInvalidRequest, CategoryContextLength, CategoryContentFilter:
+		return http.StatusBadRequest
+	case CategoryNotFound:
+		return http.StatusNotFound
+	case CategoryTimeout:
+		return http.StatusGatewayTimeout
+	case CategoryProtocol:
+		return http.StatusBadGateway
+	}
+	return http.StatusInternalServerError
+}
+
+// AsError returns err as an *Error, classifying errors that are not one.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	switch {
+	case errors.Is(err, ErrFirstTokenTimeout):
+		return &Error{Category: CategoryTimeout, Message: "no first token before the first-token timeout", Retryable: true, Err: err}
+	case errors.Is(err, ErrDeadline):
+		return &Error{Category: CategoryTimeout, Message: "the request's deadline passed", Err: err}
+	case errors.Is(err, ErrTruncated):
+		return &Error{Category: CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
+	case errors.Is(err, ErrShutdown):
+		return &Error{Category: CategoryUpstreamUnavailable, Message: "the server is shutting down", Retryable: true, Err: err}
+	}
+	return &Error{Category: CategoryInternal, Message: "internal error", Err: err}
+}
+
+// CategoryForStatus classifies an upstream HTTP status.
+func CategoryForStatus(status int) (c Category, retryable bool) {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return CategoryRateLimited, true
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return CategoryAuth, false
+	case status == http.StatusNotFound:
+		return CategoryNotFound, false
+	case status == http.StatusRequestTimeout:
+		return CategoryTimeout, true
+	case status == http.StatusRequestEntityTooLarge:
+		return CategoryContextLength, false
+	case status == 529 || status == http.StatusServiceUnavailable:
+		return CategoryOverloaded, true
+	case status >= 500:
+		return CategoryUpstreamUnavailable, true
+	case status >= 400:
+		return CategoryInvalidRequest, false
+	}
+	return CategoryUpstreamUnavailable, true
+}

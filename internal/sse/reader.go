@@ -1,0 +1,281 @@
+// Package sse reads and writes text/event-stream, as specified by the WHATWG
+// HTML standard ("Server-sent events", section 9.2). It imports only the
+// standard library.
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// DefaultMaxEventSize bounds a line and an event's data when NewReader is
+// given no limit.
+const DefaultMaxEventSize = 1 << 20
+
+// ErrTooLong is returned when a line or an event's data exceeds the reader's
+// limit.
+var ErrTooLong = errors.New("sse: event too long")
+
+// Event is one dispatched event, or a comment when Comment is non-nil.
+type Event struct {
+	// Type is the event field; empty means the default type "message".
+	Type string
+	// Data is the event's data, lines joined with "\n". It is valid only
+	// until the next call to Next.
+	Data []byte
+	// ID is the last event ID in effect when the event was dispatched.
+	ID string
+	// Retry is the last reconnection time the stream set, in milliseconds,
+	// or -1 when it set none.
+	Retry int
+	// Comment is a comment line's text after the colon, when the reader
+	// returns comments. Valid only until the next call to Next.
+	Comment []byte
+}
+
+// Reader parses a text/event-stream. It is not safe for concurrent use.
+type Reader struct {
+	src  io.Reader
+	max  int
+	buf  []byte
+	r, w int
+	err  error // sticky read error
+
+	started  bool // the BOM check is done
+	skipLF   bool // the previous line ended in CR; drop a following LF
+	comments bool
+
+	ev      Event
+	data    []byte
+	hasData bool
+	typ     []byte
+	pending bool // fields seen since the last dispatch
+	id      string
+	retry   int
+}
+
+// NewReader returns a Reader of src. maxEventSize bounds each line and each
+// event's data; zero means DefaultMaxEventSize.
+func NewReader(src io.Reader, maxEventSize int) *Reader {
+	if maxEventSize <= 0 {
+		maxEventSize = DefaultMaxEventSize
+	}
+	return &Reader{src: src, max: maxEventSize, buf: make([]byte, 4096), retry: -1}
+}
+
+// ReturnComments makes Next return comment lines as events with Comment
+// set, so that callers can observe heartbeats.
+func (r *Reader) ReturnComments(on bool) { r.comments = on }
+
+// Buffered reports how many bytes have been read from the source but not
+// yet parsed. A caller can use it to tell whether the next event is likely
+// to be available without blocking.
+func (r *Reader) Buffered() int { return r.w - r.r }
+
+// Next returns the next event. At the end of the stream it returns io.EOF,
+// or io.ErrUnexpectedEOF when the stream ended inside an event (which,
+// following the standard, is not dispatched). The returned event is reused
+// by the next call.
+func (r *Reader) Next() (*Event, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if err == io.EOF && (r.pending || len(line) > 0) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			if ev := r.dispatch(); ev != nil {
+				return ev, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			if r.comments {
+				r.ev = Event{Comment: line[1:], Retry: r.retry, ID: r.id}
+				return &r.ev, nil
+			}
+			continue
+		}
+		if err := r.field(line); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (r *Reader) field(line []byte) error {
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		if len(r.data)+len(value)+1 > r.max {
+			return fmt.Errorf("%w: data over %d bytes", ErrTooLong, r.max)
+		}
+		if r.hasData {
+			r.data = append(r.data, '\n')
+		}
+		r.data = append(r.data, value...)
+		r.hasData = true
+		r.pending = true
+	case "event":
+		r.typ = append(r.typ[:0], value...)
+		r.pending = true
+	case "id":
+		if bytes.IndexByte(value, 0) < 0 {
+			r.id = string(value)
+		}
+		r.pending = true
+	case "retry":
+		if n, ok := digits(value); ok {
+			r.retry = n
+		}
+		r.pending = true
+	default:
+		// Unknown fields are ignored, as the standard says.
+	}
+	return nil
+}
+
+// digits parses a non-empty run of ASCII digits.
+func digits(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(b))
+	return n, err == nil
+}
+
+// dispatch ends the current event. It returns nil when there is nothing to
+// dispatch (no data lines), after resetting the type as the standard says.
+func (r *Reader) dispatch() *Event {
+	r.pending = false
+	if !r.hasData {
+		r.typ = r.typ[:0]
+		return nil
+	}
+	typ := r.ev.Type
+	if string(r.typ) != typ {
+		typ = string(r.typ)
+	}
+	r.ev = Event{Type: typ, Data: r.data, ID: r.id, Retry: r.retry}
+	r.data = r.data[:0]
+	r.hasData = false
+	r.typ = r.typ[:0]
+	return &r.ev
+}
+
+// readLine returns the next line without its terminator (CR, LF or CRLF).
+// The line is valid until the next call. At the end of the input it returns
+// the unterminated remainder, if any, with io.EOF.
+func (r *Reader) readLine() ([]byte, error) {
+	for !r.started {
+		avail := r.buf[r.r:r.w]
+		if len(avail) >= len(bom) || r.err != nil || !bytes.HasPrefix(bom, avail) {
+			if bytes.HasPrefix(avail, bom) {
+				r.r += len(bom)
+			}
+			r.started = true
+			break
+		}
+		r.fill()
+	}
+	for r.skipLF {
+		if r.r < r.w {
+			if r.buf[r.r] == '\n' {
+				r.r++
+			}
+			r.skipLF = false
+			break
+		}
+		if r.err != nil {
+			r.skipLF = false
+			break
+		}
+		r.fill()
+	}
+	scan := r.r
+	for {
+		if i := indexEOL(r.buf[scan:r.w]); i >= 0 {
+			end := scan + i
+			line := r.buf[r.r:end]
+			if r.buf[end] == '\r' {
+				if end+1 < r.w {
+					if r.buf[end+1] == '\n' {
+						end++
+					}
+				} else {
+					r.skipLF = true
+				}
+			}
+			r.r = end + 1
+			return line, nil
+		}
+		scan = r.w
+		if r.err != nil {
+			line := r.buf[r.r:r.w]
+			r.r = r.w
+			return line, r.err
+		}
+		if r.w-r.r >= r.max {
+			return nil, fmt.Errorf("%w: line over %d bytes", ErrTooLong, r.max)
+		}
+		scan -= r.r
+		r.fill()
+		scan += r.r
+	}
+}
+
+var bom = []byte("\xEF\xBB\xBF")
+
+func indexEOL(b []byte) int {
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+// fill reads more input, compacting or growing the buffer as needed.
+func (r *Reader) fill() {
+	if r.r > 0 {
+		n := copy(r.buf, r.buf[r.r:r.w])
+		r.w = n
+		r.r = 0
+	}
+	if r.w == len(r.buf) {
+		size := 2 * len(r.buf)
+		if size > r.max+1 {
+			size = r.max + 1
+		}
+		nb := make([]byte, size)
+		copy(nb, r.buf[:r.w])
+		r.buf = nb
+	}
+	for range 100 {
+		n, err := r.src.Read(r.buf[r.w:])
+		r.w += n
+		if err != nil {
+			r.err = err
+			return
+		}
+		if n > 0 {
+			return
+		}
+	}
+	r.err = io.ErrNoProgress
+}

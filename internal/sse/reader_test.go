@@ -1,0 +1,293 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// ev is a comparable event for tests.
+type ev struct {
+	Type, Data, ID string
+	Retry          int
+}
+
+func readAll(t testing.TB, r io.Reader, max int) ([]ev, error) {
+	t.Helper()
+	rd := NewReader(r, max)
+	var out []ev
+	for {
+		e, err := rd.Next()
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return out, err
+		}
+		out = append(out, ev{e.Type, string(e.Data), e.ID, e.Retry})
+	}
+}
+
+// reference is a direct transcription of the WHATWG algorithm over a whole
+// input, used to check the incremental reader.
+func reference(in string) ([]ev, bool) {
+	in = strings.TrimPrefix(in, "\uFEFF")
+	var lines []string
+	for len(in) > 0 {
+		i := strings.IndexAny(in, "\r\n")
+		if i < 0 {
+			return collectRef(lines), true // unterminated last line: discarded
+		}
+		lines = append(lines, in[:i])
+		if in[i] == '\r' && i+1 < len(in) && in[i+1] == '\n' {
+			i++
+		}
+		in = in[i+1:]
+	}
+	return collectRef(lines), false
+}
+
+func collectRef(lines []string) []ev {
+	var out []ev
+	var data, typ, id string
+	hasData := false
+	retry := -1
+	for _, l := range lines {
+		if l == "" {
+			if hasData {
+				out = append(out, ev{typ, data, id, retry})
+			}
+			data, typ, hasData = "", "", false
+			continue
+		}
+		if l[0] == ':' {
+			continue
+		}
+		name, value, found := strings.Cut(l, ":")
+		if found {
+			value = strings.TrimPrefix(value, " ")
+		}
+		switch name {
+		case "data":
+			if hasData {
+				data += "\n"
+			}
+			data += value
+			hasData = true
+		case "event":
+			typ = value
+		case "id":
+			if !strings.Contains(value, "\x00") {
+				id = value
+			}
+		case "retry":
+			if n, ok := digits([]byte(value)); ok {
+				retry = n
+			}
+		}
+	}
+	return out
+}
+
+func TestReader(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []ev
+	}{
+		{"single", "data: hello\n\n", []ev{{"", "hello", "", -1}}},
+		{"no space after colon", "data:hello\n\n", []ev{{"", "hello", "", -1}}},
+		{"only one space stripped", "data:  two\n\n", []ev{{"", " two", "", -1}}},
+		{"multi-line data", "data: a\ndata: b\ndata\n\n", []ev{{"", "a\nb\n", "", -1}}},
+		{"crlf", "event: x\r\ndata: y\r\n\r\n", []ev{{"x", "y", "", -1}}},
+		{"cr only", "data: a\rdata: b\r\r", []ev{{"", "a\nb", "", -1}}},
+		{"mixed endings", "data: 1\r\n\ndata: 2\r\rdata: 3\n\r\n", []ev{{"", "1", "", -1}, {"", "2", "", -1}, {"", "3", "", -1}}},
+		{"bom", "\uFEFFdata: x\n\n", []ev{{"", "x", "", -1}}},
+		{"bom only at start", "data: x\n\n\uFEFFdata: y\n\n", []ev{{"", "x", "", -1}}},
+		{"comments", ": ping\n\n:\ndata: x\n: mid\n\n", []ev{{"", "x", "", -1}}},
+		{"event without data is dropped", "event: ping\n\ndata: x\n\n", []ev{{"", "x", "", -1}}},
+		{"id persists", "id: 7\ndata: a\n\ndata: b\n\n", []ev{{"", "a", "7", -1}, {"", "b", "7", -1}}},
+		{"id with NUL ignored", "id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\n", []ev{{"", "a", "1", -1}, {"", "b", "1", -1}}},
+		{"retry", "retry: 1500\ndata: a\n\nretry: x\ndata: b\n\n", []ev{{"", "a", "", 1500}, {"", "b", "", 1500}}},
+		{"unknown field", "foo: bar\ndata: a\n\n", []ev{{"", "a", "", -1}}},
+		{"empty data dispatches", "data\n\n", []ev{{"", "", "", -1}}},
+		{"field without colon", "data\ndata\n\n", []ev{{"", "\n", "", -1}}},
+		{"colon in value", "data: {\"a\":\"b\"}\n\n", []ev{{"", `{"a":"b"}`, "", -1}}},
+		{"utf8", "data: héllo 日本\n\n", []ev{{"", "héllo 日本", "", -1}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, split := range []string{"whole", "onebyte", "half"} {
+				var src io.Reader = strings.NewReader(tt.in)
+				switch split {
+				case "onebyte":
+					src = iotest.OneByteReader(src)
+				case "half":
+					src = iotest.HalfReader(src)
+				}
+				got, err := readAll(t, src, 0)
+				if err != nil {
+					t.Fatalf("%s: Next() error = %v", split, err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("%s: events mismatch (-want +got):\n%s", split, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestReaderUnexpectedEOF(t *testing.T) {
+	for _, in := range []string{"data: {\"trunc", "data: a\n", "data: a\n\ndata: b"} {
+		_, err := readAll(t, strings.NewReader(in), 0)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("readAll(%q) error = %v, want io.ErrUnexpectedEOF", in, err)
+		}
+	}
+}
+
+func TestReaderTooLong(t *testing.T) {
+	long := "data: " + strings.Repeat("x", 10<<20) + "\n\n"
+	_, err := readAll(t, strings.NewReader(long), 1<<20)
+	if !errors.Is(err, ErrTooLong) {
+		t.Fatalf("10 MB line: error = %v, want ErrTooLong", err)
+	}
+	// Many lines each under the limit, whose sum is over it.
+	many := strings.Repeat("data: "+strings.Repeat("y", 1000)+"\n", 2000) + "\n"
+	_, err = readAll(t, strings.NewReader(many), 1<<20)
+	if !errors.Is(err, ErrTooLong) {
+		t.Fatalf("2 MB of data lines: error = %v, want ErrTooLong", err)
+	}
+	// Just under the limit is fine.
+	ok := "data: " + strings.Repeat("z", 1<<19) + "\n\n"
+	got, err := readAll(t, strings.NewReader(ok), 1<<20)
+	if err != nil || len(got) != 1 || len(got[0].Data) != 1<<19 {
+		t.Fatalf("512 KiB line: got %d events, err %v", len(got), err)
+	}
+}
+
+func TestReaderComments(t *testing.T) {
+	rd := NewReader(strings.NewReader(": ping\n\ndata: x\n\n"), 0)
+	rd.ReturnComments(true)
+	e, err := rd.Next()
+	if err != nil || string(e.Comment) != " ping" {
+		t.Fatalf("Next() = %+v, %v; want comment \" ping\"", e, err)
+	}
+	e, err = rd.Next()
+	if err != nil || e.Comment != nil || string(e.Data) != "x" {
+		t.Fatalf("Next() = %+v, %v; want data x", e, err)
+	}
+}
+
+// TestFixtures reads the real provider captures at random split points and
+// checks the incremental reader against the reference on the whole input.
+func TestFixtures(t *testing.T) {
+	files := []string{"openai_chat_stream_usage.sse", "openai_chat_stream_toolcall.sse", "anthropic_messages_stream.sse", "anthropic_stream_error.sse", "gemini_stream.sse"}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			b, err := os.ReadFile("testdata/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := reference(string(b))
+			if len(want) == 0 {
+				t.Fatal("reference found no events")
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(len(b))))
+			for range 50 {
+				got, err := readAll(t, &randomReader{b: b, rng: rng}, 0)
+				if err != nil {
+					t.Fatalf("Next() error = %v", err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Fatalf("events mismatch (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// randomReader returns its bytes in random-sized reads.
+type randomReader struct {
+	b   []byte
+	rng *rand.Rand
+}
+
+func (r *randomReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := 1 + r.rng.IntN(min(len(r.b), len(p), 64))
+	n = copy(p, r.b[:n])
+	r.b = r.b[n:]
+	return n, nil
+}
+
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{"data: a\n\n", "data:b\r\n\r\n", "\uFEFFevent: x\rdata: y\r\r", ": c\ndata\nid: 1\nretry: 10\n\n", "data: a\ndata: b\n\n"} {
+		f.Add([]byte(s), uint64(1))
+	}
+	if b, err := os.ReadFile("testdata/anthropic_messages_stream.sse"); err == nil {
+		f.Add(b, uint64(7))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
+		want, _ := reference(string(in))
+		rd := &randomReader{b: in, rng: rand.New(rand.NewPCG(seed, 0))}
+		got, err := readAll(t, rd, 1<<16)
+		if errors.Is(err, ErrTooLong) {
+			return
+		}
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("unexpected error %v", err)
+		}
+		if len(want) == 0 {
+			want = nil
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("input %q: events mismatch (-want +got):\n%s", in, diff)
+		}
+	})
+}
+
+func TestWriterRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	if err := w.Retry(1000); err != nil {
+		t.Fatal(err)
+	}
+	w.Event("delta", "3", []byte("line1\nline2\r\nline3"))
+	w.Comment("ping")
+	w.Event("", "", []byte(`{"x":1}`))
+	got, err := readAll(t, &buf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ev{{"delta", "line1\nline2\nline3", "3", 1000}, {"", `{"x":1}`, "3", 1000}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("round trip mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func BenchmarkReader(b *testing.B) {
+	data, err := os.ReadFile("testdata/openai_chat_stream_usage.sse")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		rd := NewReader(bytes.NewReader(data), 0)
+		for {
+			if _, err := rd.Next(); err != nil {
+				break
+			}
+		}
+	}
+}
