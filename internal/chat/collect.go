@@ -20,12 +20,18 @@ type Choice struct {
 	FinishReason FinishReason
 }
 
+// Bounds on indices a stream may use; decoders reject larger ones.
+const (
+	MaxChoices   = 128
+	MaxToolCalls = 128
+)
+
 // Collector assembles a Response from chunks, one Add at a time.
 type Collector struct {
 	resp  Response
-	texts []strings.Builder
-	refs  []strings.Builder
-	args  [][]strings.Builder
+	texts []*strings.Builder
+	refs  []*strings.Builder
+	args  [][]*strings.Builder
 }
 
 // Add folds one chunk into the response.
@@ -40,10 +46,13 @@ func (c *Collector) Add(ch Chunk) {
 	if !ch.Visible() && ch.FinishReason == "" {
 		return
 	}
+	if ch.Choice < 0 || ch.Choice >= MaxChoices {
+		return
+	}
 	for len(c.resp.Choices) <= ch.Choice {
 		c.resp.Choices = append(c.resp.Choices, Choice{Index: len(c.resp.Choices)})
-		c.texts = append(c.texts, strings.Builder{})
-		c.refs = append(c.refs, strings.Builder{})
+		c.texts = append(c.texts, new(strings.Builder))
+		c.refs = append(c.refs, new(strings.Builder))
 		c.args = append(c.args, nil)
 	}
 	i := ch.Choice
@@ -51,9 +60,12 @@ func (c *Collector) Add(ch Chunk) {
 	c.texts[i].WriteString(ch.Text)
 	c.refs[i].WriteString(ch.Refusal)
 	for _, d := range ch.ToolCalls {
+		if d.Index < 0 || d.Index >= MaxToolCalls {
+			continue
+		}
 		for len(choice.ToolCalls) <= d.Index {
 			choice.ToolCalls = append(choice.ToolCalls, ToolCall{})
-			c.args[i] = append(c.args[i], strings.Builder{})
+			c.args[i] = append(c.args[i], new(strings.Builder))
 		}
 		tc := &choice.ToolCalls[d.Index]
 		if d.ID != "" {

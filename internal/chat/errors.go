@@ -84,8 +84,10 @@ func (e *Error) HTTPStatus() int {
 	switch e.Category {
 	case CategoryRateLimited:
 		return http.StatusTooManyRequests
-	case CategoryOverloaded, CategoryUpstreamUnavailable:
+	case CategoryOverloaded:
 		return http.StatusServiceUnavailable
+	case CategoryUpstreamUnavailable:
+		return http.StatusBadGateway
 	case CategoryAuth:
 		// The client's key was fine; firstword's upstream key was not.
 		return http.StatusBadGateway

@@ -1,0 +1,67 @@
+// Package cli is firstword's command line and its composition root: the
+// only place that reads the config and picks adapters.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Main runs the command in args and returns the process exit code.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	env := &Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = Serve(ctx, env, rest)
+	case "sim":
+		err = Sim(ctx, env, rest)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "firstword: unknown command %q\n\n", cmd)
+		usage(stderr)
+		return 2
+	}
+	if err != nil {
+		if err == errUsage {
+			return 2
+		}
+		fmt.Fprintf(stderr, "firstword %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// Env is the process environment a command runs in.
+type Env struct {
+	Getenv func(string) string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+var errUsage = fmt.Errorf("usage")
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, strings.TrimLeft(`
+firstword: a latency-first LLM chat gateway
+
+Usage:
+  firstword serve [--config FILE] [--addr HOST:PORT]
+        Run the gateway. With no config it serves the built-in simulated
+        models (sim-small, sim-medium, sim-large, chat) on 127.0.0.1:8080.
+  firstword sim [--addr HOST:PORT] [--seed N]
+        Run the simulated provider alone as an OpenAI-compatible upstream.
+  firstword help
+        Show this help.
+`, "\n"))
+}

@@ -1,0 +1,201 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/firstword/firstword/internal/metering"
+)
+
+const oneAttempt = "    max_attempts: 1\n"
+
+// TestErrorsBeforeFirstByte: upstream failures before anything was sent
+// become proper statuses with OpenAI-style error JSON.
+func TestErrorsBeforeFirstByte(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		header     string
+		wantStatus int
+		wantCode   string
+	}{
+		{"server error", 500, `{"error":{"message":"boom","type":"server_error"}}`, "", 502, "upstream_unavailable"},
+		{"overloaded", 503, `{"error":{"message":"busy"}}`, "", 503, "overloaded"},
+		{"rate limited", 429, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, "7", 429, "rate_limited"},
+		{"bad request", 400, `{"error":{"message":"bad param","type":"invalid_request_error"}}`, "", 400, "invalid_request"},
+		{"context length", 400, `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`, "", 400, "context_length"},
+		{"upstream auth", 401, `{"error":{"message":"bad key"}}`, "", 502, "auth"},
+		{"html error page", 502, `<html>bad gateway</html>`, "", 502, "upstream_unavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if tt.header != "" {
+					w.Header().Set("Retry-After", tt.header)
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, tt.body)
+			})
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			for _, stream := range []string{"true", "false"} {
+				resp := post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
+				checkErrorResponse(t, resp, tt.wantStatus, tt.wantCode)
+				if tt.header != "" && resp.Header.Get("Retry-After") != tt.header {
+					t.Errorf("Retry-After = %q, want %q", resp.Header.Get("Retry-After"), tt.header)
+				}
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		gw := startGateway(t, minimalConfig+oneAttempt, "http://"+addr)
+		resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		checkErrorResponse(t, resp, 502, "upstream_unavailable")
+	})
+}
+
+func checkErrorResponse(t *testing.T, resp *http.Response, status int, code string) {
+	t.Helper()
+	defer resp.Body.Close()
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+			Param   any    `json:"param"`
+		} `json:"error"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatalf("status %d, body %q is not JSON: %v", resp.StatusCode, b, err)
+	}
+	if resp.StatusCode != status || body.Error.Code != code || body.Error.Message == "" {
+		t.Errorf("got %d %s, want %d with code %s", resp.StatusCode, b, status, code)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type = %q", ct)
+	}
+}
+
+// TestErrorsMidStream: once text was sent, an upstream failure of any kind
+// ends the stream with an error event and no [DONE], keeping the text.
+func TestErrorsMidStream(t *testing.T) {
+	hello := chunkJSON("Hello") + chunkJSON(" world")
+	finish := `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+	tests := []struct {
+		name string
+		tail string
+	}{
+		{"truncated json", `data: {"choices":[{"index":0,"delta":{"content":"x` + "\n\n"},
+		{"invalid utf-8", "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\xc3\x28\"}}]}\n\n"},
+		{"10 MB line", "data: " + strings.Repeat("a", 10<<20) + "\n\n"},
+		{"missing [DONE]", finish},
+		{"closed early", ""},
+		{"error object", `data: {"error":{"message":"upstream exploded","type":"server_error"}}` + "\n\n"},
+		{"event: error", "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"type\":\"overloaded_error\"}}\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				sseWrite(w, hello)
+				sseWrite(w, tt.tail)
+			})
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			events := readEvents(resp.Body)
+			var text strings.Builder
+			for _, ev := range events[:len(events)-1] {
+				var c struct {
+					Choices []struct {
+						Delta struct{ Content string } `json:"delta"`
+					} `json:"choices"`
+				}
+				if json.Unmarshal([]byte(ev.data), &c) == nil && len(c.Choices) > 0 {
+					text.WriteString(c.Choices[0].Delta.Content)
+				}
+			}
+			if text.String() != "Hello world" {
+				t.Errorf("text before the error = %q, want %q", text.String(), "Hello world")
+			}
+			last := events[len(events)-1]
+			var e struct {
+				Error *struct{ Message, Type, Code string } `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(last.data), &e); err != nil || e.Error == nil || e.Error.Message == "" {
+				t.Fatalf("last event %q is not an error event", last.data)
+			}
+			for _, ev := range events {
+				if ev.data == "[DONE]" {
+					t.Error("a broken stream ended with [DONE]")
+				}
+				if strings.Contains(ev.data, `"finish_reason":"stop"`) {
+					t.Error("a broken stream reported finish_reason stop")
+				}
+			}
+			rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id"))
+			if rec.Status != metering.StatusError || rec.ErrorCode == "" {
+				t.Errorf("record status %s code %q, want error", rec.Status, rec.ErrorCode)
+			}
+		})
+	}
+}
+
+// TestBadClientRequests: malformed requests get a 4xx naming the problem.
+func TestBadClientRequests(t *testing.T) {
+	gw := startGateway(t, minimalConfig, "http://127.0.0.1:1")
+	tests := []struct {
+		name, body string
+		status     int
+		param      string
+	}{
+		{"not json", `{"model":`, 400, ""},
+		{"not an object", `[1,2]`, 400, ""},
+		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, 400, "model"},
+		{"no messages", `{"model":"chat"}`, 400, "messages"},
+		{"empty messages", `{"model":"chat","messages":[]}`, 400, "messages"},
+		{"messages wrong type", `{"model":"chat","messages":"hi"}`, 400, "messages"},
+		{"bad role", `{"model":"chat","messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0]"},
+		{"temperature wrong type", `{"model":"chat","messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, 400, "temperature"},
+		{"max_tokens negative", `{"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":-1}`, 400, "max_tokens"},
+		{"stream wrong type", `{"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":"yes"}`, 400, "stream"},
+		{"stream_options without stream", `{"model":"chat","messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "stream_options"},
+		{"stream_options unknown key", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}],"stream_options":{"usage":true}}`, 400, "stream_options"},
+		{"stream_options wrong type", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":"yes"}}`, 400, "stream_options"},
+		{"unknown model", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "model"},
+		{"oversized body", `{"model":"chat","messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`, 413, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := post(t, gw.URL, tt.body)
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var body struct {
+				Error struct {
+					Message string  `json:"message"`
+					Param   *string `json:"param"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(b, &body); err != nil {
+				t.Fatalf("body %q is not JSON", b)
+			}
+			if resp.StatusCode != tt.status || body.Error.Message == "" {
+				t.Errorf("got %d %s, want %d", resp.StatusCode, b, tt.status)
+			}
+			if tt.param != "" && (body.Error.Param == nil || *body.Error.Param != tt.param) {
+				t.Errorf("param = %v, want %q (%s)", body.Error.Param, tt.param, b)
+			}
+		})
+	}
+}

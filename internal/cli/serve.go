@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/httpapi"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/openai"
+	"github.com/firstword/firstword/internal/provider/sim"
+	"github.com/firstword/firstword/internal/router"
+)
+
+// Serve runs the gateway until ctx ends, then shuts down gracefully: it
+// stops accepting, lets open streams finish for the shutdown timeout, then
+// cancels the rest (they end with an error event and are recorded).
+func Serve(ctx context.Context, env *Env, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	cfgPath := fs.String("config", "", "config `file` (default: built-in simulated models)")
+	addr := fs.String("addr", "", "listen address `HOST:PORT`, overriding the config's listen")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	cfg := config.Default()
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath, env.Getenv); err != nil {
+			return err
+		}
+	}
+	if *addr != "" {
+		if _, _, err := net.SplitHostPort(*addr); err != nil {
+			return fmt.Errorf("--addr: want HOST:PORT, got %q", *addr)
+		}
+		cfg.Listen = *addr
+	}
+	log := newLogger(env, cfg.Log)
+	app, err := Build(cfg, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases())
+	return app.Serve(ctx, ln, cfg.ShutdownTimeout)
+}
+
+// App is a built gateway: everything serve runs, wired.
+type App struct {
+	Config  *config.Config
+	Router  *router.Router
+	Meter   *metering.Memory
+	Sims    map[string]*sim.Provider
+	Handler http.Handler
+	Log     *slog.Logger
+
+	transport *http.Transport
+}
+
+// Close releases the upstream connection pool.
+func (a *App) Close() {
+	a.transport.CloseIdleConnections()
+}
+
+// Build wires a gateway from a config.
+func Build(cfg *config.Config, log *slog.Logger) (*App, error) {
+	app := &App{Config: cfg, Log: log, Sims: map[string]*sim.Provider{}, Meter: metering.NewMemory(2000)}
+	providers := map[string]provider.Provider{}
+	transport := provider.NewTransport()
+	app.transport = transport
+	client := &http.Client{Transport: transport}
+	for name, pc := range cfg.Providers {
+		switch pc.Type {
+		case "openai":
+			providers[name] = openai.New(openai.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes, MaxTokensField: pc.MaxTokensField})
+		case "sim":
+			sc := sim.Config{Name: name, Seed: pc.Seed}
+			if pc.Fault != nil {
+				sc.Fault = sim.Fault{Mode: pc.Fault.Mode, After: pc.Fault.After, Probability: pc.Fault.Probability, RetryAfter: pc.Fault.RetryAfter, Factor: pc.Fault.Factor}
+			}
+			if len(pc.Tiers) > 0 {
+				sc.Tiers = map[string]sim.Tier{}
+				for tn, t := range pc.Tiers {
+					jitter := 0.2
+					if t.Jitter != nil {
+						jitter = *t.Jitter
+					}
+					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2}
+				}
+			}
+			sp := sim.New(sc)
+			app.Sims[name] = sp
+			providers[name] = sp
+		default:
+			return nil, fmt.Errorf("provider %s: type %q is not supported by this build", name, pc.Type)
+		}
+	}
+	rc := router.Config{}
+	for _, name := range sortedKeys(cfg.Models) {
+		m := cfg.Models[name]
+		a := router.Alias{Name: name, Timeout: m.Timeout, FirstTokenTimeout: m.FirstTokenTimeout, MaxAttempts: m.MaxAttempts}
+		if ad := m.AdaptiveFirstToken; ad != nil {
+			a.Adaptive = &router.Adaptive{Multiplier: ad.Multiplier, Min: ad.Min, Max: ad.Max, MinSamples: ad.MinSamples}
+		}
+		if h := m.Hedge; h != nil {
+			a.Hedge = router.Hedge{Enabled: h.Enabled, Delay: h.Delay}
+		}
+		if b := m.Breaker; b != nil {
+			a.Breaker = router.BreakerConfig{ConsecutiveFailures: b.ConsecutiveFailures, ErrorRate: b.ErrorRate, MinRequests: b.MinRequests, Window: b.Window, Cooldown: b.Cooldown}
+		}
+		for _, d := range m.Deployments {
+			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: providers[d.Provider], Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
+		}
+		rc.Aliases = append(rc.Aliases, a)
+	}
+	r, err := router.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	app.Router = r
+	extra := map[string]http.Handler{
+		"GET /admin/sim": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			stats := map[string]sim.Stats{}
+			for name, sp := range app.Sims {
+				stats[name] = sp.Stats()
+			}
+			writeJSON(w, stats)
+		}),
+	}
+	app.Handler = httpapi.New(httpapi.Options{
+		Router:          r,
+		Meter:           app.Meter,
+		Logger:          log,
+		Heartbeat:       cfg.Heartbeat,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		Extra:           extra,
+	})
+	return app, nil
+}
+
+// Serve serves on ln until ctx ends, then drains for up to drain before
+// cancelling what is still open.
+func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	base, cancelAll := context.WithCancelCause(context.Background())
+	defer cancelAll(nil)
+	srv := &http.Server{
+		Handler:           a.Handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.Log.Info("shutting down", "drain", drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		a.Log.Warn("drain timeout: cancelling open streams")
+		cancelAll(chat.ErrShutdown)
+		// Give the handlers a moment to write their final events.
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer fcancel()
+		if srv.Shutdown(fctx) != nil {
+			srv.Close()
+		}
+		err = nil
+	}
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
+		return e
+	}
+	return err
+}

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/provider/sim"
+)
+
+// Sim runs the simulated provider alone as an OpenAI-compatible server.
+func Sim(ctx context.Context, env *Env, args []string) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	addr := fs.String("addr", "127.0.0.1:9000", "listen address `HOST:PORT`")
+	seed := fs.Uint64("seed", 1, "random seed")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	p := sim.New(sim.Config{Seed: *seed})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stderr, "sim: serving an OpenAI-compatible API on http://%s/v1\n", ln.Addr())
+	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,350 @@
+// Package config is firstword's configuration file: one typed struct,
+// decoded strictly from YAML (unknown keys are errors), with defaults in one
+// function and a Validate that reports every problem at once, each with its
+// line. The field comments here are the user documentation of the schema;
+// docs/config.md is generated from the same words.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Listen is the address to serve on (default 127.0.0.1:8080).
+	Listen string `yaml:"listen"`
+	// ShutdownTimeout is how long open streams may run on after SIGTERM
+	// before they are cancelled (default 30s).
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Heartbeat is the interval of SSE comment heartbeats while the
+	// upstream is silent (default 10s).
+	Heartbeat time.Duration `yaml:"heartbeat"`
+	// MaxRequestBytes bounds a request body (default 4 MiB).
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// MaxEventBytes bounds one upstream event (default 1 MiB).
+	MaxEventBytes int `yaml:"max_event_bytes"`
+	// Log configures the structured request log.
+	Log Log `yaml:"log"`
+	// Providers are the upstreams, by name.
+	Providers map[string]*Provider `yaml:"providers"`
+	// Models are the aliases clients ask for, by name.
+	Models map[string]*Model `yaml:"models"`
+
+	// Path is the file the config was read from ("" for the built-in).
+	Path string `yaml:"-"`
+	root *yaml.Node
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error (default info).
+	Level string `yaml:"level"`
+	// Format is json or text (default json).
+	Format string `yaml:"format"`
+}
+
+// Provider is one upstream.
+type Provider struct {
+	// Type is the wire format: openai, sim (built in), and more as they
+	// are added.
+	Type string `yaml:"type"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the API key. The
+	// key itself is never written in the file or the logs. Unset is fine
+	// for servers that need no key.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Headers are sent with every request. Values may reference the
+	// environment as ${NAME}.
+	Headers map[string]string `yaml:"headers"`
+	// MaxTokensField is the request field an openai upstream takes for
+	// the answer cap: max_tokens (default) or max_completion_tokens.
+	MaxTokensField string `yaml:"max_tokens_field"`
+	// Seed makes a sim provider repeatable (default 1).
+	Seed uint64 `yaml:"seed"`
+	// Fault makes a sim provider fail on purpose: mode is one of 429,
+	// 500, 503, hang, error_mid, stall_mid, slow, truncate; after is the
+	// token count for mid-stream faults; probability (0-1) applies it to a
+	// share of requests.
+	Fault *Fault `yaml:"fault"`
+	// Tiers overrides or adds sim tiers by name.
+	Tiers map[string]*Tier `yaml:"tiers"`
+
+	// APIKey is resolved from APIKeyEnv at load time.
+	APIKey string `yaml:"-"`
+	line   int
+}
+
+// Fault is a sim fault mode.
+type Fault struct {
+	Mode        string        `yaml:"mode"`
+	After       int           `yaml:"after"`
+	Probability float64       `yaml:"probability"`
+	RetryAfter  time.Duration `yaml:"retry_after"`
+	Factor      float64       `yaml:"factor"`
+}
+
+// Tier is a sim model tier.
+type Tier struct {
+	// TTFT is the median time to first token.
+	TTFT time.Duration `yaml:"ttft"`
+	// TokensPerSecond is the median generation rate.
+	TokensPerSecond float64 `yaml:"tokens_per_second"`
+	// Jitter is the log-normal sigma of timings (default 0.2).
+	Jitter *float64 `yaml:"jitter"`
+	// TailProbability and TailFactor add a heavy tail: that share of
+	// requests has its TTFT multiplied by the factor.
+	TailProbability float64 `yaml:"tail_probability"`
+	TailFactor      float64 `yaml:"tail_factor"`
+	// AnswerTokens is the typical answer length (default 200).
+	AnswerTokens int `yaml:"answer_tokens"`
+}
+
+// Model is an alias and how to serve it.
+type Model struct {
+	// Timeout is the overall per-request timeout, shared by every
+	// attempt, retry and fallback (default 20s). When it passes after the
+	// first token, the answer is cut and what was written is kept.
+	Timeout time.Duration `yaml:"timeout"`
+	// FirstTokenTimeout is the default time each deployment has to send
+	// its first visible token before the next one is tried (default 5s).
+	FirstTokenTimeout time.Duration `yaml:"first_token_timeout"`
+	// AdaptiveFirstToken derives the first-token timeout from the
+	// deployment's observed p99 TTFT once there are enough samples.
+	AdaptiveFirstToken *Adaptive `yaml:"adaptive_first_token"`
+	// MaxAttempts bounds attempts per request (default two per
+	// deployment, at most 6).
+	MaxAttempts int `yaml:"max_attempts"`
+	// Hedge starts the next deployment when the first is slow to start.
+	Hedge *Hedge `yaml:"hedge"`
+	// Breaker tunes the per-deployment circuit breaker.
+	Breaker *Breaker `yaml:"breaker"`
+	// Deployments are tried in order of priority; equal priorities are
+	// balanced by measured latency.
+	Deployments []*Deployment `yaml:"deployments"`
+
+	line int
+}
+
+// Adaptive is the adaptive first-token timeout.
+type Adaptive struct {
+	// Multiplier of the observed p99 TTFT (e.g. 3).
+	Multiplier float64 `yaml:"multiplier"`
+	// Min and Max bound the result.
+	Min time.Duration `yaml:"min"`
+	Max time.Duration `yaml:"max"`
+	// MinSamples before it applies (default 20).
+	MinSamples int `yaml:"min_samples"`
+}
+
+// Hedge configures hedged requests.
+type Hedge struct {
+	Enabled bool `yaml:"enabled"`
+	// Delay before the hedge starts (default: the deployment's observed
+	// p95 TTFT, or half its first-token timeout until measured).
+	Delay time.Duration `yaml:"delay"`
+}
+
+// Breaker tunes a circuit breaker.
+type Breaker struct {
+	ConsecutiveFailures int           `yaml:"consecutive_failures"`
+	ErrorRate           float64       `yaml:"error_rate"`
+	MinRequests         int           `yaml:"min_requests"`
+	Window              time.Duration `yaml:"window"`
+	Cooldown            time.Duration `yaml:"cooldown"`
+}
+
+// Deployment is a provider and an upstream model.
+type Deployment struct {
+	// Provider names an entry of providers.
+	Provider string `yaml:"provider"`
+	// Model is the upstream model name.
+	Model string `yaml:"model"`
+	// Priority: lower is tried first (default 0).
+	Priority int `yaml:"priority"`
+	// Weight among deployments of equal priority (default 1).
+	Weight float64 `yaml:"weight"`
+	// FirstTokenTimeout overrides the alias default for this deployment.
+	FirstTokenTimeout time.Duration `yaml:"first_token_timeout"`
+
+	line int
+}
+
+// ProviderTypes are the provider types this build knows.
+var ProviderTypes = []string{"openai", "sim"}
+
+// Load reads and validates the file at path. getenv resolves API keys and
+// header references.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, b, getenv)
+}
+
+// Parse decodes and validates a config file's bytes.
+func Parse(path string, b []byte, getenv func(string) string) (*Config, error) {
+	c := &Config{Path: path}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: the file is empty", path)
+		}
+		return nil, fmt.Errorf("%s: %s", path, cleanYAMLError(err))
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err == nil {
+		c.root = &root
+	}
+	c.locate()
+	c.Defaults()
+	if err := c.resolve(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// cleanYAMLError drops the library's "yaml: unmarshal errors:" preamble
+// and Go type names, leaving "line N: ..." sentences.
+func cleanYAMLError(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "yaml: unmarshal errors:\n")
+	s = strings.TrimPrefix(s, "yaml: ")
+	s = typeNameRE.ReplaceAllString(s, "")
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+var typeNameRE = regexp.MustCompile(` in type [\w.*\[\]]+`)
+
+// Default returns the built-in configuration: the sim provider and its
+// tiers as aliases, so that firstword runs with no file, keys or servers.
+func Default() *Config {
+	c := &Config{
+		Providers: map[string]*Provider{"sim": {Type: "sim"}},
+		Models: map[string]*Model{
+			"sim-small":  {Deployments: []*Deployment{{Provider: "sim", Model: "small"}}},
+			"sim-medium": {Deployments: []*Deployment{{Provider: "sim", Model: "medium"}}},
+			"sim-large":  {Deployments: []*Deployment{{Provider: "sim", Model: "large"}}},
+			"chat": {Deployments: []*Deployment{
+				{Provider: "sim", Model: "medium"},
+				{Provider: "sim", Model: "small", Priority: 1},
+			}},
+		},
+	}
+	c.Defaults()
+	return c
+}
+
+// Defaults fills every unset field with its default.
+func (c *Config) Defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 4 << 20
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = 1 << 20
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "json"
+	}
+	for _, p := range c.Providers {
+		if p == nil {
+			continue
+		}
+		if p.Type == "sim" && p.Seed == 0 {
+			p.Seed = 1
+		}
+		if p.Type == "openai" && p.MaxTokensField == "" {
+			p.MaxTokensField = "max_tokens"
+		}
+	}
+	for _, m := range c.Models {
+		if m == nil {
+			continue
+		}
+		for _, d := range m.Deployments {
+			if d != nil && d.Weight == 0 {
+				d.Weight = 1
+			}
+		}
+	}
+}
+
+var envRefRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+func (c *Config) resolve(getenv func(string) string) error {
+	var errs []string
+	for _, name := range sortedKeys(c.Providers) {
+		p := c.Providers[name]
+		if p == nil {
+			continue
+		}
+		if p.APIKeyEnv != "" {
+			p.APIKey = getenv(p.APIKeyEnv)
+		}
+		for k, v := range p.Headers {
+			p.Headers[k] = envRefRE.ReplaceAllStringFunc(v, func(ref string) string {
+				name := envRefRE.FindStringSubmatch(ref)[1]
+				val := getenv(name)
+				if val == "" {
+					errs = append(errs, fmt.Sprintf("line %d: providers.%s.headers.%s: environment variable %s is not set", c.line("providers", name, "headers", k), name, k, name))
+				}
+				return val
+			})
+		}
+	}
+	return c.errorList(errs)
+}
+
+func (c *Config) errorList(errs []string) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	where := c.Path
+	if where == "" {
+		where = "config"
+	}
+	if len(errs) == 1 {
+		return fmt.Errorf("%s: %s", where, errs[0])
+	}
+	return fmt.Errorf("%s: %d problems:\n  %s", where, len(errs), strings.Join(errs, "\n  "))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,152 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noenv(string) string { return "" }
+
+func TestMinimalConfig(t *testing.T) {
+	const minimal = `listen: 127.0.0.1:8080
+providers:
+  local:
+    type: openai
+    base_url: http://127.0.0.1:9000/v1
+    api_key_env: LOCAL_API_KEY      # unset is fine for servers that need no key
+models:
+  chat:
+    deployments:
+      - provider: local
+        model: mock-model
+`
+	c, err := Parse("min.yaml", []byte(minimal), func(k string) string {
+		if k == "LOCAL_API_KEY" {
+			return "sk-test"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Providers["local"].APIKey != "sk-test" || c.Models["chat"].Deployments[0].Model != "mock-model" {
+		t.Errorf("parsed %+v", c)
+	}
+	if c.Heartbeat != 10*time.Second || c.ShutdownTimeout != 30*time.Second {
+		t.Errorf("defaults not applied: heartbeat %v, shutdown %v", c.Heartbeat, c.ShutdownTimeout)
+	}
+}
+
+func TestRouterKeys(t *testing.T) {
+	c, err := Parse("r.yaml", []byte(`
+providers:
+  primary: {type: sim}
+  backup: {type: sim}
+models:
+  chat:
+    timeout: 20s
+    first_token_timeout: 5s
+    deployments:
+      - provider: primary
+        model: m-large
+      - provider: backup
+        model: m-small
+        first_token_timeout: 3s
+`), noenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Models["chat"]
+	if m.Timeout != 20*time.Second || m.FirstTokenTimeout != 5*time.Second || m.Deployments[1].FirstTokenTimeout != 3*time.Second {
+		t.Errorf("got %+v", m)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings of the error
+	}{
+		{"unknown key", "listen: 127.0.0.1:1\nlisten_addr: x\n", []string{"line 2", "listen_addr"}},
+		{"unknown nested key", "providers:\n  p:\n    type: openai\n    base_url: http://x\n    apikey: k\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 5", "apikey"}},
+		{"bad duration", "models:\n  m:\n    timeout: soon\n    deployments: [{provider: p, model: x}]\nproviders:\n  p: {type: sim}\n", []string{"line 3", "soon"}},
+		{"unknown provider", "providers:\n  p: {type: sim}\nmodels:\n  m:\n    deployments:\n      - provider: q\n        model: x\n", []string{"line 6", "models.m.deployments[0].provider", `"q"`}},
+		{"missing base_url", "providers:\n  p:\n    type: openai\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 2", "providers.p.base_url"}},
+		{"bad type", "providers:\n  p:\n    type: openia\n    base_url: http://x\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "providers.p.type", "openia"}},
+		{"no deployments", "providers:\n  p: {type: sim}\nmodels:\n  m:\n    timeout: 1s\n", []string{"line 4", "models.m.deployments"}},
+		{"ftt over timeout", "providers:\n  p: {type: sim}\nmodels:\n  m:\n    timeout: 1s\n    first_token_timeout: 2s\n    deployments: [{provider: p, model: x}]\n", []string{"line 6", "first_token_timeout"}},
+		{"bad listen", "listen: 8080\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "listen"}},
+		{"several at once", "providers:\n  p:\n    type: openai\nmodels:\n  m:\n    deployments:\n      - provider: q\n        model: x\n", []string{"2 problems", "base_url", "provider"}},
+		{"empty", "", []string{"empty"}},
+		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(tt.yaml), noenv)
+			if err == nil {
+				t.Fatal("Parse succeeded, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if !strings.HasPrefix(err.Error(), "bad.yaml") {
+				t.Errorf("error %q does not name the file", err)
+			}
+		})
+	}
+}
+
+func TestHeaderEnvReference(t *testing.T) {
+	c, err := Parse("h.yaml", []byte("providers:\n  p:\n    type: openai\n    base_url: http://x\n    headers: {X-Org: \"${ORG}\", X-Fixed: a}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n"), func(k string) string {
+		if k == "ORG" {
+			return "org-1"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Providers["p"].Headers; h["X-Org"] != "org-1" || h["X-Fixed"] != "a" {
+		t.Errorf("headers = %v", h)
+	}
+	_, err = Parse("h.yaml", []byte("providers:\n  p:\n    type: openai\n    base_url: http://x\n    headers: {X-Org: \"${ORG}\"}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n"), noenv)
+	if err == nil || !strings.Contains(err.Error(), "ORG is not set") {
+		t.Errorf("unset reference: err = %v", err)
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDocumentedExamples parses every YAML block of the README and
+// docs/config.md, so the documentation cannot drift from the schema.
+func TestDocumentedExamples(t *testing.T) {
+	for _, path := range []string{"../../README.md", "../../docs/config.md"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(b), "```yaml\n")
+		if len(blocks) < 2 {
+			t.Fatalf("%s has no yaml example", path)
+		}
+		for i, blk := range blocks[1:] {
+			text, _, _ := strings.Cut(blk, "```")
+			if strings.Contains(text, "# fragment") {
+				continue
+			}
+			if _, err := Parse(fmt.Sprintf("%s#%d", path, i+1), []byte(text), noenv); err != nil {
+				t.Errorf("example %d of %s: %v", i+1, path, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Validate reports every problem in the config at once, each with the line
+// it is on.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(line int, field, format string, args ...any) {
+		msg := fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...))
+		if line > 0 {
+			msg = fmt.Sprintf("line %d: %s", line, msg)
+		}
+		errs = append(errs, msg)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad(c.line("listen"), "listen", "want HOST:PORT, got %q", c.Listen)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad(c.line("shutdown_timeout"), "shutdown_timeout", "must not be negative")
+	}
+	if c.Heartbeat < 0 {
+		bad(c.line("heartbeat"), "heartbeat", "must not be negative")
+	}
+	if c.MaxRequestBytes < 1024 {
+		bad(c.line("max_request_bytes"), "max_request_bytes", "must be at least 1024")
+	}
+	if c.MaxEventBytes < 1024 {
+		bad(c.line("max_event_bytes"), "max_event_bytes", "must be at least 1024")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad(c.line("log", "level"), "log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if !slices.Contains([]string{"json", "text"}, c.Log.Format) {
+		bad(c.line("log", "format"), "log.format", "want json or text, got %q", c.Log.Format)
+	}
+	if len(c.Models) == 0 {
+		bad(c.line("models"), "models", "at least one model alias is required")
+	}
+	for _, name := range sortedKeys(c.Providers) {
+		p := c.Providers[name]
+		f := "providers." + name
+		if p == nil {
+			bad(c.line("providers", name), f, "empty provider")
+			continue
+		}
+		switch p.Type {
+		case "":
+			bad(c.line("providers", name), f+".type", "required (one of %s)", strings.Join(ProviderTypes, ", "))
+		case "sim":
+			if p.Fault != nil {
+				if err := simFault(p.Fault).Validate(); err != nil {
+					bad(c.line("providers", name, "fault"), f+".fault", "%v", err)
+				}
+			}
+			for tn, t := range p.Tiers {
+				if t == nil || t.TTFT <= 0 || t.TokensPerSecond <= 0 {
+					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "ttft and tokens_per_second must be positive")
+				}
+			}
+		default:
+			if !slices.Contains(ProviderTypes, p.Type) {
+				bad(c.line("providers", name, "type"), f+".type", "unknown type %q (want one of %s)", p.Type, strings.Join(ProviderTypes, ", "))
+				continue
+			}
+			if p.BaseURL == "" {
+				bad(c.line("providers", name), f+".base_url", "required for type %s", p.Type)
+			} else if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(c.line("providers", name, "base_url"), f+".base_url", "want an http(s) URL, got %q", p.BaseURL)
+			}
+		}
+		if p.Type != "sim" && (p.Fault != nil || p.Tiers != nil || p.Seed != 0) {
+			bad(c.line("providers", name), f, "seed, fault and tiers apply to type sim only")
+		}
+		if p.Type == "openai" && p.MaxTokensField != "max_tokens" && p.MaxTokensField != "max_completion_tokens" {
+			bad(c.line("providers", name, "max_tokens_field"), f+".max_tokens_field", "want max_tokens or max_completion_tokens")
+		}
+	}
+	for _, name := range sortedKeys(c.Models) {
+		m := c.Models[name]
+		f := "models." + name
+		if m == nil {
+			bad(c.line("models", name), f, "empty model")
+			continue
+		}
+		if m.Timeout < 0 {
+			bad(c.line("models", name, "timeout"), f+".timeout", "must not be negative")
+		}
+		if m.FirstTokenTimeout < 0 {
+			bad(c.line("models", name, "first_token_timeout"), f+".first_token_timeout", "must not be negative")
+		}
+		if m.Timeout > 0 && m.FirstTokenTimeout > m.Timeout {
+			bad(c.line("models", name, "first_token_timeout"), f+".first_token_timeout", "%s is longer than the timeout %s", m.FirstTokenTimeout, m.Timeout)
+		}
+		if a := m.AdaptiveFirstToken; a != nil {
+			if a.Multiplier <= 0 {
+				bad(c.line("models", name, "adaptive_first_token"), f+".adaptive_first_token.multiplier", "must be positive")
+			}
+			if a.Max > 0 && a.Min > a.Max {
+				bad(c.line("models", name, "adaptive_first_token"), f+".adaptive_first_token", "min is above max")
+			}
+		}
+		if len(m.Deployments) == 0 {
+			bad(c.line("models", name), f+".deployments", "at least one deployment is required")
+		}
+		for i, d := range m.Deployments {
+			df := fmt.Sprintf("%s.deployments[%d]", f, i)
+			if d == nil {
+				bad(m.line, df, "empty deployment")
+				continue
+			}
+			if d.Provider == "" {
+				bad(d.line, df+".provider", "required")
+			} else if _, ok := c.Providers[d.Provider]; !ok {
+				bad(d.line, df+".provider", "no provider named %q (have: %s)", d.Provider, strings.Join(sortedKeys(c.Providers), ", "))
+			}
+			if d.Model == "" {
+				bad(d.line, df+".model", "required")
+			}
+			if d.Weight < 0 {
+				bad(d.line, df+".weight", "must not be negative")
+			}
+			if d.FirstTokenTimeout < 0 {
+				bad(d.line, df+".first_token_timeout", "must not be negative")
+			}
+		}
+	}
+	return c.errorList(errs)
+}
+
+// line returns the line of the key at path in the file (or of the deepest
+// key of path that exists), or 0.
+func (c *Config) line(path ...string) int {
+	if c.root == nil || len(c.root.Content) == 0 {
+		return 0
+	}
+	n, line := c.root.Content[0], 0
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line = n.Content[i].Line
+				n = n.Content[i+1]
+				found = true
+				break
+			}
+		}
+		if !found {
+			return line
+		}
+	}
+	return line
+}
+
+// node returns the value node at path, or nil.
+func (c *Config) node(path ...string) *yaml.Node {
+	if c.root == nil || len(c.root.Content) == 0 {
+		return nil
+	}
+	n := c.root.Content[0]
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// locate records the line of each model and deployment for error messages.
+func (c *Config) locate() {
+	for name, m := range c.Models {
+		if m == nil {
+			continue
+		}
+		m.line = c.line("models", name)
+		seq := c.node("models", name, "deployments")
+		for i, d := range m.Deployments {
+			if d == nil {
+				continue
+			}
+			d.line = m.line
+			if seq != nil && seq.Kind == yaml.SequenceNode && i < len(seq.Content) {
+				d.line = seq.Content[i].Line
+			}
+		}
+	}
+	for name, p := range c.Providers {
+		if p != nil {
+			p.line = c.line("providers", name)
+		}
+	}
+}

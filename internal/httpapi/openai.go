@@ -1,0 +1,276 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/router"
+	wire "github.com/firstword/firstword/internal/wire/openai"
+)
+
+// exchange is one request's state, shared by the surfaces: what was asked,
+// what the router did, what was delivered, and how it ended.
+type exchange struct {
+	id      string
+	surface string
+	start   time.Time
+	req     *chat.Request
+	stream  bool
+	rep     router.Report
+	tally   metering.Tally
+	ttfw    time.Time // first visible byte flushed
+	err     error
+	cancel  context.CancelCauseFunc
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{id: newID("chatcmpl-"), surface: "openai", start: time.Now()}
+	w.Header().Set("X-Request-Id", x.id)
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	pr, err := wire.ParseRequest(body)
+	if err != nil {
+		var re *wire.RequestError
+		errors.As(err, &re)
+		code := "invalid_request"
+		if re != nil && re.Param == "model" {
+			code = "missing_model"
+		}
+		param := ""
+		if re != nil {
+			param = re.Param
+		}
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", code, param, err.Error())
+		return
+	}
+	x.req, x.stream = pr.Request, pr.Stream
+	ctx, cancel, ok := s.begin(w, r, x)
+	if !ok {
+		return
+	}
+	defer cancel(nil)
+	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	if pr.Stream {
+		s.streamOpenAI(w, r, x, seq, pr.IncludeUsage)
+	} else {
+		s.completeOpenAI(w, r, x, seq)
+	}
+	s.finish(r, x)
+}
+
+// readBody reads a bounded request body, answering 413 or 400 itself.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "",
+				"request body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			return nil, false
+		}
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_body", "", "could not read the request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// begin checks the alias and derives the request's context: its deadline
+// is the alias's timeout from when the request arrived, or the client's
+// tighter X-Request-Timeout; every attempt inside shares it.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, bool) {
+	timeout, ok := s.opt.Router.Timeout(x.req.Model)
+	if !ok {
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
+			"the model "+strconv.Quote(x.req.Model)+" does not exist; GET /v1/models lists the available ones")
+		return nil, nil, false
+	}
+	if d := clientDeadline(r.Header); d > 0 && d < timeout {
+		timeout = d
+	}
+	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
+		x.req.Meta = map[string]string{"sim": h}
+	}
+	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
+	ctx, cancel := context.WithCancelCause(ctx)
+	x.cancel = cancel
+	return ctx, func(err error) { cancel(err); cancelDeadline() }, true
+}
+
+// routeHeaders says which deployment served and how it got there.
+func routeHeaders(h http.Header, rep *router.Report) {
+	if rep.Deployment != "" {
+		h.Set("X-Firstword-Deployment", rep.Deployment)
+	}
+	h.Set("X-Firstword-Attempts", strconv.Itoa(rep.Tries()))
+	if len(rep.Attempts) > 1 {
+		h.Set("X-Firstword-Route", rep.Route())
+	}
+}
+
+func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, includeUsage bool) {
+	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
+	defer es.Close()
+	enc := wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: includeUsage}
+	buf := make([]byte, 0, 512)
+	for c, err := range seq {
+		if err != nil {
+			x.err = err
+			break
+		}
+		if c.Model != "" && enc.Model == x.req.Model {
+			enc.Model = c.Model
+		}
+		x.tally.Add(&c)
+		buf = enc.AppendChunk(buf[:0], &c)
+		if len(buf) == 0 {
+			continue
+		}
+		if !es.Committed() {
+			es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
+		}
+		if err := es.Write(buf); err != nil {
+			x.err = err
+			x.cancel(chat.ErrClientGone)
+			break
+		}
+		if x.ttfw.IsZero() && c.Visible() {
+			x.ttfw = time.Now()
+		}
+	}
+	if x.err != nil {
+		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
+			return
+		}
+		ce := chat.AsError(x.err)
+		if es.Uncommitted(func(w http.ResponseWriter) {
+			routeHeaders(w.Header(), &x.rep)
+			writeChatError(w, ce)
+		}) {
+			return
+		}
+		es.Write(wire.AppendErrorEvent(buf[:0], wire.ErrorFromChat(ce)))
+		return
+	}
+	buf = buf[:0]
+	if includeUsage {
+		u := x.tally.Usage(x.req)
+		buf = enc.AppendUsage(buf, &u)
+	}
+	buf = wire.AppendDone(buf)
+	if !es.Committed() {
+		es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
+	}
+	if err := es.Write(buf); err != nil {
+		x.err = err
+	}
+}
+
+func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream) {
+	var col chat.Collector
+	model := ""
+	for c, err := range seq {
+		if err != nil {
+			x.err = err
+			break
+		}
+		if c.Model != "" && model == "" {
+			model = c.Model
+		}
+		x.tally.Add(&c)
+		col.Add(c)
+	}
+	if x.err != nil {
+		if clientGone(r) {
+			return
+		}
+		routeHeaders(w.Header(), &x.rep)
+		writeChatError(w, chat.AsError(x.err))
+		return
+	}
+	if model == "" {
+		model = x.req.Model
+	}
+	resp := col.Response()
+	u := x.tally.Usage(x.req)
+	resp.Usage = &u
+	routeHeaders(w.Header(), &x.rep)
+	writeJSON(w, http.StatusOK, wire.EncodeCompletion(x.id, x.start.Unix(), model, resp))
+	x.ttfw = time.Now()
+}
+
+// finish meters and logs the request.
+func (s *Server) finish(r *http.Request, x *exchange) {
+	end := time.Now()
+	rec := &metering.Record{
+		RequestID:    x.id,
+		Time:         x.start,
+		Surface:      x.surface,
+		Alias:        x.req.Model,
+		Deployment:   x.rep.Deployment,
+		Model:        x.rep.Model,
+		Stream:       x.stream,
+		FinishReason: string(x.tally.Finish),
+		Usage:        x.tally.Usage(x.req),
+		Total:        end.Sub(x.start),
+		Attempts:     x.rep.Tries(),
+		Fallbacks:    x.rep.Fallbacks(),
+		HedgeUsage:   x.rep.HedgeUsage,
+	}
+	if len(x.rep.Attempts) > 1 {
+		rec.Route = x.rep.Route()
+	}
+	if !x.rep.FirstToken.IsZero() {
+		rec.TTFT = x.rep.FirstToken.Sub(x.start)
+	}
+	if !x.ttfw.IsZero() {
+		rec.TTFW = x.ttfw.Sub(x.start)
+	}
+	switch {
+	case x.err == nil && x.tally.Finish == chat.FinishTimeout:
+		rec.Status = metering.StatusTimeout
+	case x.err == nil:
+		rec.Status = metering.StatusComplete
+		rec.UsageMissing = x.tally.Reported == nil
+	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
+		rec.Status = metering.StatusCancelled
+	default:
+		ce := chat.AsError(x.err)
+		rec.Status = metering.StatusError
+		if ce.Category == chat.CategoryTimeout {
+			rec.Status = metering.StatusTimeout
+		}
+		rec.ErrorCode = string(ce.Category)
+		rec.Error = ce.Error()
+	}
+	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
+	s.logRecord(rec)
+}
+
+func (s *Server) logRecord(rec *metering.Record) {
+	attrs := []any{
+		"request_id", rec.RequestID, "surface", rec.Surface, "alias", rec.Alias,
+		"deployment", rec.Deployment, "model", rec.Model, "stream", rec.Stream,
+		"status", string(rec.Status), "finish_reason", rec.FinishReason,
+		"input_tokens", rec.Usage.InputTokens, "output_tokens", rec.Usage.OutputTokens,
+		"cached_tokens", rec.Usage.CachedInputTokens, "usage_estimated", rec.Usage.Estimated,
+		"usage_missing", rec.UsageMissing, "attempts", rec.Attempts,
+		"ttft_ms", ms(rec.TTFT), "ttfw_ms", ms(rec.TTFW), "total_ms", ms(rec.Total),
+	}
+	if rec.Route != "" {
+		attrs = append(attrs, "route", rec.Route)
+	}
+	if rec.Error != "" {
+		attrs = append(attrs, "error_code", rec.ErrorCode, "error", rec.Error)
+	}
+	s.log.Info("request", attrs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// routes is the whole API surface.
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /admin/health", s.deploymentHealth)
+	s.mux.HandleFunc("/", s.notFound)
+	for pattern, h := range s.opt.Extra {
+		s.mux.Handle(pattern, h)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := []model{}
+	created := time.Now().Unix()
+	for _, a := range s.opt.Router.Aliases() {
+		data = append(data, model{ID: a, Object: "model", Created: created, OwnedBy: "firstword"})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"deployments": s.opt.Router.Health()})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"message":"internal error","type":"server_error"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,113 @@
+// Package httpapi is firstword's HTTP surface: the OpenAI-compatible
+// endpoints, health and admin routes. routes.go lists every route. Handlers
+// translate between wire formats and the router's normalised streams; they
+// own the commit point, heartbeats, flushing and what is recorded when a
+// stream ends.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/router"
+)
+
+// Router is what the handlers need of the router.
+type Router interface {
+	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	Timeout(alias string) (time.Duration, bool)
+	Aliases() []string
+	Health() []router.Status
+}
+
+// Options configures a Server.
+type Options struct {
+	Router Router
+	Meter  metering.Meter
+	Logger *slog.Logger
+	// Heartbeat is the SSE heartbeat interval (0: none).
+	Heartbeat time.Duration
+	// WriteTimeout is how long one write to a client may block before the
+	// client is taken for gone (default 30s).
+	WriteTimeout time.Duration
+	// MaxRequestBytes bounds request bodies (default 4 MiB).
+	MaxRequestBytes int64
+	// Extra routes mounted on the same mux (e.g. a sim's stats).
+	Extra map[string]http.Handler
+}
+
+// Server serves the API.
+type Server struct {
+	opt Options
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New returns a Server.
+func New(opt Options) *Server {
+	if opt.WriteTimeout <= 0 {
+		opt.WriteTimeout = 30 * time.Second
+	}
+	if opt.MaxRequestBytes <= 0 {
+		opt.MaxRequestBytes = 4 << 20
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Meter == nil {
+		opt.Meter = metering.NewMemory(0)
+	}
+	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// newID returns a random identifier with a prefix.
+func newID(prefix string) string {
+	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	b := make([]byte, len(prefix), len(prefix)+24)
+	copy(b, prefix)
+	for range 24 {
+		b = append(b, alphabet[rand.IntN(len(alphabet))])
+	}
+	return string(b)
+}
+
+// clientDeadline returns the tightest timeout a client asked for with
+// X-Request-Timeout, Request-Timeout or X-Stainless-Timeout (seconds, may
+// be fractional), or 0.
+func clientDeadline(h http.Header) time.Duration {
+	var best time.Duration
+	for _, name := range []string{"X-Request-Timeout", "Request-Timeout", "X-Stainless-Timeout"} {
+		v := strings.TrimSpace(h.Get(name))
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "s"), 64)
+		if err != nil || f <= 0 || f > 86400 {
+			continue
+		}
+		d := time.Duration(f * float64(time.Second))
+		if best == 0 || d < best {
+			best = d
+		}
+	}
+	return best
+}
+
+// clientGone reports whether the request's context ended because the
+// client went away (as opposed to a server shutdown).
+func clientGone(r *http.Request) bool {
+	ctx := r.Context()
+	return ctx.Err() != nil && context.Cause(ctx) != chat.ErrShutdown
+}

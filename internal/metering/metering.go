@@ -1,0 +1,200 @@
+// Package metering records what each request cost and how it ended: tokens,
+// model, deployment, status and timings. A Meter receives one Record per
+// request; Memory keeps recent records and totals in memory, and the store
+// backs it with SQL.
+package metering
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// Status is how a request ended.
+type Status string
+
+const (
+	StatusComplete  Status = "complete"
+	StatusCancelled Status = "cancelled" // the client left
+	StatusError     Status = "error"
+	StatusTimeout   Status = "timeout" // the overall timeout cut it
+)
+
+// Record is one request's metering.
+type Record struct {
+	RequestID    string        `json:"request_id"`
+	Time         time.Time     `json:"time"`
+	Surface      string        `json:"surface"`
+	Tenant       string        `json:"tenant,omitempty"`
+	Alias        string        `json:"alias"`
+	Deployment   string        `json:"deployment,omitempty"`
+	Model        string        `json:"model,omitempty"`
+	Stream       bool          `json:"stream"`
+	Status       Status        `json:"status"`
+	FinishReason string        `json:"finish_reason,omitempty"`
+	Usage        chat.Usage    `json:"usage"`
+	UsageMissing bool          `json:"usage_missing,omitempty"`
+	Cost         float64       `json:"cost,omitempty"`
+	Cached       bool          `json:"cached,omitempty"`
+	TTFT         time.Duration `json:"ttft"`
+	TTFW         time.Duration `json:"ttfw"`
+	Total        time.Duration `json:"total"`
+	Attempts     int           `json:"attempts"`
+	Fallbacks    int           `json:"fallbacks,omitempty"`
+	Route        string        `json:"route,omitempty"`
+	HedgeUsage   *chat.Usage   `json:"hedge_usage,omitempty"`
+	ErrorCode    string        `json:"error_code,omitempty"`
+	Error        string        `json:"error,omitempty"`
+}
+
+// Meter receives records. Record must not block for long: it runs at the
+// end of every request.
+type Meter interface {
+	Record(ctx context.Context, r *Record)
+}
+
+// Tally follows a stream as it is delivered, to meter it: the provider's
+// usage if it came, else an estimate of what was delivered.
+type Tally struct {
+	Text     int // bytes of visible text delivered
+	outToks  int
+	Reported *chat.Usage
+	Finish   chat.FinishReason
+	Visible  bool
+}
+
+// Add counts a chunk that was delivered to the client.
+func (t *Tally) Add(c *chat.Chunk) {
+	if c.Visible() {
+		t.Visible = true
+		t.Text += len(c.Text) + len(c.Refusal)
+		t.outToks += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)
+		for _, tc := range c.ToolCalls {
+			t.outToks += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
+		}
+	}
+	if c.Usage != nil {
+		t.Reported = c.Usage
+	}
+	if c.FinishReason != "" {
+		t.Finish = c.FinishReason
+	}
+}
+
+// Usage returns the provider's usage when it reported one, else an
+// estimate of the delivered tokens, marked Estimated.
+func (t *Tally) Usage(req *chat.Request) chat.Usage {
+	if t.Reported != nil {
+		return *t.Reported
+	}
+	return chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.outToks, Estimated: true}
+}
+
+// Memory keeps the last records and running totals. Safe for concurrent
+// use.
+type Memory struct {
+	mu     sync.Mutex
+	recent []Record
+	next   int
+	size   int
+	totals map[string]*Totals
+}
+
+// Totals sums records for one alias.
+type Totals struct {
+	Requests     int64            `json:"requests"`
+	InputTokens  int64            `json:"input_tokens"`
+	OutputTokens int64            `json:"output_tokens"`
+	CachedTokens int64            `json:"cached_tokens"`
+	Cost         float64          `json:"cost"`
+	ByStatus     map[Status]int64 `json:"by_status"`
+	UsageMissing int64            `json:"usage_missing"`
+	Estimated    int64            `json:"estimated"`
+}
+
+// NewMemory returns a Memory keeping the last size records.
+func NewMemory(size int) *Memory {
+	if size <= 0 {
+		size = 1000
+	}
+	return &Memory{size: size, totals: map[string]*Totals{}}
+}
+
+// Record implements Meter.
+func (m *Memory) Record(_ context.Context, r *Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.recent) < m.size {
+		m.recent = append(m.recent, *r)
+	} else {
+		m.recent[m.next] = *r
+		m.next = (m.next + 1) % m.size
+	}
+	t := m.totals[r.Alias]
+	if t == nil {
+		t = &Totals{ByStatus: map[Status]int64{}}
+		m.totals[r.Alias] = t
+	}
+	t.Requests++
+	t.InputTokens += int64(r.Usage.InputTokens)
+	t.OutputTokens += int64(r.Usage.OutputTokens)
+	t.CachedTokens += int64(r.Usage.CachedInputTokens)
+	t.Cost += r.Cost
+	t.ByStatus[r.Status]++
+	if r.UsageMissing {
+		t.UsageMissing++
+	}
+	if r.Usage.Estimated {
+		t.Estimated++
+	}
+}
+
+// Recent returns the recorded records, oldest first.
+func (m *Memory) Recent() []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Record, 0, len(m.recent))
+	out = append(out, m.recent[m.next:]...)
+	out = append(out, m.recent[:m.next]...)
+	return out
+}
+
+// Find returns the record of a request, if it is still kept.
+func (m *Memory) Find(requestID string) (Record, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.recent {
+		if m.recent[i].RequestID == requestID {
+			return m.recent[i], true
+		}
+	}
+	return Record{}, false
+}
+
+// Totals returns a copy of the totals by alias.
+func (m *Memory) Totals() map[string]Totals {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Totals, len(m.totals))
+	for k, v := range m.totals {
+		c := *v
+		c.ByStatus = make(map[Status]int64, len(v.ByStatus))
+		for s, n := range v.ByStatus {
+			c.ByStatus[s] = n
+		}
+		out[k] = c
+	}
+	return out
+}
+
+// Multi fans a record out to several meters.
+type Multi []Meter
+
+// Record implements Meter.
+func (m Multi) Record(ctx context.Context, r *Record) {
+	for _, mt := range m {
+		mt.Record(ctx, r)
+	}
+}

@@ -1,0 +1,133 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// NewTransport returns the HTTP transport adapters use for upstreams:
+// generous keep-alive pools (a gateway talks to few hosts, often), no
+// transparent compression (a gzip layer would buffer the stream), and
+// HTTP/2 where the upstream offers it.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		WriteBufferSize:       16 << 10,
+		ReadBufferSize:        8 << 10,
+	}
+}
+
+// Do sends req and returns the response, retrying once on a fresh
+// connection when a pooled one turns out to be dead before any response
+// byte arrived (the upstream restarted or closed it while idle), so an
+// upstream restart costs no client errors. req must have GetBody set when it
+// has a body (http.NewRequest does this for in-memory bodies).
+func Do(client *http.Client, req *http.Request) (*http.Response, error) {
+	reused := false
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+	ctx := req.Context()
+	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err == nil || !reused || ctx.Err() != nil || !staleConn(err) {
+		return resp, err
+	}
+	retry := req.Clone(ctx)
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return nil, err
+		}
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		retry.Body = body
+	}
+	// Every idle connection to a restarted upstream is dead; drop them so
+	// the retry dials.
+	if t, ok := client.Transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+	return client.Do(retry)
+}
+
+// staleConn reports whether err looks like a connection the peer had
+// already closed.
+func staleConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "server closed idle connection")
+}
+
+// TransportError classifies a failure to get a response from an upstream.
+// Cancellation and deadlines pass through unchanged so callers can tell
+// them apart with context.Cause.
+func TransportError(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: name, Message: "upstream unreachable: " + err.Error(), Retryable: true, Err: err}
+}
+
+// ReadError reads a non-2xx response and classifies it with decode, adding
+// Retry-After and the provider name.
+func ReadError(name string, resp *http.Response, decode func(status int, body []byte) *chat.Error) *chat.Error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := decode(resp.StatusCode, body)
+	e.Status = resp.StatusCode
+	e.Provider = name
+	e.RetryAfter = RetryAfter(resp.Header, time.Now())
+	return e
+}
+
+// RetryAfter parses the Retry-After header (seconds or an HTTP date) and the
+// retry-after-ms header some providers send. It returns 0 when absent.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if ms := h.Get("Retry-After-Ms"); ms != "" {
+		if f, err := strconv.ParseFloat(ms, 64); err == nil && f >= 0 {
+			return time.Duration(f * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+		return time.Duration(f * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// Cause returns the context's cause when ctx has ended, else err. Adapters
+// use it so that a first-token timeout, a deadline or a client disconnect
+// is reported as such and not as a broken upstream.
+func Cause(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}

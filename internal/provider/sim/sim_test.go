@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+func userReq(model, text string) *chat.Request {
+	return &chat.Request{Model: model, Messages: []chat.Message{{Role: chat.RoleUser, Content: text}}}
+}
+
+// run collects a stream, with the time to first token and to the end.
+func run(t *testing.T, p *Provider, ctx context.Context, req *chat.Request) (resp *chat.Response, ttft, total time.Duration, err error) {
+	t.Helper()
+	start := time.Now()
+	var c chat.Collector
+	for ch, e := range p.Stream(ctx, req) {
+		if e != nil {
+			err = e
+			break
+		}
+		if ttft == 0 && ch.Visible() {
+			ttft = time.Since(start)
+		}
+		c.Add(ch)
+	}
+	return c.Response(), ttft, time.Since(start), err
+}
+
+// TestTiers checks the lesson's numbers: median TTFT and rate per tier,
+// and that a 300-token answer takes about 4.4 s on medium and 2.3 s on
+// small.
+func TestTiers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 7})
+		for _, tc := range []struct {
+			tier       string
+			ttft, t300 time.Duration
+		}{
+			{"small", 300 * time.Millisecond, 2300 * time.Millisecond},
+			{"medium", 600 * time.Millisecond, 4350 * time.Millisecond},
+			{"large", 1200 * time.Millisecond, 8700 * time.Millisecond},
+		} {
+			var ttfts, totals []time.Duration
+			for i := range 41 {
+				_, ttft, total, err := run(t, p, context.Background(), userReq(tc.tier, "question "+string(rune('a'+i))+" [sim tokens=300]"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ttfts = append(ttfts, ttft)
+				totals = append(totals, total)
+			}
+			slices.Sort(ttfts)
+			slices.Sort(totals)
+			if m := ttfts[20]; !within(m, tc.ttft, 0.15) {
+				t.Errorf("%s: median TTFT %v, want about %v", tc.tier, m, tc.ttft)
+			}
+			if m := totals[20]; !within(m, tc.t300, 0.1) {
+				t.Errorf("%s: median time for 300 tokens %v, want about %v", tc.tier, m, tc.t300)
+			}
+			if ttfts[0] == ttfts[40] {
+				t.Errorf("%s: no jitter", tc.tier)
+			}
+		}
+	})
+}
+
+func within(got, want time.Duration, frac float64) bool {
+	d := float64(got - want)
+	return d <= frac*float64(want) && -d <= frac*float64(want)
+}
+
+func TestDeterministic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := New(Config{Seed: 3}), New(Config{Seed: 3})
+		var textsA, textsB []string
+		var timesA, timesB []time.Duration
+		for i := range 3 {
+			q := "tell me about streaming " + string(rune('0'+i))
+			ra, ta, _, _ := run(t, a, context.Background(), userReq("medium", q))
+			rb, tb, _, _ := run(t, b, context.Background(), userReq("medium", q))
+			textsA, textsB = append(textsA, ra.Choices[0].Text), append(textsB, rb.Choices[0].Text)
+			timesA, timesB = append(timesA, ta), append(timesB, tb)
+		}
+		if !slices.Equal(textsA, textsB) || !slices.Equal(timesA, timesB) {
+			t.Error("the same seed gave different runs")
+		}
+		c := New(Config{Seed: 4})
+		rc, _, _, _ := run(t, c, context.Background(), userReq("medium", "tell me about streaming 0"))
+		if rc.Choices[0].Text == textsA[0] {
+			t.Error("a different seed gave the same text")
+		}
+	})
+}
+
+func TestReadableVariedText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1})
+		resp, _, _, err := run(t, p, context.Background(), userReq("small", "hi [sim tokens=300]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := resp.Choices[0].Text
+		words := strings.Fields(text)
+		distinct := map[string]bool{}
+		for _, w := range words {
+			distinct[strings.ToLower(w)] = true
+		}
+		if len(words) < 150 || len(distinct) < 80 {
+			t.Errorf("%d words, %d distinct: not readable varied text: %q", len(words), len(distinct), text)
+		}
+		if resp.Usage == nil || resp.Usage.OutputTokens != 300 || resp.Usage.InputTokens == 0 {
+			t.Errorf("usage = %+v, want 300 output tokens", resp.Usage)
+		}
+	})
+}
+
+func TestMaxTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1})
+		req := userReq("small", "hi")
+		req.MaxTokens = 17
+		resp, _, _, err := run(t, p, context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Choices[0].FinishReason != chat.FinishLength || resp.Usage.OutputTokens != 17 {
+			t.Errorf("finish %q, usage %+v; want length after 17 tokens", resp.Choices[0].FinishReason, resp.Usage)
+		}
+	})
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		directive string
+		wantErr   chat.Category
+		wantText  bool // some text before the fault
+		hangs     bool
+	}{
+		{"fault=429 retry_after=2s", chat.CategoryRateLimited, false, false},
+		{"fault=500", chat.CategoryUpstreamUnavailable, false, false},
+		{"fault=503", chat.CategoryOverloaded, false, false},
+		{"fault=hang", "", false, true},
+		{"fault=error_mid after=5", chat.CategoryUpstreamUnavailable, true, false},
+		{"fault=stall_mid after=5", "", true, true},
+		{"fault=truncate after=5", chat.CategoryProtocol, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.directive, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := New(Config{Seed: 1})
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				resp, _, total, err := run(t, p, ctx, userReq("small", "hi [sim "+tt.directive+"]"))
+				if tt.hangs {
+					if !errors.Is(err, context.DeadlineExceeded) || total < 30*time.Second {
+						t.Errorf("err %v after %v, want a hang until the deadline", err, total)
+					}
+					if p.Stats().Cancelled != 1 {
+						t.Errorf("stats %+v: the hang's cancellation was not counted", p.Stats())
+					}
+				} else {
+					var ce *chat.Error
+					if !errors.As(err, &ce) || ce.Category != tt.wantErr {
+						t.Fatalf("err = %v, want category %s", err, tt.wantErr)
+					}
+					if tt.directive == "fault=429 retry_after=2s" && ce.RetryAfter != 2*time.Second {
+						t.Errorf("RetryAfter = %v", ce.RetryAfter)
+					}
+				}
+				hasText := len(resp.Choices) > 0 && resp.Choices[0].Text != ""
+				if hasText != tt.wantText {
+					t.Errorf("text before the fault: %v, want %v", hasText, tt.wantText)
+				}
+				if tt.wantText && strings.Count(resp.Choices[0].Text, " ") > 6 {
+					t.Errorf("more than 5 tokens before the fault: %q", resp.Choices[0].Text)
+				}
+			})
+		})
+	}
+}
+
+func TestSlowAndTail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1, Tiers: map[string]Tier{"tail": {TTFT: 100 * time.Millisecond, TokensPerSecond: 100, TailProbability: 0.05, TailFactor: 10}}})
+		slow := 0
+		for range 400 {
+			_, ttft, _, err := run(t, p, context.Background(), userReq("tail", "x [sim tokens=1]"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ttft >= 500*time.Millisecond {
+				slow++
+			}
+		}
+		if slow < 8 || slow > 35 {
+			t.Errorf("%d of 400 requests in the tail, want about 20", slow)
+		}
+		_, ttft, _, _ := run(t, p, context.Background(), userReq("tail", "x [sim fault=slow factor=4 tokens=1]"))
+		if ttft < 300*time.Millisecond {
+			t.Errorf("slow fault TTFT %v, want about 400ms", ttft)
+		}
+	})
+}
+
+func TestCancelMidStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		n := 0
+		var err error
+		for ch, e := range p.Stream(ctx, userReq("small", "hi [sim tokens=100]")) {
+			if e != nil {
+				err = e
+				break
+			}
+			if ch.Visible() {
+				n++
+				if n == 3 {
+					cancel()
+				}
+			}
+		}
+		if !errors.Is(err, context.Canceled) || n != 3 {
+			t.Errorf("got %d tokens then %v, want 3 then context.Canceled", n, err)
+		}
+		if st := p.Stats(); st.Cancelled != 1 || st.Completed != 0 {
+			t.Errorf("stats = %+v", st)
+		}
+	})
+}
+
+func TestBreakStopsTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1})
+		for stop := range 4 {
+			n := 0
+			for _, err := range p.Stream(context.Background(), userReq("small", "hi [sim tokens=50]")) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == stop {
+					break
+				}
+				n++
+			}
+		}
+		synctest.Wait()
+	})
+}
+
+func TestToolCallAndEcho(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1})
+		resp, _, _, err := run(t, p, context.Background(), userReq("small", "weather in Paris? [sim tool=get_weather]"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := resp.Choices[0]
+		if ch.FinishReason != chat.FinishToolCalls || len(ch.ToolCalls) != 1 || ch.ToolCalls[0].Name != "get_weather" || ch.ToolCalls[0].Arguments != `{"query":"weather in Paris?"}` {
+			t.Errorf("tool call = %+v, finish %q", ch.ToolCalls, ch.FinishReason)
+		}
+		resp, _, _, _ = run(t, p, context.Background(), userReq("small", "<script>alert(1)</script> [sim echo]"))
+		if resp.Choices[0].Text != "<script>alert(1)</script>" {
+			t.Errorf("echo = %q", resp.Choices[0].Text)
+		}
+	})
+}
+
+func TestPrefixCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1, Tiers: map[string]Tier{"flat": {TTFT: 400 * time.Millisecond, TokensPerSecond: 100, CachedPrefixSpeedup: 2}}})
+		system := strings.Repeat("You are a helpful support assistant for an online shop. ", 20)
+		req := func(q string) *chat.Request {
+			return &chat.Request{Model: "flat", Messages: []chat.Message{{Role: chat.RoleSystem, Content: system}, {Role: chat.RoleUser, Content: q}}}
+		}
+		r1, t1, _, _ := run(t, p, context.Background(), req("first"))
+		r2, t2, _, _ := run(t, p, context.Background(), req("second"))
+		if r1.Usage.CachedInputTokens != 0 || r2.Usage.CachedInputTokens == 0 {
+			t.Errorf("cached tokens %d then %d, want 0 then > 0", r1.Usage.CachedInputTokens, r2.Usage.CachedInputTokens)
+		}
+		if t2 >= t1 {
+			t.Errorf("TTFT %v then %v: a cached prefix should start sooner", t1, t2)
+		}
+	})
+}
+
+func TestDirectiveErrors(t *testing.T) {
+	for _, d := range []string{"fault=nope", "after=x", "wat=1", "tokens=-1", "p=2 fault=429"} {
+		if _, err := ParseDirective(d); err == nil {
+			t.Errorf("ParseDirective(%q) succeeded", d)
+		}
+	}
+	p := New(Config{})
+	_, _, _, err := run(t, p, context.Background(), userReq("small", "[sim fault=nope]"))
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Category != chat.CategoryInvalidRequest {
+		t.Errorf("bad directive: %v", err)
+	}
+	_, _, _, err = run(t, p, context.Background(), userReq("huge", "x"))
+	if !errors.As(err, &ce) || ce.Category != chat.CategoryNotFound {
+		t.Errorf("unknown tier: %v", err)
+	}
+}
+
+func FuzzDirective(f *testing.F) {
+	for _, s := range []string{"fault=error_mid after=20", "ttft=2s gap=5ms tokens=50 echo", "tps=80", "p=0.5 fault=429 retry_after=1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDirective(s)
+		if err == nil && (d.Tokens < 0 || (d.Gap != nil && *d.Gap < 0)) {
+			t.Errorf("accepted negative values: %+v", d)
+		}
+	})
+}

@@ -1,0 +1,276 @@
+package router
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// BreakerConfig sets when a deployment's circuit opens.
+type BreakerConfig struct {
+	// ConsecutiveFailures opens the circuit after this many failures in a
+	// row (default 5).
+	ConsecutiveFailures int
+	// ErrorRate opens the circuit when the failure share over the window
+	// reaches it, once MinRequests were seen (default 0.5 over 20).
+	ErrorRate   float64
+	MinRequests int
+	// Window is the error-rate window (default 30s).
+	Window time.Duration
+	// Cooldown is how long the circuit stays open before one probe is let
+	// through (default 10s).
+	Cooldown time.Duration
+}
+
+func (c *BreakerConfig) defaults() {
+	if c.ConsecutiveFailures <= 0 {
+		c.ConsecutiveFailures = 5
+	}
+	if c.ErrorRate <= 0 {
+		c.ErrorRate = 0.5
+	}
+	if c.MinRequests <= 0 {
+		c.MinRequests = 20
+	}
+	if c.Window <= 0 {
+		c.Window = 30 * time.Second
+	}
+	if c.Cooldown <= 0 {
+		c.Cooldown = 10 * time.Second
+	}
+}
+
+// Circuit states.
+const (
+	StateClosed   = "closed"
+	StateOpen     = "open"
+	StateHalfOpen = "half_open"
+)
+
+// health is a deployment's live state: circuit breaker, latency EWMA,
+// recent TTFT samples and outstanding requests. Safe for concurrent use.
+type health struct {
+	cfg BreakerConfig
+
+	mu          sync.Mutex
+	state       string
+	openedAt    time.Time
+	probing     bool
+	consecutive int
+	window      []outcomeAt
+	cooldown    time.Time // a Retry-After from the upstream
+
+	ewma        float64 // peak-EWMA of TTFT, seconds
+	ewmaAt      time.Time
+	outstanding int
+	samples     []float64 // ring of recent TTFT samples, seconds
+	next        int
+	sorted      []float64
+	dirty       int
+}
+
+type outcomeAt struct {
+	at     time.Time
+	failed bool
+}
+
+const (
+	ewmaTau    = 10 * time.Second
+	maxSamples = 512
+)
+
+func newHealth(cfg BreakerConfig) *health {
+	cfg.defaults()
+	return &health{cfg: cfg, state: StateClosed}
+}
+
+// allow reports whether an attempt may be sent now. In the open state it
+// lets one probe through after the cooldown (half-open).
+func (h *health) allow(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.state {
+	case StateOpen:
+		if now.Sub(h.openedAt) < h.cfg.Cooldown {
+			return false
+		}
+		h.state = StateHalfOpen
+		h.probing = true
+		return true
+	case StateHalfOpen:
+		if h.probing {
+			return false
+		}
+		h.probing = true
+		return true
+	}
+	return true
+}
+
+// begin counts an outstanding attempt.
+func (h *health) begin() {
+	h.mu.Lock()
+	h.outstanding++
+	h.mu.Unlock()
+}
+
+// end records an attempt's result. ttft is zero when no token came.
+// failed is false for outcomes that say nothing about the deployment
+// (client cancellations, client errors).
+func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.outstanding--
+	if ttft > 0 {
+		h.observe(now, ttft.Seconds())
+	}
+	if neutral {
+		if h.state == StateHalfOpen {
+			h.probing = false
+		}
+		return
+	}
+	h.window = append(h.window, outcomeAt{now, failed})
+	cut := 0
+	for cut < len(h.window) && now.Sub(h.window[cut].at) > h.cfg.Window {
+		cut++
+	}
+	h.window = h.window[cut:]
+	if !failed {
+		h.consecutive = 0
+		if h.state != StateClosed {
+			h.state = StateClosed
+			h.window = h.window[:0]
+		}
+		h.probing = false
+		return
+	}
+	h.consecutive++
+	if h.state == StateHalfOpen {
+		h.trip(now)
+		return
+	}
+	if h.consecutive >= h.cfg.ConsecutiveFailures {
+		h.trip(now)
+		return
+	}
+	if len(h.window) >= h.cfg.MinRequests {
+		bad := 0
+		for _, o := range h.window {
+			if o.failed {
+				bad++
+			}
+		}
+		if float64(bad)/float64(len(h.window)) >= h.cfg.ErrorRate {
+			h.trip(now)
+		}
+	}
+}
+
+func (h *health) trip(now time.Time) {
+	h.state = StateOpen
+	h.openedAt = now
+	h.probing = false
+}
+
+// observe folds a TTFT sample into the peak-EWMA and the sample ring.
+func (h *health) observe(now time.Time, v float64) {
+	if h.ewmaAt.IsZero() || v > h.ewma {
+		h.ewma = v // peak: jump up at once
+	} else {
+		w := math.Exp(-float64(now.Sub(h.ewmaAt)) / float64(ewmaTau))
+		h.ewma = h.ewma*w + v*(1-w)
+	}
+	h.ewmaAt = now
+	if len(h.samples) < maxSamples {
+		h.samples = append(h.samples, v)
+	} else {
+		h.samples[h.next] = v
+		h.next = (h.next + 1) % maxSamples
+	}
+	h.dirty++
+}
+
+// score is the load-balancing cost: expected TTFT times the queue in
+// front of it (peak-EWMA, as in Finagle and Linkerd). Unmeasured
+// deployments score by outstanding requests alone, so they get tried.
+func (h *health) score() float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	base := h.ewma
+	if base == 0 {
+		base = 1e-3
+	}
+	return base * float64(h.outstanding+1)
+}
+
+// quantile returns the q-quantile of recent TTFT samples and how many
+// samples there are.
+func (h *health) quantile(q float64) (time.Duration, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.samples)
+	if n == 0 {
+		return 0, 0
+	}
+	if h.dirty > 0 && (h.dirty >= 16 || len(h.sorted) < 64) {
+		h.sorted = append(h.sorted[:0], h.samples...)
+		slices.Sort(h.sorted)
+		h.dirty = 0
+	}
+	if len(h.sorted) == 0 {
+		return 0, 0
+	}
+	i := int(math.Ceil(q*float64(len(h.sorted)))) - 1
+	i = max(0, min(i, len(h.sorted)-1))
+	return time.Duration(h.sorted[i] * float64(time.Second)), n
+}
+
+func (h *health) setCooldown(until time.Time) {
+	h.mu.Lock()
+	if until.After(h.cooldown) {
+		h.cooldown = until
+	}
+	h.mu.Unlock()
+}
+
+func (h *health) cooldownUntil() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cooldown
+}
+
+// Status is a deployment's health as shown on the admin endpoint.
+type Status struct {
+	Alias       string  `json:"alias"`
+	Deployment  string  `json:"deployment"`
+	State       string  `json:"state"`
+	EWMATTFTMs  float64 `json:"ewma_ttft_ms"`
+	P50TTFTMs   float64 `json:"p50_ttft_ms"`
+	P95TTFTMs   float64 `json:"p95_ttft_ms"`
+	P99TTFTMs   float64 `json:"p99_ttft_ms"`
+	Samples     int     `json:"samples"`
+	Outstanding int     `json:"outstanding"`
+	Consecutive int     `json:"consecutive_failures"`
+	CooldownMs  float64 `json:"retry_after_ms,omitempty"`
+}
+
+func (h *health) status(now time.Time) Status {
+	p50, n := h.quantile(0.5)
+	p95, _ := h.quantile(0.95)
+	p99, _ := h.quantile(0.99)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.state
+	if st == StateOpen && now.Sub(h.openedAt) >= h.cfg.Cooldown {
+		st = StateHalfOpen
+	}
+	s := Status{State: st, EWMATTFTMs: h.ewma * 1000, P50TTFTMs: ms(p50), P95TTFTMs: ms(p95), P99TTFTMs: ms(p99), Samples: n, Outstanding: h.outstanding, Consecutive: h.consecutive}
+	if d := h.cooldown.Sub(now); d > 0 {
+		s.CooldownMs = ms(d)
+	}
+	return s
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

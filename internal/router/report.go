@@ -1,0 +1,123 @@
+package router
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// Outcome says how an attempt ended.
+type Outcome string
+
+const (
+	OutcomeOK                Outcome = "ok"                  // served the answer
+	OutcomeFirstTokenTimeout Outcome = "first_token_timeout" // no token in time
+	OutcomeError             Outcome = "error"               // failed before the first token
+	OutcomeMidStreamError    Outcome = "mid_stream_error"    // failed after it
+	OutcomeCircuitOpen       Outcome = "circuit_open"        // skipped: breaker open
+	OutcomeRetryAfter        Outcome = "retry_after"         // skipped: Retry-After beyond the deadline
+	OutcomeCancelled         Outcome = "cancelled"           // the client left
+	OutcomeDeadline          Outcome = "deadline"            // the request's deadline passed
+	OutcomeHedgeLost         Outcome = "hedge_lost"          // another attempt produced a token first
+	OutcomeRetryBudget       Outcome = "retry_budget"        // skipped: retry budget spent
+)
+
+// Attempt is one try at a deployment.
+type Attempt struct {
+	Deployment        string        `json:"deployment"`
+	Start             time.Time     `json:"start"`
+	FirstToken        time.Time     `json:"first_token,omitzero"`
+	End               time.Time     `json:"end"`
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
+	Outcome           Outcome       `json:"outcome"`
+	Error             string        `json:"error,omitempty"`
+	Status            int           `json:"status,omitempty"`
+	Hedge             bool          `json:"hedge,omitempty"`
+	Retry             bool          `json:"retry,omitempty"`
+}
+
+// Report is what the router did for one request.
+type Report struct {
+	Alias string
+	// Deployment served the answer (empty if none did).
+	Deployment string
+	// Model is the upstream model that served.
+	Model      string
+	Deadline   time.Time
+	FirstToken time.Time
+	Attempts   []Attempt
+	// HedgeUsage estimates what losing hedges cost.
+	HedgeUsage *chat.Usage
+}
+
+// Tries counts attempts that reached a provider.
+func (r *Report) Tries() int {
+	n := 0
+	for _, a := range r.Attempts {
+		switch a.Outcome {
+		case OutcomeCircuitOpen, OutcomeRetryAfter, OutcomeRetryBudget:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// Fallbacks counts attempts that failed before another was made.
+func (r *Report) Fallbacks() int {
+	n := 0
+	for _, a := range r.Attempts {
+		switch a.Outcome {
+		case OutcomeFirstTokenTimeout, OutcomeError, OutcomeCircuitOpen, OutcomeRetryAfter:
+			n++
+		}
+	}
+	return n
+}
+
+// Retries counts attempts that retried a deployment already tried.
+func (r *Report) Retries() int {
+	n := 0
+	for _, a := range r.Attempts {
+		if a.Retry {
+			n++
+		}
+	}
+	return n
+}
+
+// Hedged reports whether a hedge attempt was started.
+func (r *Report) Hedged() bool {
+	for _, a := range r.Attempts {
+		if a.Hedge {
+			return true
+		}
+	}
+	return false
+}
+
+// Route renders the attempts for a header: "dep=outcome, dep=outcome".
+func (r *Report) Route() string {
+	var b strings.Builder
+	for i, a := range r.Attempts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.Deployment)
+		b.WriteByte('=')
+		b.WriteString(string(a.Outcome))
+		if a.Status != 0 {
+			b.WriteByte('(')
+			b.WriteString(strconv.Itoa(a.Status))
+			b.WriteByte(')')
+		}
+	}
+	return b.String()
+}
+
+func (r *Report) add(a Attempt) int {
+	r.Attempts = append(r.Attempts, a)
+	return len(r.Attempts) - 1
+}

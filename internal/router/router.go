@@ -1,0 +1,344 @@
+// Package router maps a model alias to an ordered list of deployments and
+// owns everything about reaching them: first-token timeouts, the overall
+// timeout, one deadline shared by every attempt, retries with backoff and a
+// retry budget, fallback, hedging, latency-aware balancing and circuit
+// breakers. *Router is itself a provider: callers cannot tell that a
+// fallback happened except from the Report.
+package router
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
+)
+
+// Defaults from the lesson: a healthy call starts within a second or two,
+// so five seconds of silence means trouble; the whole answer gets twenty.
+const (
+	DefaultTimeout           = 20 * time.Second
+	DefaultFirstTokenTimeout = 5 * time.Second
+)
+
+// Deployment is one way to serve an alias: a provider and an upstream model.
+type Deployment struct {
+	// Provider and Model name the upstream; ID defaults to "provider/model".
+	ProviderName string
+	Model        string
+	ID           string
+	Provider     provider.Provider
+	// Priority orders deployments: lower first. Deployments of equal
+	// priority are balanced by measured latency.
+	Priority int
+	// Weight scales a deployment's share among equals (default 1).
+	Weight float64
+	// FirstTokenTimeout overrides the alias's.
+	FirstTokenTimeout time.Duration
+}
+
+// Adaptive derives the first-token timeout from the deployment's observed
+// p99 TTFT: Multiplier × p99, clamped to [Min, Max], once MinSamples were
+// seen; until then the static timeout applies.
+type Adaptive struct {
+	Multiplier float64
+	Min, Max   time.Duration
+	MinSamples int
+}
+
+// Hedge starts a second attempt on the next deployment when the first has
+// not produced a token after Delay (0: the deployment's observed p95 TTFT,
+// never below MinDelay). The first to produce a token wins.
+type Hedge struct {
+	Enabled  bool
+	Delay    time.Duration
+	MinDelay time.Duration
+}
+
+// Alias is a model name clients use and how to serve it.
+type Alias struct {
+	Name        string
+	Deployments []Deployment
+	// Timeout is the overall per-request timeout (default 20s).
+	Timeout time.Duration
+	// FirstTokenTimeout is the default for the deployments (default 5s).
+	FirstTokenTimeout time.Duration
+	Adaptive          *Adaptive
+	// MaxAttempts bounds attempts per request, fallbacks and retries
+	// together (default: two per deployment, at most 6).
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the exponential backoff with full
+	// jitter between passes over the deployments (100ms, 2s).
+	BackoffBase, BackoffMax time.Duration
+	Hedge                   Hedge
+	Breaker                 BreakerConfig
+}
+
+// Config configures a Router.
+type Config struct {
+	Aliases []Alias
+	// RetryRatio is the retry budget: retries per request over a 10 s
+	// window (default 0.2); at least one retry a second is always allowed.
+	RetryRatio float64
+	// Seed seeds the balancer's random choices (0: random).
+	Seed uint64
+}
+
+// Router routes requests for aliases. It is safe for concurrent use.
+type Router struct {
+	aliases map[string]*alias
+	names   []string
+	health  map[string]*health
+	budget  *retryBudget
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+type alias struct {
+	Alias
+	deps []*deployment
+}
+
+type deployment struct {
+	Deployment
+	health *health
+}
+
+// New returns a Router. It fails on an alias without deployments or with
+// a deployment that has no provider.
+func New(cfg Config) (*Router, error) {
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	r := &Router{
+		aliases: map[string]*alias{},
+		health:  map[string]*health{},
+		budget:  newRetryBudget(cfg.RetryRatio, 1),
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}
+	for _, ac := range cfg.Aliases {
+		if len(ac.Deployments) == 0 {
+			return nil, fmt.Errorf("router: alias %q has no deployments", ac.Name)
+		}
+		if _, dup := r.aliases[ac.Name]; dup {
+			return nil, fmt.Errorf("router: alias %q defined twice", ac.Name)
+		}
+		a := &alias{Alias: ac}
+		if a.Timeout <= 0 {
+			a.Timeout = DefaultTimeout
+		}
+		if a.FirstTokenTimeout <= 0 {
+			a.FirstTokenTimeout = DefaultFirstTokenTimeout
+		}
+		if a.MaxAttempts <= 0 {
+			a.MaxAttempts = min(2*len(ac.Deployments), 6)
+		}
+		if a.BackoffBase <= 0 {
+			a.BackoffBase = 100 * time.Millisecond
+		}
+		if a.BackoffMax <= 0 {
+			a.BackoffMax = 2 * time.Second
+		}
+		if a.Hedge.MinDelay <= 0 {
+			a.Hedge.MinDelay = 50 * time.Millisecond
+		}
+		for _, dc := range ac.Deployments {
+			if dc.Provider == nil {
+				return nil, fmt.Errorf("router: alias %q: deployment %s/%s has no provider", ac.Name, dc.ProviderName, dc.Model)
+			}
+			if dc.ID == "" {
+				dc.ID = dc.ProviderName + "/" + dc.Model
+			}
+			if dc.Weight <= 0 {
+				dc.Weight = 1
+			}
+			h := r.health[dc.ID]
+			if h == nil {
+				h = newHealth(ac.Breaker)
+				r.health[dc.ID] = h
+			}
+			a.deps = append(a.deps, &deployment{Deployment: dc, health: h})
+		}
+		r.aliases[ac.Name] = a
+		r.names = append(r.names, ac.Name)
+	}
+	sort.Strings(r.names)
+	return r, nil
+}
+
+// Aliases returns the alias names, sorted.
+func (r *Router) Aliases() []string { return slices.Clone(r.names) }
+
+// Timeout returns an alias's overall timeout and whether the alias exists.
+func (r *Router) Timeout(name string) (time.Duration, bool) {
+	a := r.aliases[name]
+	if a == nil {
+		return 0, false
+	}
+	return a.Timeout, true
+}
+
+// Health returns every deployment's live state.
+func (r *Router) Health() []Status {
+	now := time.Now()
+	var out []Status
+	for _, name := range r.names {
+		for _, d := range r.aliases[name].deps {
+			s := d.health.status(now)
+			s.Alias, s.Deployment = name, d.ID
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Stream implements provider.Provider: req.Model names an alias.
+func (r *Router) Stream(ctx context.Context, req *chat.Request) chat.Stream {
+	return r.StreamReport(ctx, req, nil)
+}
+
+// StreamReport is Stream, filling rep with what the router did: the
+// attempts, the deployment that served, the deadline. rep is written only
+// on the calling goroutine, between the iterator's yields, so the caller
+// may read it whenever it has control.
+//
+// The deadline is the earlier of ctx's deadline and now plus the alias's
+// timeout; every attempt, retry and fallback shares it. When it passes
+// after the first token, the stream ends with FinishTimeout chunks and
+// estimated usage rather than an error, keeping what was written.
+func (r *Router) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		if rep == nil {
+			rep = &Report{}
+		}
+		a := r.aliases[req.Model]
+		if a == nil {
+			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q does not exist", req.Model)})
+			return
+		}
+		start := time.Now()
+		deadline := start.Add(a.Timeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		rep.Alias, rep.Deadline = a.Name, deadline
+		dctx, cancel := context.WithDeadlineCause(ctx, deadline, chat.ErrDeadline)
+		defer cancel()
+		r.budget.request(start)
+		s := &session{r: r, alias: a, req: req, rep: rep, ctx: ctx, dctx: dctx, yield: yield}
+		s.run()
+	}
+}
+
+// order returns the deployments to try: by priority; within a priority,
+// the two-random-choices winner by latency score first, then the rest by
+// score; deployments cooling down after a Retry-After go last.
+func (r *Router) order(a *alias, now time.Time) []*deployment {
+	deps := slices.Clone(a.deps)
+	if len(deps) == 1 {
+		return deps
+	}
+	scores := make(map[*deployment]float64, len(deps))
+	for _, d := range deps {
+		scores[d] = d.health.score() / d.Weight
+	}
+	r.mu.Lock()
+	r.rng.Shuffle(len(deps), func(i, j int) { deps[i], deps[j] = deps[j], deps[i] })
+	r.mu.Unlock()
+	cooling := func(d *deployment) bool { return d.health.cooldownUntil().After(now) }
+	slices.SortStableFunc(deps, func(x, y *deployment) int {
+		if cx, cy := cooling(x), cooling(y); cx != cy {
+			if cx {
+				return 1
+			}
+			return -1
+		}
+		if x.Priority != y.Priority {
+			return x.Priority - y.Priority
+		}
+		return 0
+	})
+	// Within each priority group: power of two choices for the head, the
+	// rest by score.
+	for i := 0; i < len(deps); {
+		j := i
+		for j < len(deps) && deps[j].Priority == deps[i].Priority && cooling(deps[j]) == cooling(deps[i]) {
+			j++
+		}
+		group := deps[i:j]
+		if len(group) > 1 {
+			// group is shuffled; compare its first two.
+			if scores[group[1]] < scores[group[0]] {
+				group[0], group[1] = group[1], group[0]
+			}
+			rest := group[1:]
+			slices.SortStableFunc(rest, func(x, y *deployment) int {
+				switch {
+				case scores[x] < scores[y]:
+					return -1
+				case scores[x] > scores[y]:
+					return 1
+				}
+				return 0
+			})
+		}
+		i = j
+	}
+	return deps
+}
+
+func (r *Router) jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Duration(r.rng.Int64N(int64(d)) + 1)
+}
+
+// firstTokenTimeout is the deployment's first-token timeout, adaptive when
+// the alias asks for it and there are enough samples.
+func (a *alias) firstTokenTimeout(d *deployment) time.Duration {
+	ftt := d.FirstTokenTimeout
+	if ftt <= 0 {
+		ftt = a.FirstTokenTimeout
+	}
+	if ad := a.Adaptive; ad != nil && ad.Multiplier > 0 {
+		minSamples := ad.MinSamples
+		if minSamples <= 0 {
+			minSamples = 20
+		}
+		if p99, n := d.health.quantile(0.99); n >= minSamples {
+			v := time.Duration(float64(p99) * ad.Multiplier)
+			if ad.Min > 0 && v < ad.Min {
+				v = ad.Min
+			}
+			if ad.Max > 0 && v > ad.Max {
+				v = ad.Max
+			}
+			ftt = v
+		}
+	}
+	return ftt
+}
+
+// hedgeDelay is how long to wait for the first token before hedging.
+func (a *alias) hedgeDelay(d *deployment, ftt time.Duration) time.Duration {
+	delay := a.Hedge.Delay
+	if delay <= 0 {
+		p95, n := d.health.quantile(0.95)
+		if n < 20 {
+			delay = ftt / 2
+		} else {
+			delay = p95
+		}
+	}
+	return max(delay, a.Hedge.MinDelay)
+}

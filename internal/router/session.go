@@ -1,0 +1,351 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// session is one request's walk through the deployments.
+type session struct {
+	r     *Router
+	alias *alias
+	req   *chat.Request
+	rep   *Report
+	ctx   context.Context // the caller's: ends when the client leaves
+	dctx  context.Context // ctx with the request deadline
+	yield func(chat.Chunk, error) bool
+
+	lastErr error
+	tried   map[*deployment]bool
+}
+
+// verdict is what an attempt leaves the session to do.
+type verdict int
+
+const (
+	verdictDone       verdict = iota // the stream ended, one way or another
+	verdictNext                      // failed before the first token: try on
+	verdictNoFallback                // failed in a way another deployment won't fix
+)
+
+func (s *session) run() {
+	a := s.alias
+	order := s.r.order(a, time.Now())
+	s.tried = map[*deployment]bool{}
+	attempts := 0
+	for pass := 0; attempts < a.MaxAttempts; pass++ {
+		progressed := false
+		for i := 0; i < len(order) && attempts < a.MaxAttempts; i++ {
+			d := order[i]
+			if s.dctx.Err() != nil {
+				s.fail()
+				return
+			}
+			now := time.Now()
+			retry := s.tried[d]
+			wait := time.Duration(0)
+			if cd := d.health.cooldownUntil(); cd.After(now) {
+				wait = cd.Sub(now)
+			}
+			if pass > 0 {
+				wait = max(wait, s.backoff(pass))
+			}
+			if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
+				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry})
+				continue
+			}
+			if retry && !s.r.budget.tryRetry(now) {
+				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true})
+				continue
+			}
+			if wait > 0 && !sleep(s.dctx, wait) {
+				s.fail()
+				return
+			}
+			if !d.health.allow(time.Now()) {
+				now := time.Now()
+				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
+				if s.lastErr == nil {
+					s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
+				}
+				continue
+			}
+			attempts++
+			progressed = true
+			s.tried[d] = true
+			var v verdict
+			if a.Hedge.Enabled && !retry && i+1 < len(order) && attempts < a.MaxAttempts && !s.tried[order[i+1]] {
+				var usedBackup bool
+				v, usedBackup = s.hedged(d, order[i+1])
+				if usedBackup {
+					attempts++
+					s.tried[order[i+1]] = true
+					i++
+				}
+			} else {
+				v = s.attempt(d, retry)
+			}
+			switch v {
+			case verdictDone:
+				return
+			case verdictNoFallback:
+				s.fail()
+				return
+			}
+		}
+		if !progressed {
+			break
+		}
+	}
+	s.fail()
+}
+
+// fail ends a request that no deployment served.
+func (s *session) fail() {
+	switch {
+	case s.ctx.Err() != nil:
+		s.yield(chat.Chunk{}, context.Cause(s.ctx))
+	case s.dctx.Err() != nil:
+		s.yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryTimeout, Message: "no deployment answered before the request's deadline", Err: chat.ErrDeadline})
+	case s.lastErr != nil:
+		s.yield(chat.Chunk{}, s.lastErr)
+	default:
+		s.yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "no deployment is available", Retryable: true})
+	}
+}
+
+func (s *session) backoff(pass int) time.Duration {
+	a := s.alias
+	d := a.BackoffBase << min(pass-1, 16)
+	if d > a.BackoffMax || d <= 0 {
+		d = a.BackoffMax
+	}
+	return s.r.jitter(d)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// attempt runs one attempt and streams it to the caller if it produces a
+// first token in time.
+func (s *session) attempt(d *deployment, retry bool) verdict {
+	ftt := s.alias.firstTokenTimeout(d)
+	actx, cancel := context.WithCancelCause(s.dctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
+	defer timer.Stop()
+	idx := s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry})
+	d.health.begin()
+	req := s.req.Clone()
+	req.Model = d.Model
+
+	var pending []chat.Chunk
+	started := false
+	var t tally
+	for c, err := range d.Provider.Stream(actx, req) {
+		if err != nil {
+			if started {
+				return s.afterFirst(d, idx, &t, err)
+			}
+			return s.beforeFirst(d, idx, actx, err)
+		}
+		if !started {
+			if !c.Visible() && c.FinishReason == "" && c.Usage == nil {
+				pending = append(pending, c)
+				continue
+			}
+			if !timer.Stop() && actx.Err() != nil {
+				// The first-token timer fired as the token arrived.
+				return s.beforeFirst(d, idx, actx, context.Cause(actx))
+			}
+			started = true
+			s.won(d, idx)
+			for _, p := range pending {
+				t.add(&p)
+				if !s.yield(p, nil) {
+					return s.stopped(d, idx)
+				}
+			}
+		}
+		t.add(&c)
+		if !s.yield(c, nil) {
+			return s.stopped(d, idx)
+		}
+	}
+	if !started {
+		// An answer with nothing visible, e.g. an empty completion:
+		// a success all the same.
+		s.won(d, idx)
+	}
+	s.finish(d, idx, OutcomeOK, nil, false, false)
+	return verdictDone
+}
+
+// won records that attempt idx produced the first token.
+func (s *session) won(d *deployment, idx int) {
+	now := time.Now()
+	at := &s.rep.Attempts[idx]
+	at.FirstToken = now
+	s.rep.FirstToken = now
+	s.rep.Deployment = d.ID
+	s.rep.Model = d.Model
+}
+
+// finish closes attempt idx and feeds the deployment's health.
+func (s *session) finish(d *deployment, idx int, o Outcome, err error, failed, neutral bool) {
+	now := time.Now()
+	at := &s.rep.Attempts[idx]
+	at.End = now
+	at.Outcome = o
+	if err != nil {
+		at.Error = err.Error()
+		var ce *chat.Error
+		if errors.As(err, &ce) {
+			at.Status = ce.Status
+		}
+	}
+	var ttft time.Duration
+	if !at.FirstToken.IsZero() {
+		ttft = at.FirstToken.Sub(at.Start)
+	}
+	d.health.end(now, ttft, failed, neutral)
+}
+
+func (s *session) stopped(d *deployment, idx int) verdict {
+	s.finish(d, idx, OutcomeCancelled, nil, false, true)
+	return verdictDone
+}
+
+// beforeFirst handles a failure before the first token: the caller has
+// seen nothing, so another deployment may still serve the request.
+func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err error) verdict {
+	switch {
+	case s.ctx.Err() != nil:
+		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
+		s.yield(chat.Chunk{}, context.Cause(s.ctx))
+		return verdictDone
+	case s.dctx.Err() != nil:
+		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
+		return verdictNoFallback
+	case errors.Is(context.Cause(actx), chat.ErrFirstTokenTimeout):
+		err = &chat.Error{Category: chat.CategoryTimeout, Provider: d.ID, Retryable: true, Err: chat.ErrFirstTokenTimeout,
+			Message: fmt.Sprintf("no first token within %s", s.rep.Attempts[idx].FirstTokenTimeout)}
+		s.finish(d, idx, OutcomeFirstTokenTimeout, err, true, false)
+		s.lastErr = err
+		return verdictNext
+	}
+	ce := chat.AsError(err)
+	if ce.Provider == "" {
+		ce.Provider = d.ID
+	}
+	s.lastErr = ce
+	if ce.RetryAfter > 0 {
+		d.health.setCooldown(time.Now().Add(ce.RetryAfter))
+	}
+	switch {
+	case ce.Retryable:
+		s.finish(d, idx, OutcomeError, ce, true, false)
+		return verdictNext
+	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound:
+		// This deployment is misconfigured; another may be fine.
+		s.finish(d, idx, OutcomeError, ce, true, false)
+		return verdictNext
+	}
+	// The request itself is at fault: no other deployment will take it.
+	s.finish(d, idx, OutcomeError, ce, false, true)
+	return verdictNoFallback
+}
+
+// afterFirst handles a failure after the first token: the caller has seen
+// text from this deployment, so there is no silent switch. The deadline
+// cuts the stream with a timeout ending that keeps what was written; other
+// failures are passed on as the stream's error.
+func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdict {
+	switch {
+	case s.ctx.Err() != nil:
+		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
+		s.yield(chat.Chunk{}, context.Cause(s.ctx))
+	case s.dctx.Err() != nil:
+		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
+		s.cut(t)
+	default:
+		s.finish(d, idx, OutcomeMidStreamError, err, true, false)
+		s.yield(chat.Chunk{}, err)
+	}
+	return verdictDone
+}
+
+// cut ends every open choice with FinishTimeout and estimated usage.
+func (s *session) cut(t *tally) {
+	open := t.open()
+	if len(open) == 0 {
+		open = []int{0}
+	}
+	for i, ch := range open {
+		c := chat.Chunk{Choice: ch, FinishReason: chat.FinishTimeout}
+		if i == len(open)-1 {
+			c.Usage = t.usage(s.req)
+		}
+		if !s.yield(c, nil) {
+			return
+		}
+	}
+}
+
+// tally tracks what was passed to the caller, for estimated usage when a
+// stream is cut.
+type tally struct {
+	out      int
+	finished map[int]bool
+	seen     map[int]bool
+	reported *chat.Usage
+}
+
+func (t *tally) add(c *chat.Chunk) {
+	if t.seen == nil {
+		t.seen, t.finished = map[int]bool{}, map[int]bool{}
+	}
+	if c.Visible() {
+		t.seen[c.Choice] = true
+		t.out += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)
+		for _, tc := range c.ToolCalls {
+			t.out += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
+		}
+	}
+	if c.FinishReason != "" {
+		t.finished[c.Choice] = true
+	}
+	if c.Usage != nil {
+		t.reported = c.Usage
+	}
+}
+
+func (t *tally) open() []int {
+	var out []int
+	for ch := 0; ch < chat.MaxChoices && len(out) < len(t.seen); ch++ {
+		if t.seen[ch] && !t.finished[ch] {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func (t *tally) usage(req *chat.Request) *chat.Usage {
+	if t.reported != nil {
+		u := *t.reported
+		return &u
+	}
+	return &chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.out, Estimated: true}
+}

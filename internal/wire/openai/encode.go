@@ -1,0 +1,264 @@
+package openai
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// ChunkEncoder writes chat.completion.chunk events for a client. The zero
+// value is not usable; set ID, Created and Model.
+type ChunkEncoder struct {
+	ID      string
+	Created int64
+	Model   string
+	// IncludeUsage adds "usage":null to every chunk, as OpenAI does when
+	// the client asked for stream_options.include_usage.
+	IncludeUsage bool
+
+	roleSent []bool
+}
+
+// AppendChunk appends the SSE events for c to b: a role-only chunk before a
+// choice's first delta, then the delta. Chunks with nothing to say (usage
+// only, model only) append nothing; usage is written by AppendUsage.
+func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
+	if !c.Visible() && c.FinishReason == "" {
+		return b
+	}
+	for len(e.roleSent) <= c.Choice {
+		e.roleSent = append(e.roleSent, false)
+	}
+	if !e.roleSent[c.Choice] {
+		e.roleSent[c.Choice] = true
+		b = e.open(b)
+		b = append(b, `{"index":`...)
+		b = strconv.AppendInt(b, int64(c.Choice), 10)
+		b = append(b, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+		b = e.close(b)
+	}
+	if !c.Visible() && c.FinishReason == "" {
+		return b
+	}
+	b = e.open(b)
+	b = append(b, `{"index":`...)
+	b = strconv.AppendInt(b, int64(c.Choice), 10)
+	b = append(b, `,"delta":{`...)
+	sep := false
+	if c.Text != "" {
+		b = append(b, `"content":`...)
+		b = AppendString(b, c.Text)
+		sep = true
+	}
+	if c.Refusal != "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"refusal":`...)
+		b = AppendString(b, c.Refusal)
+		sep = true
+	}
+	if len(c.ToolCalls) > 0 {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"tool_calls":[`...)
+		for i, tc := range c.ToolCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"index":`...)
+			b = strconv.AppendInt(b, int64(tc.Index), 10)
+			if tc.ID != "" {
+				b = append(b, `,"id":`...)
+				b = AppendString(b, tc.ID)
+				b = append(b, `,"type":"function"`...)
+			}
+			b = append(b, `,"function":{`...)
+			if tc.Name != "" {
+				b = append(b, `"name":`...)
+				b = AppendString(b, tc.Name)
+				b = append(b, ',')
+			}
+			b = append(b, `"arguments":`...)
+			b = AppendString(b, tc.Arguments)
+			b = append(b, "}}"...)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `},"logprobs":null,"finish_reason":`...)
+	if c.FinishReason != "" {
+		b = AppendString(b, string(c.FinishReason))
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, "}]"...)
+	return e.close(b)
+}
+
+// AppendUsage appends the usage-only chunk (empty choices) that OpenAI sends
+// last when the client set stream_options.include_usage.
+func (e *ChunkEncoder) AppendUsage(b []byte, u *chat.Usage) []byte {
+	b = append(b, `data: {"id":`...)
+	b = AppendString(b, e.ID)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, e.Created, 10)
+	b = append(b, `,"model":`...)
+	b = AppendString(b, e.Model)
+	b = append(b, `,"choices":[],"usage":`...)
+	j, _ := json.Marshal(UsageFromChat(u))
+	b = append(b, j...)
+	return append(b, "}\n\n"...)
+}
+
+// AppendDone appends the terminal data: [DONE] event.
+func AppendDone(b []byte) []byte { return append(b, "data: [DONE]\n\n"...) }
+
+// AppendErrorEvent appends a mid-stream error event in the shape OpenAI's
+// SDKs raise as an error: data: {"error": {...}}.
+func AppendErrorEvent(b []byte, body *ErrorBody) []byte {
+	j, _ := json.Marshal(struct {
+		Error *ErrorBody `json:"error"`
+	}{body})
+	b = append(b, "data: "...)
+	b = append(b, j...)
+	return append(b, "\n\n"...)
+}
+
+func (e *ChunkEncoder) open(b []byte) []byte {
+	b = append(b, `data: {"id":`...)
+	b = AppendString(b, e.ID)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, e.Created, 10)
+	b = append(b, `,"model":`...)
+	b = AppendString(b, e.Model)
+	return append(b, `,"choices":[`...)
+}
+
+func (e *ChunkEncoder) close(b []byte) []byte {
+	if e.IncludeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	return append(b, "}\n\n"...)
+}
+
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does; U+2028 and U+2029 are escaped so the output is safe
+// in JavaScript too.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// Completion is a non-streaming chat.completion response.
+type Completion struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	Choices           []CompletionChoice `json:"choices"`
+	Usage             *Usage             `json:"usage,omitempty"`
+	SystemFingerprint *string            `json:"system_fingerprint"`
+}
+
+// CompletionChoice is one choice of a Completion.
+type CompletionChoice struct {
+	Index        int             `json:"index"`
+	Message      Message         `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+// EncodeCompletion builds the non-streaming response for a collected
+// answer.
+func EncodeCompletion(id string, created int64, model string, r *chat.Response) *Completion {
+	c := &Completion{ID: id, Object: "chat.completion", Created: created, Model: model, Choices: []CompletionChoice{}}
+	for _, ch := range r.Choices {
+		m := Message{Role: "assistant"}
+		if ch.Text != "" || len(ch.ToolCalls) == 0 {
+			m.Content, _ = json.Marshal(ch.Text)
+		} else {
+			m.Content = json.RawMessage("null")
+		}
+		if ch.Refusal != "" {
+			ref := ch.Refusal
+			m.Refusal = &ref
+		}
+		for _, tc := range ch.ToolCalls {
+			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		c.Choices = append(c.Choices, CompletionChoice{Index: ch.Index, Message: m, Logprobs: json.RawMessage("null"), FinishReason: string(ch.FinishReason)})
+	}
+	if r.Usage != nil {
+		c.Usage = UsageFromChat(r.Usage)
+	}
+	return c
+}
+
+// ErrorType is the OpenAI error "type" for a firstword error category.
+func ErrorType(c chat.Category) string {
+	switch c {
+	case chat.CategoryInvalidRequest, chat.CategoryContextLength, chat.CategoryContentFilter, chat.CategoryNotFound:
+		return "invalid_request_error"
+	case chat.CategoryAuth:
+		return "upstream_authentication_error"
+	case chat.CategoryRateLimited:
+		return "rate_limit_error"
+	case chat.CategoryTimeout:
+		return "timeout_error"
+	}
+	return "server_error"
+}
+
+// ErrorFromChat builds the error object for a classified error.
+func ErrorFromChat(e *chat.Error) *ErrorBody {
+	code, _ := json.Marshal(string(e.Category))
+	return &ErrorBody{Message: e.Message, Type: ErrorType(e.Category), Code: code}
+}

@@ -1,0 +1,237 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// Message is a Chat Completions message on the wire.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Refusal    *string         `json:"refusal,omitempty"`
+}
+
+// ToolCall is a complete tool call.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is a tool call's function and arguments.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a tool definition.
+type Tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	} `json:"function"`
+}
+
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail,omitempty"`
+	} `json:"image_url,omitempty"`
+}
+
+func (m *Message) toChat() (chat.Message, error) {
+	var out chat.Message
+	switch m.Role {
+	case "system", "developer":
+		out.Role = chat.RoleSystem
+	case "user":
+		out.Role = chat.RoleUser
+	case "assistant":
+		out.Role = chat.RoleAssistant
+	case "tool", "function":
+		out.Role = chat.RoleTool
+	case "":
+		return out, errors.New("role: required")
+	default:
+		return out, fmt.Errorf("role: unknown role %q", m.Role)
+	}
+	out.Name = m.Name
+	out.ToolCallID = m.ToolCallID
+	if out.Role == chat.RoleTool && m.ToolCallID == "" && m.Role == "tool" {
+		return out, errors.New("tool_call_id: required for tool messages")
+	}
+	for _, tc := range m.ToolCalls {
+		if tc.Function.Name == "" {
+			return out, errors.New("tool_calls: function.name required")
+		}
+		out.ToolCalls = append(out.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	if isNull(m.Content) {
+		if out.Role != chat.RoleAssistant {
+			return out, errors.New("content: required")
+		}
+		return out, nil
+	}
+	switch m.Content[0] {
+	case '"':
+		if err := json.Unmarshal(m.Content, &out.Content); err != nil {
+			return out, fmt.Errorf("content: %v", err)
+		}
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(m.Content, &parts); err != nil {
+			return out, fmt.Errorf("content: must be a string or an array of content parts: %v", typeErr(err))
+		}
+		var text strings.Builder
+		for j, p := range parts {
+			switch p.Type {
+			case "text", "input_text":
+				out.Parts = append(out.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
+				text.WriteString(p.Text)
+			case "image_url":
+				if p.ImageURL == nil || p.ImageURL.URL == "" {
+					return out, fmt.Errorf("content[%d].image_url.url: required", j)
+				}
+				out.Parts = append(out.Parts, imagePart(p.ImageURL.URL))
+			default:
+				return out, fmt.Errorf("content[%d].type: unsupported content part %q", j, p.Type)
+			}
+		}
+		out.Content = text.String()
+	default:
+		return out, errors.New("content: must be a string or an array of content parts")
+	}
+	return out, nil
+}
+
+// imagePart splits a data: URL into media type and base64 data, so that
+// adapters for providers that want inline images can use them.
+func imagePart(url string) chat.Part {
+	p := chat.Part{Type: chat.PartImage, ImageURL: url}
+	if rest, ok := strings.CutPrefix(url, "data:"); ok {
+		if meta, data, ok := strings.Cut(rest, ","); ok {
+			if mt, ok := strings.CutSuffix(meta, ";base64"); ok {
+				p.MediaType, p.Data = mt, data
+			}
+		}
+	}
+	return p
+}
+
+// fromChat encodes a message for an upstream.
+func fromChat(m *chat.Message) Message {
+	out := Message{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
+	for _, tc := range m.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+	}
+	switch {
+	case len(m.Parts) > 0:
+		parts := make([]contentPart, 0, len(m.Parts))
+		for _, p := range m.Parts {
+			switch p.Type {
+			case chat.PartText:
+				parts = append(parts, contentPart{Type: "text", Text: p.Text})
+			case chat.PartImage:
+				url := p.ImageURL
+				if url == "" && p.Data != "" {
+					url = "data:" + p.MediaType + ";base64," + p.Data
+				}
+				cp := contentPart{Type: "image_url"}
+				cp.ImageURL = &struct {
+					URL    string `json:"url"`
+					Detail string `json:"detail,omitempty"`
+				}{URL: url}
+				parts = append(parts, cp)
+			}
+		}
+		out.Content, _ = json.Marshal(parts)
+	case m.Content == "" && len(m.ToolCalls) > 0:
+		// content omitted: null is what OpenAI sends for tool-call turns
+	default:
+		out.Content, _ = json.Marshal(m.Content)
+	}
+	return out
+}
+
+// EncodeRequest encodes req as a streaming Chat Completions request for an
+// upstream, asking for usage so that firstword can meter. Fields in
+// req.Extra are passed through. maxTokensField names the field for the
+// answer cap: "max_tokens" (empty means this) or "max_completion_tokens".
+func EncodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
+	if maxTokensField == "" {
+		maxTokensField = "max_tokens"
+	}
+	body := map[string]any{
+		"model":          req.Model,
+		"stream":         true,
+		"stream_options": StreamOptions{IncludeUsage: true},
+	}
+	msgs := make([]Message, len(req.Messages))
+	for i := range req.Messages {
+		msgs[i] = fromChat(&req.Messages[i])
+	}
+	body["messages"] = msgs
+	if req.MaxTokens > 0 {
+		body[maxTokensField] = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		body["temperature"] = *req.Temperature
+	}
+	if req.TopP != nil {
+		body["top_p"] = *req.TopP
+	}
+	if req.N > 1 {
+		body["n"] = req.N
+	}
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
+	if req.Seed != nil {
+		body["seed"] = *req.Seed
+	}
+	if req.User != "" {
+		body["user"] = req.User
+	}
+	if len(req.Tools) > 0 {
+		tools := make([]Tool, len(req.Tools))
+		for i, t := range req.Tools {
+			tools[i].Type = "function"
+			tools[i].Function.Name = t.Name
+			tools[i].Function.Description = t.Description
+			tools[i].Function.Parameters = t.Parameters
+		}
+		body["tools"] = tools
+	}
+	if tc := req.ToolChoice; tc != nil {
+		if tc.Mode == "tool" {
+			body["tool_choice"] = map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}}
+		} else {
+			body["tool_choice"] = tc.Mode
+		}
+	}
+	if req.ParallelToolCalls != nil {
+		body["parallel_tool_calls"] = *req.ParallelToolCalls
+	}
+	if len(req.ResponseFormat) > 0 {
+		body["response_format"] = req.ResponseFormat
+	}
+	for k, v := range req.Extra {
+		if _, ok := body[k]; !ok {
+			body[k] = v
+		}
+	}
+	return json.Marshal(body)
+}

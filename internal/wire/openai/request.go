@@ -1,0 +1,285 @@
+// Package openai encodes and decodes OpenAI's Chat Completions wire format in
+// both directions: requests and responses as a client sends and receives
+// them, and as an upstream receives and sends them. It knows nothing of
+// HTTP routing or providers.
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// StreamOptions is the stream_options request field.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// ParsedRequest is a decoded client request.
+type ParsedRequest struct {
+	Request       *chat.Request
+	Stream        bool
+	IncludeUsage  bool
+	StreamOptions bool // stream_options was present
+}
+
+// RequestError is a client mistake in a request body. Param names the
+// offending field.
+type RequestError struct {
+	Param   string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return e.Message
+	}
+	return e.Param + ": " + e.Message
+}
+
+func reqErr(param, format string, args ...any) error {
+	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// known are the request fields decoded into chat.Request; every other field
+// is kept in Request.Extra.
+var known = map[string]bool{
+	"model": true, "messages": true, "stream": true, "stream_options": true,
+	"max_tokens": true, "max_completion_tokens": true, "temperature": true,
+	"top_p": true, "n": true, "stop": true, "seed": true, "user": true,
+	"tools": true, "tool_choice": true, "parallel_tool_calls": true,
+	"response_format": true,
+}
+
+// ParseRequest decodes a Chat Completions request body, checking types and
+// required fields. Errors are *RequestError naming the field.
+func ParseRequest(body []byte) (*ParsedRequest, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, reqErr("", "request body is not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, reqErr("", "request body has data after the JSON object")
+	}
+	if raw == nil {
+		return nil, reqErr("", "request body must be a JSON object")
+	}
+	req := &chat.Request{}
+	out := &ParsedRequest{Request: req}
+
+	if err := field(raw, "model", &req.Model); err != nil {
+		return nil, err
+	}
+	if req.Model == "" {
+		return nil, reqErr("model", "required")
+	}
+	if err := field(raw, "stream", &out.Stream); err != nil {
+		return nil, err
+	}
+	if v, ok := raw["stream_options"]; ok && !isNull(v) {
+		var so struct {
+			IncludeUsage       *bool `json:"include_usage"`
+			IncludeObfuscation *bool `json:"include_obfuscation"`
+		}
+		if err := strictObject(v, &so); err != nil {
+			return nil, reqErr("stream_options", "%v", err)
+		}
+		if !out.Stream {
+			return nil, reqErr("stream_options", "only allowed when stream is true")
+		}
+		out.StreamOptions = true
+		out.IncludeUsage = so.IncludeUsage != nil && *so.IncludeUsage
+	}
+	msgs, ok := raw["messages"]
+	if !ok || isNull(msgs) {
+		return nil, reqErr("messages", "required")
+	}
+	var wm []Message
+	if err := json.Unmarshal(msgs, &wm); err != nil {
+		return nil, reqErr("messages", "must be an array of message objects: %v", typeErr(err))
+	}
+	if len(wm) == 0 {
+		return nil, reqErr("messages", "must contain at least one message")
+	}
+	req.Messages = make([]chat.Message, len(wm))
+	for i := range wm {
+		m, err := wm[i].toChat()
+		if err != nil {
+			return nil, reqErr(fmt.Sprintf("messages[%d]", i), "%v", err)
+		}
+		req.Messages[i] = m
+	}
+
+	var maxTokens, maxCompletion *int
+	if err := field(raw, "max_tokens", &maxTokens); err != nil {
+		return nil, err
+	}
+	if err := field(raw, "max_completion_tokens", &maxCompletion); err != nil {
+		return nil, err
+	}
+	for name, p := range map[string]*int{"max_tokens": maxTokens, "max_completion_tokens": maxCompletion} {
+		if p != nil && *p < 1 {
+			return nil, reqErr(name, "must be at least 1")
+		}
+	}
+	if maxCompletion != nil {
+		req.MaxTokens = *maxCompletion
+	} else if maxTokens != nil {
+		req.MaxTokens = *maxTokens
+	}
+	if err := field(raw, "temperature", &req.Temperature); err != nil {
+		return nil, err
+	}
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
+		return nil, reqErr("temperature", "must be between 0 and 2")
+	}
+	if err := field(raw, "top_p", &req.TopP); err != nil {
+		return nil, err
+	}
+	var n *int
+	if err := field(raw, "n", &n); err != nil {
+		return nil, err
+	}
+	if n != nil {
+		if *n < 1 || *n > 128 {
+			return nil, reqErr("n", "must be between 1 and 128")
+		}
+		req.N = *n
+	}
+	if v, ok := raw["stop"]; ok && !isNull(v) {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			req.Stop = []string{s}
+		} else if err := json.Unmarshal(v, &req.Stop); err != nil {
+			return nil, reqErr("stop", "must be a string or an array of strings")
+		}
+	}
+	if err := field(raw, "seed", &req.Seed); err != nil {
+		return nil, err
+	}
+	if err := field(raw, "user", &req.User); err != nil {
+		return nil, err
+	}
+	if v, ok := raw["tools"]; ok && !isNull(v) {
+		var tools []Tool
+		if err := json.Unmarshal(v, &tools); err != nil {
+			return nil, reqErr("tools", "must be an array of tool objects: %v", typeErr(err))
+		}
+		for i, t := range tools {
+			if t.Type != "function" && t.Type != "" {
+				return nil, reqErr(fmt.Sprintf("tools[%d].type", i), "unsupported tool type %q", t.Type)
+			}
+			if t.Function.Name == "" {
+				return nil, reqErr(fmt.Sprintf("tools[%d].function.name", i), "required")
+			}
+			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		}
+	}
+	if v, ok := raw["tool_choice"]; ok && !isNull(v) {
+		tc, err := parseToolChoice(v)
+		if err != nil {
+			return nil, err
+		}
+		req.ToolChoice = tc
+	}
+	if err := field(raw, "parallel_tool_calls", &req.ParallelToolCalls); err != nil {
+		return nil, err
+	}
+	if v, ok := raw["response_format"]; ok && !isNull(v) {
+		if v[0] != '{' {
+			return nil, reqErr("response_format", "must be an object")
+		}
+		req.ResponseFormat = v
+	}
+	for k, v := range raw {
+		if !known[k] {
+			if req.Extra == nil {
+				req.Extra = make(map[string]json.RawMessage)
+			}
+			req.Extra[k] = v
+		}
+	}
+	return out, nil
+}
+
+func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return &chat.ToolChoice{Mode: s}, nil
+		}
+		return nil, reqErr("tool_choice", "must be auto, none, required or a function object")
+	}
+	var o struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(v, &o); err != nil || o.Function.Name == "" {
+		return nil, reqErr("tool_choice", "must be auto, none, required or {\"type\":\"function\",\"function\":{\"name\":...}}")
+	}
+	return &chat.ToolChoice{Mode: "tool", Name: o.Function.Name}, nil
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+// field decodes raw[name] into dst when present and not null.
+func field(raw map[string]json.RawMessage, name string, dst any) error {
+	v, ok := raw[name]
+	if !ok || isNull(v) {
+		return nil
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		return reqErr(name, "%v", typeErr(err))
+	}
+	return nil
+}
+
+func strictObject(v json.RawMessage, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return typeErr(err)
+	}
+	return nil
+}
+
+// typeErr rewrites encoding/json's type errors into a sentence a client can
+// act on.
+func typeErr(err error) error {
+	var te *json.UnmarshalTypeError
+	if e, ok := err.(*json.UnmarshalTypeError); ok {
+		te = e
+	}
+	if te != nil {
+		where := te.Field
+		if where != "" {
+			return fmt.Errorf("%s: expected %s, got %s", where, friendlyType(te.Type.String()), te.Value)
+		}
+		return fmt.Errorf("expected %s, got %s", friendlyType(te.Type.String()), te.Value)
+	}
+	return err
+}
+
+func friendlyType(t string) string {
+	t = strings.TrimPrefix(t, "*")
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "array"
+	case t == "string":
+		return "string"
+	case t == "bool":
+		return "boolean"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "float"):
+		return "number"
+	case strings.HasPrefix(t, "map") || strings.Contains(t, "."):
+		return "object"
+	}
+	return t
+}

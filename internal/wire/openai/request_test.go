@@ -1,0 +1,82 @@
+package openai
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseRequest(t *testing.T) {
+	body := `{"model":"chat","stream":true,"stream_options":{"include_usage":true},
+		"messages":[
+			{"role":"system","content":"be brief"},
+			{"role":"user","content":[{"type":"text","text":"look: "},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"42"}],
+		"max_completion_tokens":50,"temperature":0,"n":2,"stop":"END","seed":7,
+		"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
+		"tool_choice":{"type":"function","function":{"name":"f"}},
+		"logprobs":true,"metadata":{"k":"v"}}`
+	pr, err := ParseRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := pr.Request
+	if !pr.Stream || !pr.IncludeUsage || r.Model != "chat" || r.MaxTokens != 50 || *r.Temperature != 0 || r.N != 2 || *r.Seed != 7 {
+		t.Errorf("scalars: %+v %+v", pr, r)
+	}
+	if diff := cmp.Diff([]string{"END"}, r.Stop); diff != "" {
+		t.Error(diff)
+	}
+	if len(r.Messages) != 4 || r.Messages[0].Role != chat.RoleSystem || r.Messages[1].Content != "look: " || r.Messages[1].Parts[1].MediaType != "image/png" || r.Messages[1].Parts[1].Data != "AAAA" {
+		t.Errorf("messages: %+v", r.Messages)
+	}
+	if tc := r.Messages[2].ToolCalls; len(tc) != 1 || tc[0].Name != "f" || r.Messages[3].ToolCallID != "c1" {
+		t.Errorf("tool turns: %+v", r.Messages[2:])
+	}
+	if r.ToolChoice == nil || r.ToolChoice.Mode != "tool" || r.ToolChoice.Name != "f" || len(r.Tools) != 1 {
+		t.Errorf("tools: %+v %+v", r.Tools, r.ToolChoice)
+	}
+	if string(r.Extra["logprobs"]) != "true" || len(r.Extra) != 2 {
+		t.Errorf("extra: %v", r.Extra)
+	}
+	// Round trip to an upstream keeps the extras and asks for usage.
+	enc, err := EncodeRequest(r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	json.Unmarshal(enc, &m)
+	if string(m["stream_options"]) != `{"include_usage":true}` || string(m["logprobs"]) != "true" || string(m["max_tokens"]) != "50" {
+		t.Errorf("encoded: %s", enc)
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"type":"function","function":{"name":"f"}}]}`,
+		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","function":{"name":"f","arguments":"{}"}}]}],"stop":["a"],"n":3}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pr, err := ParseRequest(b)
+		if err != nil {
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v is not a *RequestError", err)
+			}
+			return
+		}
+		if pr.Request.Model == "" || len(pr.Request.Messages) == 0 {
+			t.Fatalf("accepted a request without model or messages: %s", b)
+		}
+		if _, err := EncodeRequest(pr.Request, ""); err != nil {
+			t.Fatalf("cannot re-encode an accepted request: %v", err)
+		}
+	})
+}

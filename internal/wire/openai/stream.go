@@ -1,0 +1,336 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/sse"
+)
+
+// Usage is the usage object of a response or of the usage-only chunk.
+type Usage struct {
+	PromptTokens            int                      `json:"prompt_tokens"`
+	CompletionTokens        int                      `json:"completion_tokens"`
+	TotalTokens             int                      `json:"total_tokens"`
+	PromptTokensDetails     *PromptTokensDetails     `json:"prompt_tokens_details,omitempty"`
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails breaks prompt tokens down.
+type PromptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// CompletionTokensDetails breaks completion tokens down.
+type CompletionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+func (u *Usage) toChat() *chat.Usage {
+	out := &chat.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedInputTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return out
+}
+
+// UsageFromChat encodes usage for a client.
+func UsageFromChat(u *chat.Usage) *Usage {
+	return &Usage{
+		PromptTokens:            u.InputTokens,
+		CompletionTokens:        u.OutputTokens,
+		TotalTokens:             u.InputTokens + u.OutputTokens,
+		PromptTokensDetails:     &PromptTokensDetails{CachedTokens: u.CachedInputTokens},
+		CompletionTokensDetails: &CompletionTokensDetails{ReasoningTokens: u.ReasoningTokens},
+	}
+}
+
+// ErrorBody is the error object of an error response or error event.
+type ErrorBody struct {
+	Message string          `json:"message"`
+	Type    string          `json:"type"`
+	Param   *string         `json:"param"`
+	Code    json.RawMessage `json:"code"`
+}
+
+// chunk is a chat.completion.chunk as received from an upstream.
+type chunk struct {
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *Usage        `json:"usage"`
+	Error   *ErrorBody    `json:"error"`
+}
+
+type chunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        delta   `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type delta struct {
+	Content   *string         `json:"content"`
+	Refusal   *string         `json:"refusal"`
+	ToolCalls []toolCallDelta `json:"tool_calls"`
+}
+
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// NormalizeFinishReason maps OpenAI-compatible finish reasons onto
+// firstword's; unknown values pass through unchanged.
+func NormalizeFinishReason(s string) chat.FinishReason {
+	switch s {
+	case "stop", "eos", "end_turn", "stop_sequence":
+		return chat.FinishStop
+	case "length", "max_tokens":
+		return chat.FinishLength
+	case "tool_calls", "function_call", "tool_use":
+		return chat.FinishToolCalls
+	case "content_filter":
+		return chat.FinishContentFilter
+	}
+	return chat.FinishReason(s)
+}
+
+// ReadStream decodes an upstream's Chat Completions event stream from r.
+//
+// Finish reasons are held back until the stream's end ([DONE]) and then
+// yielded with the usage, so a stream that breaks after its finish reason
+// is still reported as broken rather than as complete. The usage of the
+// last usage-bearing chunk wins (some servers report usage on every chunk).
+// A stream that ends without [DONE], or that carries truncated JSON,
+// invalid UTF-8 or an oversized event, yields a protocol error.
+func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		rd := sse.NewReader(r, maxEventSize)
+		var (
+			c      chunk
+			held   []chat.Chunk
+			usage  *chat.Usage
+			model  string
+			chunks int
+		)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if err == io.EOF || err == io.ErrUnexpectedEOF {
+					err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, chunks)
+				}
+				yield(chat.Chunk{}, protocolError(err))
+				return
+			}
+			data := ev.Data
+			if len(data) == 0 {
+				continue
+			}
+			if bytes.Equal(data, doneMarker) {
+				if len(held) == 0 && usage != nil {
+					held = append(held, chat.Chunk{})
+				}
+				for i := range held {
+					if i == len(held)-1 {
+						held[i].Usage = usage
+					}
+					if !yield(held[i], nil) {
+						return
+					}
+				}
+				return
+			}
+			if ev.Type == "error" {
+				yield(chat.Chunk{}, decodeErrorEvent(data))
+				return
+			}
+			if !utf8.Valid(data) {
+				yield(chat.Chunk{}, protocolError(errors.New("upstream sent invalid UTF-8")))
+				return
+			}
+			c = chunk{}
+			if err := json.Unmarshal(data, &c); err != nil {
+				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err)))
+				return
+			}
+			chunks++
+			if c.Error != nil {
+				yield(chat.Chunk{}, errorFromBody(0, c.Error))
+				return
+			}
+			if c.Usage != nil {
+				usage = c.Usage.toChat()
+			}
+			if model == "" && c.Model != "" {
+				model = c.Model
+			}
+			for i := range c.Choices {
+				ch := &c.Choices[i]
+				if ch.Index < 0 || ch.Index >= chat.MaxChoices {
+					yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index)))
+					return
+				}
+				out := chat.Chunk{Choice: ch.Index}
+				if chunks == 1 {
+					out.Model = model
+				}
+				if ch.Delta.Content != nil {
+					out.Text = *ch.Delta.Content
+				}
+				if ch.Delta.Refusal != nil {
+					out.Refusal = *ch.Delta.Refusal
+				}
+				for _, tc := range ch.Delta.ToolCalls {
+					if tc.Index < 0 || tc.Index >= chat.MaxToolCalls {
+						yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index)))
+						return
+					}
+					out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+				}
+				if ch.FinishReason != nil && *ch.FinishReason != "" {
+					held = append(held, chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(*ch.FinishReason)})
+				}
+				if out.Visible() || out.Model != "" {
+					if !yield(out, nil) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+var doneMarker = []byte("[DONE]")
+
+func protocolError(err error) error {
+	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
+}
+
+func decodeErrorEvent(data []byte) error {
+	var env struct {
+		Error *ErrorBody `json:"error"`
+	}
+	if json.Unmarshal(data, &env) == nil && env.Error != nil {
+		return errorFromBody(0, env.Error)
+	}
+	var body ErrorBody
+	if json.Unmarshal(data, &body) == nil && body.Message != "" {
+		return errorFromBody(0, &body)
+	}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "upstream error event: " + truncate(string(data), 200), Retryable: true}
+}
+
+// DecodeError classifies an upstream's non-2xx response.
+func DecodeError(status int, body []byte) *chat.Error {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 {
+		var eb ErrorBody
+		if json.Unmarshal(env.Error, &eb) == nil && eb.Message != "" {
+			return errorFromBody(status, &eb)
+		}
+		var s string
+		if json.Unmarshal(env.Error, &s) == nil && s != "" {
+			return errorFromBody(status, &ErrorBody{Message: s})
+		}
+	}
+	cat, retry := chat.CategoryForStatus(status)
+	msg := truncate(string(bytes.TrimSpace(body)), 200)
+	if msg == "" {
+		msg = fmt.Sprintf("upstream answered %d", status)
+	}
+	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+}
+
+func errorFromBody(status int, eb *ErrorBody) *chat.Error {
+	var code string
+	if len(eb.Code) > 0 {
+		if json.Unmarshal(eb.Code, &code) != nil {
+			code = string(eb.Code)
+		}
+	}
+	cat, retry := chat.CategoryForStatus(status)
+	if status == 0 {
+		cat, retry = chat.CategoryUpstreamUnavailable, true
+	}
+	switch {
+	case code == "context_length_exceeded" || code == "string_above_max_length":
+		cat, retry = chat.CategoryContextLength, false
+	case code == "content_filter" || code == "content_policy_violation":
+		cat, retry = chat.CategoryContentFilter, false
+	case code == "rate_limit_exceeded" || eb.Type == "rate_limit_error" || eb.Type == "tokens" || eb.Type == "requests":
+		cat, retry = chat.CategoryRateLimited, true
+	case eb.Type == "overloaded_error" || code == "overloaded":
+		cat, retry = chat.CategoryOverloaded, true
+	case code == "invalid_api_key" || eb.Type == "authentication_error":
+		cat, retry = chat.CategoryAuth, false
+	case code == "insufficient_quota":
+		cat, retry = chat.CategoryRateLimited, false
+	case status == 0 && eb.Type == "invalid_request_error":
+		cat, retry = chat.CategoryInvalidRequest, false
+	}
+	return &chat.Error{Category: cat, Status: status, Message: eb.Message, Retryable: retry}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// ReadCompletion decodes a non-streaming chat.completion response from r
+// as a stream: one chunk per choice, then the usage.
+func ReadCompletion(r io.Reader) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		var c Completion
+		dec := json.NewDecoder(io.LimitReader(r, 64<<20))
+		if err := dec.Decode(&c); err != nil {
+			yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err)))
+			return
+		}
+		for i, ch := range c.Choices {
+			if ch.Index < 0 || ch.Index >= chat.MaxChoices {
+				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index)))
+				return
+			}
+			out := chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(ch.FinishReason)}
+			if i == 0 {
+				out.Model = c.Model
+			}
+			var text string
+			if len(ch.Message.Content) > 0 && ch.Message.Content[0] == '"' {
+				_ = json.Unmarshal(ch.Message.Content, &text)
+			}
+			out.Text = text
+			if ch.Message.Refusal != nil {
+				out.Refusal = *ch.Message.Refusal
+			}
+			for j, tc := range ch.Message.ToolCalls {
+				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: j, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			}
+			if i == len(c.Choices)-1 && c.Usage != nil {
+				out.Usage = c.Usage.toChat()
+			}
+			if !yield(out, nil) {
+				return
+			}
+		}
+	}
+}
