@@ -156,6 +156,11 @@ type Chunk struct {
 	Usage *Usage
 	// Model is the upstream model that produced the chunk, when known.
 	Model string
+	// More is a hint that the next chunk is already available without
+	// waiting (it arrived in the same read). Writers may then hold this
+	// chunk and send both in one write: nothing is delayed, since the
+	// upstream delivered them together.
+	More bool
 }
 
 // Visible reports whether the chunk carries anything a user sees: text, a

@@ -23,6 +23,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = Serve(ctx, env, rest)
 	case "sim":
 		err = Sim(ctx, env, rest)
+	case "bench":
+		err = Bench(ctx, env, rest)
+	case "bench-proxy":
+		err = BenchProxy(ctx, env, rest)
+	case "bench-upstream":
+		err = BenchUpstream(ctx, env, rest)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -61,6 +67,8 @@ Usage:
         models (sim-small, sim-medium, sim-large, chat) on 127.0.0.1:8080.
   firstword sim [--addr HOST:PORT] [--seed N]
         Run the simulated provider alone as an OpenAI-compatible upstream.
+  firstword bench [--duration 10s] [--concurrency 32] [--idle-streams 1000]
+        Measure the gateway against a direct connection to a fake upstream.
   firstword help
         Show this help.
 `, "\n"))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -119,7 +120,11 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	enc := wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: includeUsage}
-	buf := make([]byte, 0, 512)
+	// A pooled buffer is held only while events are being encoded and
+	// written, so an open stream waiting on its upstream holds none.
+	var out writeBuf
+	defer out.release()
+	visible := false
 	for c, err := range seq {
 		if err != nil {
 			x.err = err
@@ -129,19 +134,22 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 			enc.Model = c.Model
 		}
 		x.tally.Add(&c)
-		buf = enc.AppendChunk(buf[:0], &c)
-		if len(buf) == 0 {
-			continue
+		out.b = enc.AppendChunk(out.get(), &c)
+		visible = visible || c.Visible()
+		if len(out.b) == 0 || (c.More && len(out.b) < maxCoalesce) {
+			continue // the next chunk is already here: one write for both
 		}
 		if !es.Committed() {
 			es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
 		}
-		if err := es.Write(buf); err != nil {
+		err := es.Write(out.b)
+		out.release()
+		if err != nil {
 			x.err = err
 			x.cancel(chat.ErrClientGone)
 			break
 		}
-		if x.ttfw.IsZero() && c.Visible() {
+		if x.ttfw.IsZero() && visible {
 			x.ttfw = time.Now()
 		}
 	}
@@ -150,27 +158,55 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 			return
 		}
 		ce := chat.AsError(x.err)
-		if es.Uncommitted(func(w http.ResponseWriter) {
+		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
 			routeHeaders(w.Header(), &x.rep)
 			writeChatError(w, ce)
 		}) {
 			return
 		}
-		es.Write(wire.AppendErrorEvent(buf[:0], wire.ErrorFromChat(ce)))
+		es.Write(wire.AppendErrorEvent(out.get(), wire.ErrorFromChat(ce)))
 		return
 	}
-	buf = buf[:0]
+	b := out.get()
 	if includeUsage {
 		u := x.tally.Usage(x.req)
-		buf = enc.AppendUsage(buf, &u)
+		b = enc.AppendUsage(b, &u)
 	}
-	buf = wire.AppendDone(buf)
+	out.b = wire.AppendDone(b)
 	if !es.Committed() {
 		es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
 	}
-	if err := es.Write(buf); err != nil {
+	if err := es.Write(out.b); err != nil {
 		x.err = err
 	}
+}
+
+// writeBuf is an output buffer taken from a pool when needed.
+type writeBuf struct {
+	b      []byte
+	pooled *[]byte
+}
+
+// get returns the buffer to append to, taking one from the pool if none
+// is held.
+func (w *writeBuf) get() []byte {
+	if w.pooled == nil {
+		w.pooled = bufPool.Get().(*[]byte)
+		w.b = (*w.pooled)[:0]
+	}
+	return w.b
+}
+
+// release returns the buffer to the pool.
+func (w *writeBuf) release() {
+	if w.pooled == nil {
+		return
+	}
+	if cap(w.b) <= 64<<10 {
+		*w.pooled = w.b[:0]
+		bufPool.Put(w.pooled)
+	}
+	w.pooled, w.b = nil, nil
 }
 
 func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream) {
@@ -274,3 +310,9 @@ func (s *Server) logRecord(rec *metering.Record) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// maxCoalesce bounds how much a stream holds back while later chunks that
+// arrived together are appended to one write.
+const maxCoalesce = 16 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"time"
 )
 
@@ -12,6 +13,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /admin/health", s.deploymentHealth)
+	s.mux.HandleFunc("GET /admin/runtime", s.runtimeStats)
 	s.mux.HandleFunc("/", s.notFound)
 	for pattern, h := range s.opt.Extra {
 		s.mux.Handle(pattern, h)
@@ -39,6 +41,26 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deployments": s.opt.Router.Health()})
+}
+
+// runtimeStats reports the process's goroutines and memory, for capacity
+// planning (and the benchmark's memory-per-stream breakdown); ?gc=1 runs a
+// collection first, so heap_alloc is the live heap.
+func (s *Server) runtimeStats(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"goroutines":    runtime.NumGoroutine(),
+		"heap_inuse":    m.HeapInuse,
+		"heap_alloc":    m.HeapAlloc,
+		"stack_inuse":   m.StackInuse,
+		"sys":           m.Sys,
+		"heap_released": m.HeapReleased,
+		"num_gc":        m.NumGC,
+	})
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -33,8 +33,10 @@ func NewTransport() *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
-		WriteBufferSize:       16 << 10,
-		ReadBufferSize:        8 << 10,
+		// Small buffers: a connection holds them for as long as its
+		// stream is open, and SSE events are a few hundred bytes.
+		ReadBufferSize:  2 << 10,
+		WriteBufferSize: 2 << 10,
 	}
 }
 
@@ -130,4 +132,15 @@ func Cause(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// Drain reads what is left of a finished response body (typically just the
+// chunked encoding's terminator) so that its connection goes back to the
+// pool instead of being closed: a closed connection costs the next request
+// a dial. It gives up after a short wait, closing the body, so a server
+// that keeps the response open cannot hold the caller.
+func Drain(body io.ReadCloser) {
+	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
+	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
 }

@@ -63,7 +63,7 @@ func NewReader(src io.Reader, maxEventSize int) *Reader {
 	if maxEventSize <= 0 {
 		maxEventSize = DefaultMaxEventSize
 	}
-	return &Reader{src: src, max: maxEventSize, buf: make([]byte, 4096), retry: -1}
+	return &Reader{src: src, max: maxEventSize, buf: make([]byte, 1024), retry: -1}
 }
 
 // ReturnComments makes Next return comment lines as events with Comment
@@ -74,6 +74,20 @@ func (r *Reader) ReturnComments(on bool) { r.comments = on }
 // yet parsed. A caller can use it to tell whether the next event is likely
 // to be available without blocking.
 func (r *Reader) Buffered() int { return r.w - r.r }
+
+// EventBuffered reports whether a complete event terminator (a blank line)
+// is already buffered, so that the next call to Next will most likely
+// return without reading from the source.
+func (r *Reader) EventBuffered() bool {
+	b := r.buf[r.r:r.w]
+	return bytes.Contains(b, lflf) || bytes.Contains(b, crlfcrlf) || bytes.Contains(b, crcr)
+}
+
+var (
+	lflf     = []byte("\n\n")
+	crlfcrlf = []byte("\r\n\r\n")
+	crcr     = []byte("\r\r")
+)
 
 // Next returns the next event. At the end of the stream it returns io.EOF,
 // or io.ErrUnexpectedEOF when the stream ended inside an event (which,

@@ -98,5 +98,6 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 				return
 			}
 		}
+		provider.Drain(resp.Body)
 	}
 }

@@ -161,7 +161,7 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 				return
 			}
 			c = chunk{}
-			if err := json.Unmarshal(data, &c); err != nil {
+			if err := decodeChunk(data, &c); err != nil {
 				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err)))
 				return
 			}
@@ -176,6 +176,7 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 			if model == "" && c.Model != "" {
 				model = c.Model
 			}
+			more := rd.EventBuffered()
 			for i := range c.Choices {
 				ch := &c.Choices[i]
 				if ch.Index < 0 || ch.Index >= chat.MaxChoices {
@@ -203,6 +204,7 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 					held = append(held, chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(*ch.FinishReason)})
 				}
 				if out.Visible() || out.Model != "" {
+					out.More = more || i < len(c.Choices)-1
 					if !yield(out, nil) {
 						return
 					}

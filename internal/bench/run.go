@@ -1,0 +1,448 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options sets the sizes of a run.
+type Options struct {
+	// Exe is the firstword binary; the gateway (and the ReverseProxy
+	// baseline) are started from it as child processes.
+	Exe string
+	// LatencyRequests per path at concurrency 1; at concurrency 50 each
+	// path runs LatencyRequests×5.
+	LatencyRequests int
+	// ThroughputConcurrency and ThroughputDuration shape the zero-delay
+	// phase (per path, split in two rounds).
+	ThroughputConcurrency int
+	ThroughputDuration    time.Duration
+	// IdleStreams is the number of concurrent open streams for memory.
+	IdleStreams int
+	// ReverseProxy adds Go's httputil.ReverseProxy as a baseline.
+	ReverseProxy bool
+	// GatewayEnv is added to the gateway's environment (e.g. GOMAXPROCS=1).
+	GatewayEnv []string
+	Log        io.Writer
+}
+
+// Report is a run's results.
+type Report struct {
+	When      time.Time
+	GoVersion string
+	CPUs      int
+	Latency   []LatencyResult
+	Through   ThroughputResult
+	Memory    MemoryResult
+}
+
+// LatencyResult compares one concurrency level.
+type LatencyResult struct {
+	Concurrency int
+	N           int
+	Direct      Dist
+	Gateway     Dist
+	Proxy       *Dist // httputil.ReverseProxy, when measured
+}
+
+// Dist holds percentiles of a path, in milliseconds.
+type Dist struct {
+	TTFT50, TTFT99, Total50, Total99, Gap50, Gap99 float64
+}
+
+// ThroughputResult is the zero-delay phase.
+type ThroughputResult struct {
+	Concurrency                         int
+	Seconds                             float64
+	Direct, Gateway, Proxy              float64 // streams per second
+	GatewayCPUPerReq, ProxyCPUPerReq    time.Duration
+	GatewayRequests, DirectRequests     int64
+	GatewayErrors, DirectErrors, PErrors int64
+}
+
+// MemoryResult is the idle-streams phase.
+type MemoryResult struct {
+	Streams           int
+	RSSBefore         int64
+	RSSAfter          int64
+	PerStream         float64 // bytes
+	// From the gateway's /admin/runtime?gc=1, per open stream.
+	HeapPerStream, StackPerStream, GoroutinesPerStream float64
+}
+
+type runtimeStats struct {
+	Goroutines int   `json:"goroutines"`
+	HeapAlloc  int64 `json:"heap_alloc"`
+	StackInuse int64 `json:"stack_inuse"`
+}
+
+func readRuntime(url string) (runtimeStats, error) {
+	var rs runtimeStats
+	resp, err := http.Get(url + "/admin/runtime?gc=1")
+	if err != nil {
+		return rs, err
+	}
+	defer resp.Body.Close()
+	return rs, json.NewDecoder(resp.Body).Decode(&rs)
+}
+
+type paths struct {
+	direct, gateway, proxy string
+}
+
+// Run measures everything. The three fake upstreams run in this process;
+// the gateway runs as a child process.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, format+"\n", args...)
+		}
+	}
+	// The fake upstreams run in a process of their own, so that every hop
+	// on both paths crosses a process boundary, as in production.
+	uaddr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	up, err := StartProcess(ctx, uaddr, "/healthz", nil, o.Exe, "bench-upstream", "--addr", uaddr)
+	if err != nil {
+		return nil, err
+	}
+	defer up.Stop()
+	urls := map[string]string{"real": up.URL + "/real", "zero": up.URL + "/zero", "hold": up.URL + "/hold"}
+
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`listen: %s
+providers:
+  real: {type: openai, base_url: %s/v1}
+  zero: {type: openai, base_url: %s/v1}
+  hold: {type: openai, base_url: %s/v1}
+models:
+  real: {deployments: [{provider: real, model: bench}]}
+  zero: {deployments: [{provider: zero, model: bench}]}
+  hold: {deployments: [{provider: hold, model: bench}]}
+`, addr, urls["real"], urls["zero"], urls["hold"])
+	f, err := os.CreateTemp("", "firstword-bench-*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	f.WriteString(cfg)
+	f.Close()
+	gw, err := StartProcess(ctx, addr, "/healthz", o.GatewayEnv, o.Exe, "serve", "--config", f.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer gw.Stop()
+	var proxy, rproxy *Process
+	if o.ReverseProxy {
+		raddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		rproxy, err = StartProcess(ctx, raddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", raddr, "--upstream", urls["real"])
+		if err != nil {
+			return nil, err
+		}
+		defer rproxy.Stop()
+		paddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		proxy, err = StartProcess(ctx, paddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", paddr, "--upstream", urls["zero"])
+		if err != nil {
+			return nil, err
+		}
+		defer proxy.Stop()
+	}
+
+	rep := &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU()}
+
+	// Warm up both paths.
+	wc := NewClient(8)
+	for range 20 {
+		Stream(ctx, wc, urls["zero"], "zero", false)
+		Stream(ctx, wc, gw.URL, "zero", false)
+	}
+
+	for _, conc := range []int{1, 50} {
+		n := o.LatencyRequests
+		if conc > 1 {
+			n *= 5
+		}
+		logf("latency: concurrency %d, %d requests per path (TTFT 50ms, 100 chunks 5ms apart)", conc, n)
+		targets := []string{urls["real"], gw.URL}
+		if rproxy != nil {
+			targets = append(targets, rproxy.URL)
+		}
+		d, err := latency(ctx, conc, n, targets, "real")
+		if err != nil {
+			return nil, err
+		}
+		lr := LatencyResult{Concurrency: conc, N: n, Direct: d[0], Gateway: d[1]}
+		if rproxy != nil {
+			lr.Proxy = &d[2]
+		}
+		rep.Latency = append(rep.Latency, lr)
+	}
+
+	tc := o.ThroughputConcurrency
+	logf("throughput: concurrency %d, %v per path (zero-delay upstream, 20 chunks)", tc, o.ThroughputDuration)
+	rep.Through.Concurrency = tc
+	rep.Through.Seconds = o.ThroughputDuration.Seconds()
+	half := o.ThroughputDuration / 2
+	var dReq, gReq, pReq, dErr, gErr, pErr int64
+	var gCPU, pCPU time.Duration
+	for range 2 {
+		r, e := throughput(ctx, tc, half, urls["zero"], "zero")
+		dReq, dErr = dReq+r, dErr+e
+		c0, _ := gw.CPU()
+		r, e = throughput(ctx, tc, half, gw.URL, "zero")
+		c1, _ := gw.CPU()
+		gReq, gErr, gCPU = gReq+r, gErr+e, gCPU+c1-c0
+		if proxy != nil {
+			c0, _ := proxy.CPU()
+			r, e = throughput(ctx, tc, half, proxy.URL, "zero")
+			c1, _ := proxy.CPU()
+			pReq, pErr, pCPU = pReq+r, pErr+e, pCPU+c1-c0
+		}
+	}
+	secs := o.ThroughputDuration.Seconds()
+	rep.Through.Direct, rep.Through.Gateway = float64(dReq)/secs, float64(gReq)/secs
+	rep.Through.DirectRequests, rep.Through.GatewayRequests = dReq, gReq
+	rep.Through.DirectErrors, rep.Through.GatewayErrors, rep.Through.PErrors = dErr, gErr, pErr
+	if gReq > 0 {
+		rep.Through.GatewayCPUPerReq = gCPU / time.Duration(gReq)
+	}
+	if proxy != nil {
+		rep.Through.Proxy = float64(pReq) / secs
+		if pReq > 0 {
+			rep.Through.ProxyCPUPerReq = pCPU / time.Duration(pReq)
+		}
+	}
+
+	logf("memory: %d concurrent idle streams", o.IdleStreams)
+	mem, err := idle(ctx, gw, o.IdleStreams)
+	if err != nil {
+		return nil, err
+	}
+	rep.Memory = mem
+	return rep, nil
+}
+
+// latency runs n requests on each target at the given concurrency,
+// alternating the targets in rounds so that all see the same machine.
+func latency(ctx context.Context, conc, n int, targets []string, model string) ([]Dist, error) {
+	c := NewClient(conc)
+	samples := make([][]Sample, len(targets))
+	rounds := 4
+	for r := range rounds {
+		per := n / rounds
+		if r == rounds-1 {
+			per = n - (rounds-1)*(n/rounds)
+		}
+		for i, t := range targets {
+			s, err := batch(ctx, c, conc, per, t, model)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", t, err)
+			}
+			samples[i] = append(samples[i], s...)
+		}
+	}
+	out := make([]Dist, len(targets))
+	for i := range samples {
+		out[i] = dist(samples[i])
+	}
+	return out, nil
+}
+
+func batch(ctx context.Context, c *http.Client, conc, n int, url, model string) ([]Sample, error) {
+	var mu sync.Mutex
+	var out []Sample
+	var firstErr error
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				s, err := Stream(ctx, c, url, model, true)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if err == nil {
+					out = append(out, s)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+func throughput(ctx context.Context, conc int, d time.Duration, url, model string) (ok, failed int64) {
+	c := NewClient(conc)
+	deadline := time.Now().Add(d)
+	var okN, errN atomic.Int64
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if _, err := Stream(ctx, c, url, model, false); err != nil {
+					errN.Add(1)
+				} else {
+					okN.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c.CloseIdleConnections()
+	return okN.Load(), errN.Load()
+}
+
+func idle(ctx context.Context, gw *Process, n int) (MemoryResult, error) {
+	res := MemoryResult{Streams: n}
+	time.Sleep(time.Second)
+	rt0, err := readRuntime(gw.URL)
+	if err != nil {
+		return res, err
+	}
+	before, err := gw.RSS()
+	if err != nil {
+		return res, err
+	}
+	c := NewClient(n)
+	var mu sync.Mutex
+	var bodies []io.Closer
+	var firstErr error
+	sem := make(chan struct{}, 50)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			b, err := OpenIdle(ctx, c, gw.URL, "hold")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			bodies = append(bodies, b)
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, b := range bodies {
+			b.Close()
+		}
+		c.CloseIdleConnections()
+	}()
+	if firstErr != nil {
+		return res, fmt.Errorf("opening idle streams: %w (%d open)", firstErr, len(bodies))
+	}
+	time.Sleep(2 * time.Second)
+	after, err := gw.RSS()
+	if err != nil {
+		return res, err
+	}
+	res.RSSBefore, res.RSSAfter = before, after
+	res.PerStream = float64(after-before) / float64(n)
+	rt1, err := readRuntime(gw.URL)
+	if err != nil {
+		return res, err
+	}
+	res.HeapPerStream = float64(rt1.HeapAlloc-rt0.HeapAlloc) / float64(n)
+	res.StackPerStream = float64(rt1.StackInuse-rt0.StackInuse) / float64(n)
+	res.GoroutinesPerStream = float64(rt1.Goroutines-rt0.Goroutines) / float64(n)
+	return res, nil
+}
+
+func dist(ss []Sample) Dist {
+	var ttft, total, gaps []float64
+	for _, s := range ss {
+		ttft = append(ttft, ms(s.TTFT))
+		total = append(total, ms(s.Total))
+		for _, g := range s.Gaps {
+			gaps = append(gaps, ms(g))
+		}
+	}
+	return Dist{
+		TTFT50: pct(ttft, 50), TTFT99: pct(ttft, 99),
+		Total50: pct(total, 50), Total99: pct(total, 99),
+		Gap50: pct(gaps, 50), Gap99: pct(gaps, 99),
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pct is the nearest-rank percentile.
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// Markdown renders the report.
+func (r *Report) Markdown(command string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s with `%s` (%s, %d CPUs; load generator, fake upstreams and gateway on the same machine).\n\n", r.When.Format("2006-01-02 15:04 UTC"), command, r.GoVersion, r.CPUs)
+	b.WriteString("### Added latency (upstream: TTFT 50 ms, 100 chunks 5 ms apart)\n\n")
+	b.WriteString("Percentiles of what the client saw; *added* is the gateway's percentile minus the direct path's, measured in alternating rounds in the same run.\n\n")
+	b.WriteString("| concurrency | requests/path | TTFT p50 direct → gateway (added) | TTFT p99 direct → gateway (added) | total p50 added | total p99 added | chunk gap p50 / p99 direct | gateway |\n|---|---|---|---|---|---|---|---|\n")
+	for _, l := range r.Latency {
+		fmt.Fprintf(&b, "| %d | %d | %.2f → %.2f ms (**%+.2f ms**) | %.2f → %.2f ms (%+.2f ms) | %+.2f ms | %+.2f ms | %.2f / %.2f ms | %.2f / %.2f ms |\n",
+			l.Concurrency, l.N, l.Direct.TTFT50, l.Gateway.TTFT50, l.Gateway.TTFT50-l.Direct.TTFT50,
+			l.Direct.TTFT99, l.Gateway.TTFT99, l.Gateway.TTFT99-l.Direct.TTFT99,
+			l.Gateway.Total50-l.Direct.Total50, l.Gateway.Total99-l.Direct.Total99,
+			l.Direct.Gap50, l.Direct.Gap99, l.Gateway.Gap50, l.Gateway.Gap99)
+	}
+	for _, l := range r.Latency {
+		if p := l.Proxy; p != nil {
+			if l.Concurrency == r.Latency[0].Concurrency {
+				b.WriteString("\nFor reference, Go's `httputil.ReverseProxy` (parses nothing) in the same rounds:\n\n| concurrency | TTFT p50 added | TTFT p99 added | total p50 added | chunk gap p50 / p99 |\n|---|---|---|---|---|\n")
+			}
+			fmt.Fprintf(&b, "| %d | %+.2f ms | %+.2f ms | %+.2f ms | %.2f / %.2f ms |\n", l.Concurrency, p.TTFT50-l.Direct.TTFT50, p.TTFT99-l.Direct.TTFT99, p.Total50-l.Direct.Total50, p.Gap50, p.Gap99)
+		}
+	}
+	t := r.Through
+	fmt.Fprintf(&b, "\n### Throughput (zero-delay upstream, 20 chunks, concurrency %d, %.0f s per path)\n\n", t.Concurrency, t.Seconds)
+	b.WriteString("| path | streams/s | share of direct | CPU per request | errors |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| direct | %.0f | 100%% | | %d |\n", t.Direct, t.DirectErrors)
+	fmt.Fprintf(&b, "| firstword | %.0f | **%.1f%%** | %v | %d |\n", t.Gateway, 100*t.Gateway/t.Direct, t.GatewayCPUPerReq.Round(time.Microsecond), t.GatewayErrors)
+	if t.Proxy > 0 {
+		fmt.Fprintf(&b, "| httputil.ReverseProxy (parses nothing) | %.0f | %.1f%% | %v | %d |\n", t.Proxy, 100*t.Proxy/t.Direct, t.ProxyCPUPerReq.Round(time.Microsecond), t.PErrors)
+	}
+	m := r.Memory
+	fmt.Fprintf(&b, "\n### Memory (%d concurrent open, idle streams)\n\n", m.Streams)
+	fmt.Fprintf(&b, "Gateway RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
+		float64(m.RSSBefore)/(1<<20), float64(m.RSSAfter)/(1<<20), m.PerStream/1024, m.HeapPerStream/1024, m.StackPerStream/1024, m.GoroutinesPerStream)
+	return b.String()
+}
