@@ -193,3 +193,12 @@ func readEvents(r io.Reader) []event {
 		}
 	}
 }
+
+func mustParse(t *testing.T, yamlText string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yamlText), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}

@@ -198,6 +198,7 @@ func (s *session) won(d *deployment, idx int) {
 	now := time.Now()
 	at := &s.rep.Attempts[idx]
 	at.FirstToken = now
+	at.Outcome = OutcomeOK // serving; changed if it fails later
 	s.rep.FirstToken = now
 	s.rep.Deployment = d.ID
 	s.rep.Model = d.Model

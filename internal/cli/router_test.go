@@ -1,0 +1,162 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firstword/firstword/internal/metering"
+)
+
+// Two sims behind one alias: primary and backup have exact timings so a
+// test can reason about when things happen on real sockets.
+const failoverConfig = `
+heartbeat: 30s
+providers:
+  primary:
+    type: sim
+    fault: {mode: %s, after: 5}
+    tiers:
+      t: {ttft: 20ms, tokens_per_second: 200, jitter: 0, answer_tokens: 40}
+  backup:
+    type: sim
+    tiers:
+      t: {ttft: 10ms, tokens_per_second: 200, jitter: 0, answer_tokens: 40}
+models:
+  chat:
+    first_token_timeout: %s
+    timeout: %s
+    deployments:
+      - provider: primary
+        model: t
+      - provider: backup
+        model: t
+        priority: 1
+`
+
+func sprintfCfg(fault, timeout string) string {
+	ftt := "500ms"
+	if timeout == "400ms" {
+		ftt = "300ms"
+	}
+	s := failoverConfig
+	for _, v := range []string{fault, ftt, timeout} {
+		s = strings.Replace(s, "%s", v, 1)
+	}
+	return s
+}
+
+type streamResult struct {
+	ttfw   time.Duration
+	text   string
+	finish string
+	done   bool
+	errEv  string
+	header map[string]string
+	id     string
+}
+
+func streamChat(t *testing.T, url, body string) streamResult {
+	t.Helper()
+	start := time.Now()
+	resp := post(t, url, body)
+	defer resp.Body.Close()
+	res := streamResult{header: map[string]string{}, id: resp.Header.Get("X-Request-Id")}
+	for _, h := range []string{"X-Firstword-Deployment", "X-Firstword-Attempts", "X-Firstword-Route"} {
+		res.header[h] = resp.Header.Get(h)
+	}
+	for _, ev := range readEvents(resp.Body) {
+		if ev.comment {
+			continue
+		}
+		if ev.data == "[DONE]" {
+			res.done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta        struct{ Content string } `json:"delta"`
+				FinishReason *string                  `json:"finish_reason"`
+			} `json:"choices"`
+			Error *json.RawMessage `json:"error"`
+		}
+		json.Unmarshal([]byte(ev.data), &c)
+		if c.Error != nil {
+			res.errEv = ev.data
+			continue
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != "" && res.ttfw == 0 {
+				res.ttfw = ev.at.Sub(start)
+			}
+			res.text += ch.Delta.Content
+			if ch.FinishReason != nil {
+				res.finish = *ch.FinishReason
+			}
+		}
+	}
+	return res
+}
+
+// TestFailoverOnRealSockets: a hanging primary falls back within the
+// first-token timeout + 50 ms and the client sees no error; the headers
+// say what happened.
+func TestFailoverOnRealSockets(t *testing.T) {
+	gw := startApp(t, mustParse(t, sprintfCfg("hang", "20s")))
+	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	// TTFW = first-token timeout (500ms) + backup TTFT (10ms) + overhead.
+	if limit := 500*time.Millisecond + 10*time.Millisecond + 50*time.Millisecond; res.ttfw > limit || res.ttfw < 500*time.Millisecond {
+		t.Errorf("first word after %v, want within %v", res.ttfw, limit)
+	}
+	if !res.done || res.errEv != "" || res.finish != "stop" {
+		t.Errorf("done %v, error %q, finish %q", res.done, res.errEv, res.finish)
+	}
+	if h := res.header; h["X-Firstword-Deployment"] != "backup/t" || h["X-Firstword-Attempts"] != "2" || h["X-Firstword-Route"] != "primary/t=first_token_timeout, backup/t=ok" {
+		t.Errorf("headers %v", h)
+	}
+	rec := waitRecord(t, gw, res.id)
+	if rec.Status != metering.StatusComplete || rec.Deployment != "backup/t" || rec.Attempts != 2 || rec.Fallbacks != 1 {
+		t.Errorf("record %+v", rec)
+	}
+}
+
+// TestMidStreamFailureOnRealSockets: after the first token a failure is an
+// error event, never the backup's text.
+func TestMidStreamFailureOnRealSockets(t *testing.T) {
+	gw := startApp(t, mustParse(t, sprintfCfg("error_mid", "20s")))
+	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if res.errEv == "" || res.done || res.text == "" {
+		t.Fatalf("error event %q, done %v, text %q", res.errEv, res.done, res.text)
+	}
+	if st := gw.Sims["backup"].Stats(); st.Started != 0 {
+		t.Errorf("the backup was called after the first token: %+v", st)
+	}
+	if n := len(strings.Fields(res.text)); n > 6 {
+		t.Errorf("%d words before the error, want the primary's 5", n)
+	}
+}
+
+// TestOverallTimeoutOnRealSockets: the overall timeout delivers the
+// partial answer with finish_reason "timeout" and [DONE], metered timeout.
+func TestOverallTimeoutOnRealSockets(t *testing.T) {
+	gw := startApp(t, mustParse(t, sprintfCfg("slow", "400ms")))
+	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi [sim tokens=400]"}]}`)
+	if res.finish != "timeout" || !res.done || res.errEv != "" || res.text == "" {
+		t.Fatalf("finish %q, done %v, error %q, text %q", res.finish, res.done, res.errEv, res.text)
+	}
+	rec := waitRecord(t, gw, res.id)
+	if rec.Status != metering.StatusTimeout || !rec.Usage.Estimated || rec.Usage.OutputTokens == 0 {
+		t.Errorf("record %+v", rec)
+	}
+}
+
+func TestClientTimeoutHeader(t *testing.T) {
+	gw := startApp(t, mustParse(t, sprintfCfg("hang", "20s")))
+	start := time.Now()
+	resp := post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi [sim fault=hang]"}]}`, "X-Request-Timeout", "0.3")
+	resp.Body.Close()
+	if d := time.Since(start); resp.StatusCode != 504 || d > time.Second {
+		t.Errorf("status %d after %v, want 504 after about 300ms", resp.StatusCode, d)
+	}
+}
