@@ -7,6 +7,7 @@ FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
+	./internal/wire/openai:FuzzDecodeChunk \
 	./internal/provider/sim:FuzzDirective
 
 .PHONY: help build run test fuzz lint check bench clean

@@ -1,0 +1,185 @@
+// Package store is firstword's persistence contract: tenants, API keys,
+// conversations, messages and usage. Implementations live in sqlite/ (the
+// embedded default) and postgres/ (to scale out); storetest/ is the
+// conformance suite both run.
+//
+// Every read and write of conversation data is scoped by tenant: a tenant
+// asking for another tenant's conversation gets ErrNotFound, exactly as if
+// it did not exist.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned for missing rows and for rows of another tenant.
+var ErrNotFound = errors.New("not found")
+
+// Store is the persistence contract. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// CreateTenant inserts a tenant; ID must be set.
+	CreateTenant(ctx context.Context, t *Tenant) error
+	// GetTenant returns a tenant by ID.
+	GetTenant(ctx context.Context, id string) (*Tenant, error)
+
+	// CreateAPIKey inserts a key. Only its hash is stored.
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// APIKeysByPrefix returns the keys (revoked ones included) whose
+	// public prefix is prefix; the caller compares hashes.
+	APIKeysByPrefix(ctx context.Context, prefix string) ([]APIKey, error)
+	// ListAPIKeys returns all keys of a tenant ("" for every tenant),
+	// newest first.
+	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+	// RevokeAPIKey marks a key revoked (by ID or prefix). ErrNotFound if
+	// none matches.
+	RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error
+	// CountActiveAPIKeys counts keys that are not revoked.
+	CountActiveAPIKeys(ctx context.Context) (int, error)
+
+	// CreateConversation inserts a conversation; ID must be set.
+	CreateConversation(ctx context.Context, c *Conversation) error
+	// GetConversation returns a tenant's conversation.
+	GetConversation(ctx context.Context, tenantID, id string) (*Conversation, error)
+	// ListConversations returns a tenant's conversations (of one user if
+	// userID is not empty), most recently updated first, at most limit.
+	ListConversations(ctx context.Context, tenantID, userID string, limit int) ([]Conversation, error)
+	// DeleteConversation deletes a tenant's conversation and its
+	// messages.
+	DeleteConversation(ctx context.Context, tenantID, id string) error
+
+	// AddMessage appends a message to a tenant's conversation: it sets
+	// m.Seq to the next number in the conversation and bumps the
+	// conversation's UpdatedAt. ErrNotFound if the conversation is not
+	// the tenant's.
+	AddMessage(ctx context.Context, m *Message) error
+	// CheckpointMessage saves the text of a message that is still
+	// streaming. It only changes rows whose status is streaming.
+	CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error
+	// FinishMessage writes a message's final state: status, content,
+	// finish reason, model, deployment, usage, cost, timings, error.
+	FinishMessage(ctx context.Context, m *Message) error
+	// ListMessages returns a tenant's conversation's messages in order.
+	ListMessages(ctx context.Context, tenantID, conversationID string) ([]Message, error)
+	// LastMessages returns the last n messages of a conversation, in
+	// order (oldest first).
+	LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]Message, error)
+	// InterruptStreaming marks every message still streaming (left so by
+	// a crash) interrupted, keeping its last checkpoint, and returns how
+	// many there were. Run once at start.
+	InterruptStreaming(ctx context.Context, at time.Time) (int, error)
+
+	// RecordUsage inserts one request's usage row.
+	RecordUsage(ctx context.Context, u *Usage) error
+	// UsageSummary sums usage by tenant, model and UTC day for rows with
+	// from <= Time < to, of one tenant ("" for all).
+	UsageSummary(ctx context.Context, tenantID string, from, to time.Time) ([]UsageSum, error)
+
+	// Close releases the store.
+	Close() error
+}
+
+// Tenant is an organisation using the gateway.
+type Tenant struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// APIKey authenticates a tenant's user. The secret is never stored: Hash
+// is its SHA-256, Prefix is the public part used to find it.
+type APIKey struct {
+	ID        string
+	TenantID  string
+	UserID    string
+	Name      string
+	Prefix    string
+	Hash      []byte
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Conversation is a thread of messages.
+type Conversation struct {
+	ID        string
+	TenantID  string
+	UserID    string
+	Title     string
+	Model     string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Status is a message's state. An assistant message is created streaming
+// and ends in one of the others; user messages are complete.
+type Status string
+
+const (
+	StatusStreaming   Status = "streaming"
+	StatusComplete    Status = "complete"
+	StatusCancelled   Status = "cancelled"
+	StatusError       Status = "error"
+	StatusTimeout     Status = "timeout"
+	StatusInterrupted Status = "interrupted"
+)
+
+// Message is one turn. Content is always exactly the text that was sent to
+// the client, so the next turn's history matches the screen.
+type Message struct {
+	ID             string
+	ConversationID string
+	TenantID       string
+	Seq            int
+	Role           string // "user" or "assistant"
+	Content        string
+	Status         Status
+	FinishReason   string
+	Model          string // alias
+	Deployment     string
+	InputTokens    int
+	OutputTokens   int
+	CachedTokens   int
+	Estimated      bool
+	Cost           float64
+	// Timings is the message's stage timings as JSON (see budget).
+	Timings []byte
+	// Meta is other JSON the surface wants kept (attempts, sources...).
+	Meta         []byte
+	ErrorCode    string
+	ErrorMessage string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Usage is one request's metered usage.
+type Usage struct {
+	RequestID    string
+	TenantID     string
+	UserID       string
+	Time         time.Time
+	Surface      string
+	Model        string // alias
+	Deployment   string
+	Status       string
+	InputTokens  int
+	OutputTokens int
+	CachedTokens int
+	Estimated    bool
+	Cost         float64
+	TTFTMs       float64
+	TotalMs      float64
+}
+
+// UsageSum is a sum of usage rows.
+type UsageSum struct {
+	TenantID     string  `json:"tenant_id"`
+	Model        string  `json:"model"`
+	Day          string  `json:"day"` // YYYY-MM-DD, UTC
+	Requests     int64   `json:"requests"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	Cost         float64 `json:"cost"`
+}
