@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+const messageColumns = `id, conversation_id, tenant_id, seq, role, content, status, finish_reason,
+	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
+	error_code, error_message, created_at, updated_at`
+
+// addMessage takes the next Seq from the conversation row, checking the
+// tenant and bumping updated_at, and inserts the message, in one statement:
+// atomic without a transaction, and the UPDATE's row lock serialises
+// concurrent appends to one conversation. No conversation, no row.
+// Parameters in a SELECT list default to text, hence the casts.
+const addMessage = `WITH c AS (
+	UPDATE conversations SET last_seq = last_seq + 1, updated_at = greatest(updated_at, $19)
+	WHERE id = $2 AND tenant_id = $3 RETURNING last_seq)
+INSERT INTO messages (` + messageColumns + `)
+SELECT $1, $2, $3, c.last_seq, $4, $5, $6, $7, $8, $9, $10::bigint, $11::bigint, $12::bigint,
+	$13::boolean, $14::double precision, $15::json, $16::json, $17, $18, $19, $20::timestamptz
+FROM c RETURNING seq`
+
+// AddMessage appends m to its conversation, which must be m.TenantID's, or
+// ErrNotFound. It sets m.Seq; a zero CreatedAt is set to now and a zero
+// UpdatedAt to CreatedAt, and m's times are updated to the stored values.
+// The conversation's UpdatedAt becomes m.CreatedAt unless it is later.
+func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
+	created := stamp(m.CreatedAt)
+	updated := created
+	if !m.UpdatedAt.IsZero() {
+		updated = stamp(m.UpdatedAt)
+	}
+	var seq int
+	if err := s.pool.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
+		string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
+		m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
+		m.ErrorMessage, created, updated).Scan(&seq); err != nil {
+		return fmt.Errorf("postgres: add message %s: %w", m.ID, notFound(err))
+	}
+	m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
+	return nil
+}
+
+// CheckpointMessage saves content and outputTokens of a message that is
+// still streaming; for one that is not, it does nothing. ErrNotFound if
+// there is no message id.
+func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
+	err := affected(s.pool.Exec(ctx, `UPDATE messages SET content = $1, output_tokens = $2, updated_at = $3
+		WHERE id = $4 AND status = 'streaming'`, content, outputTokens, stamp(at), id))
+	if errors.Is(err, store.ErrNotFound) {
+		// Rare: a late checkpoint after the finish (fine) or a bad ID.
+		err = notFound(s.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1`, id).Scan(new(int)))
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: checkpoint message %s: %w", id, err)
+	}
+	return nil
+}
+
+// FinishMessage writes m's final state (every field but its identity,
+// Seq, Role and CreatedAt) to the message m.ID of m.TenantID, or returns
+// ErrNotFound. A zero UpdatedAt is set to now; m.UpdatedAt is updated to the
+// stored value.
+func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
+	updated := stamp(m.UpdatedAt)
+	if err := affected(s.pool.Exec(ctx, `UPDATE messages SET status = $1, content = $2,
+		finish_reason = $3, model = $4, deployment = $5, input_tokens = $6, output_tokens = $7,
+		cached_tokens = $8, estimated = $9, cost = $10, timings = $11, meta = $12, error_code = $13,
+		error_message = $14, updated_at = $15 WHERE id = $16 AND tenant_id = $17`,
+		string(m.Status), m.Content, m.FinishReason, m.Model, m.Deployment, m.InputTokens,
+		m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta),
+		m.ErrorCode, m.ErrorMessage, updated, m.ID, m.TenantID)); err != nil {
+		return fmt.Errorf("postgres: finish message %s: %w", m.ID, err)
+	}
+	m.UpdatedAt = updated
+	return nil
+}
+
+// ListMessages returns a tenant's conversation's messages ordered by Seq;
+// none for another tenant's conversation.
+func (s *Store) ListMessages(ctx context.Context, tenantID, conversationID string) ([]store.Message, error) {
+	ms, err := s.queryMessages(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq`, conversationID, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list messages: %w", err)
+	}
+	return ms, nil
+}
+
+// LastMessages returns the last n messages of a tenant's conversation,
+// oldest first; none for another tenant's conversation.
+func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]store.Message, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	ms, err := s.queryMessages(ctx, `SELECT `+messageColumns+` FROM messages
+		WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq DESC LIMIT $3`, conversationID, tenantID, n)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: last messages: %w", err)
+	}
+	slices.Reverse(ms)
+	return ms, nil
+}
+
+func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {
+	rows, _ := s.pool.Query(ctx, q, args...) // CollectRows reports the error
+	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Message, error) {
+		var m store.Message
+		err := row.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
+			&m.Status, &m.FinishReason, &m.Model, &m.Deployment, &m.InputTokens, &m.OutputTokens,
+			&m.CachedTokens, &m.Estimated, &m.Cost, &m.Timings, &m.Meta, &m.ErrorCode,
+			&m.ErrorMessage, &m.CreatedAt, &m.UpdatedAt)
+		return m, err
+	})
+	if len(ms) == 0 {
+		ms = nil
+	}
+	return ms, err
+}
+
+// InterruptStreaming marks every streaming message interrupted, keeping
+// its last checkpoint, and returns how many there were.
+func (s *Store) InterruptStreaming(ctx context.Context, at time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1
+		WHERE status = 'streaming'`, stamp(at))
+	if err != nil {
+		return 0, fmt.Errorf("postgres: interrupt streaming: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+// RecordUsage inserts u. A zero Time is set to now; u.Time is updated to
+// the stored value.
+func (s *Store) RecordUsage(ctx context.Context, u *store.Usage) error {
+	at := stamp(u.Time)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO usage (request_id, tenant_id, user_id, created_at,
+		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
+		ttft_ms, total_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		u.RequestID, u.TenantID, u.UserID, at, u.Surface, u.Model, u.Deployment, u.Status,
+		u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs); err != nil {
+		return fmt.Errorf("postgres: record usage %s: %w", u.RequestID, err)
+	}
+	u.Time = at
+	return nil
+}
+
+// UsageSummary sums the usage of tenantID ("" for all) with from <= Time <
+// to by tenant, model and UTC day, ordered by day, tenant and model.
+func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time.Time) ([]store.UsageSum, error) {
+	where, args := `created_at >= $1 AND created_at < $2`, []any{ceilMicro(from), ceilMicro(to)}
+	if tenantID != "" {
+		where, args = where+` AND tenant_id = $3`, append(args, tenantID)
+	}
+	rows, _ := s.pool.Query(ctx, `SELECT tenant_id, model,
+		to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*),
+		sum(input_tokens)::bigint, sum(output_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost)
+		FROM usage WHERE `+where+`
+		GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model`, args...)
+	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UsageSum, error) {
+		var u store.UsageSum
+		err := row.Scan(&u.TenantID, &u.Model, &u.Day, &u.Requests, &u.InputTokens,
+			&u.OutputTokens, &u.CachedTokens, &u.Cost)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: usage summary: %w", err)
+	}
+	if len(sums) == 0 {
+		return nil, nil
+	}
+	return sums, nil
+}
+
+// ceilMicro rounds t up to the microsecond, so that a bound with
+// nanoseconds compares with stored (truncated) times as the time itself
+// would; pgx would truncate it.
+func ceilMicro(t time.Time) time.Time {
+	if t.Nanosecond()%1000 != 0 {
+		return t.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return t
+}

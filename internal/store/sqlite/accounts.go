@@ -1,0 +1,129 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+// CreateTenant inserts t. A zero CreatedAt is set to now; t.CreatedAt is
+// updated to the stored value.
+func (s *Store) CreateTenant(ctx context.Context, t *store.Tenant) error {
+	created := stamp(t.CreatedAt)
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)`,
+		t.ID, t.Name, created.UnixMicro()); err != nil {
+		return fmt.Errorf("sqlite: create tenant %s: %w", t.ID, err)
+	}
+	t.CreatedAt = created
+	return nil
+}
+
+// GetTenant returns a tenant, or ErrNotFound.
+func (s *Store) GetTenant(ctx context.Context, id string) (*store.Tenant, error) {
+	t := &store.Tenant{}
+	var created int64
+	err := s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM tenants WHERE id = ?`, id).
+		Scan(&t.ID, &t.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get tenant %s: %w", id, err)
+	}
+	t.CreatedAt = fromMicros(created)
+	return t, nil
+}
+
+// CreateAPIKey inserts k; its tenant must exist. A zero CreatedAt is set to
+// now; k's times are updated to the stored values.
+func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
+	created := stamp(k.CreatedAt)
+	var revoked any
+	if k.RevokedAt != nil {
+		r := stamp(*k.RevokedAt)
+		k.RevokedAt, revoked = &r, r.UnixMicro()
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, hash,
+		created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, k.Hash, created.UnixMicro(), revoked); err != nil {
+		return fmt.Errorf("sqlite: create api key %s: %w", k.ID, err)
+	}
+	k.CreatedAt = created
+	return nil
+}
+
+const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at`
+
+// APIKeysByPrefix returns the keys with prefix, revoked ones included.
+func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.APIKey, error) {
+	keys, err := s.queryKeys(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE prefix = ? ORDER BY id`, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: api keys by prefix: %w", err)
+	}
+	return keys, nil
+}
+
+// ListAPIKeys returns the keys of tenantID ("" for all), newest first.
+func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
+	q, args := `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at DESC, id DESC`, []any(nil)
+	if tenantID != "" {
+		q = `SELECT ` + keyColumns + ` FROM api_keys WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`
+		args = []any{tenantID}
+	}
+	keys, err := s.queryKeys(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.APIKey, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []store.APIKey
+	for rows.Next() {
+		var k store.APIKey
+		var created int64
+		var revoked sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked); err != nil {
+			return nil, err
+		}
+		k.CreatedAt = fromMicros(created)
+		if revoked.Valid {
+			t := fromMicros(revoked.Int64)
+			k.RevokedAt = &t
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// RevokeAPIKey revokes the key whose ID is idOrPrefix, or every key whose
+// prefix it is. A key already revoked keeps its first RevokedAt.
+func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)
+		WHERE id = ? OR prefix = ?`, stamp(at).UnixMicro(), idOrPrefix, idOrPrefix)
+	if err == nil {
+		err = affected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: revoke api key %s: %w", idOrPrefix, err)
+	}
+	return nil
+}
+
+// CountActiveAPIKeys counts the keys not revoked.
+func (s *Store) CountActiveAPIKeys(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count active api keys: %w", err)
+	}
+	return n, nil
+}

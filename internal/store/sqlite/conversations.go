@@ -1,0 +1,99 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+// CreateConversation inserts c; its tenant must exist. A zero CreatedAt is
+// set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
+// the stored values.
+func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation) error {
+	created := stamp(c.CreatedAt)
+	updated := created
+	if !c.UpdatedAt.IsZero() {
+		updated = stamp(c.UpdatedAt)
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
+		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.TenantID, c.UserID, c.Title, c.Model, created.UnixMicro(), updated.UnixMicro()); err != nil {
+		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
+	}
+	c.CreatedAt, c.UpdatedAt = created, updated
+	return nil
+}
+
+const conversationColumns = `id, tenant_id, user_id, title, model, created_at, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanConversation(sc scanner) (store.Conversation, error) {
+	var c store.Conversation
+	var created, updated int64
+	err := sc.Scan(&c.ID, &c.TenantID, &c.UserID, &c.Title, &c.Model, &created, &updated)
+	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return c, err
+}
+
+// GetConversation returns a tenant's conversation, or ErrNotFound.
+func (s *Store) GetConversation(ctx context.Context, tenantID, id string) (*store.Conversation, error) {
+	c, err := scanConversation(s.r.QueryRowContext(ctx, `SELECT `+conversationColumns+`
+		FROM conversations WHERE id = ? AND tenant_id = ?`, id, tenantID))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get conversation %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// ListConversations returns a tenant's conversations (of userID, unless
+// empty), most recently updated first, at most limit (so none if limit <=
+// 0).
+func (s *Store) ListConversations(ctx context.Context, tenantID, userID string, limit int) ([]store.Conversation, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	q, args := `SELECT `+conversationColumns+` FROM conversations WHERE tenant_id = ?
+		ORDER BY updated_at DESC, id DESC LIMIT ?`, []any{tenantID, limit}
+	if userID != "" {
+		q = `SELECT ` + conversationColumns + ` FROM conversations WHERE tenant_id = ? AND user_id = ?
+			ORDER BY updated_at DESC, id DESC LIMIT ?`
+		args = []any{tenantID, userID, limit}
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+	}
+	defer rows.Close()
+	var cs []store.Conversation
+	for rows.Next() {
+		c, err := scanConversation(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+		}
+		cs = append(cs, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
+	}
+	return cs, nil
+}
+
+// DeleteConversation deletes a tenant's conversation and, by the foreign
+// key's ON DELETE CASCADE, its messages. ErrNotFound if there is none.
+func (s *Store) DeleteConversation(ctx context.Context, tenantID, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM conversations WHERE id = ? AND tenant_id = ?`, id, tenantID)
+	if err == nil {
+		err = affected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: delete conversation %s: %w", id, err)
+	}
+	return nil
+}

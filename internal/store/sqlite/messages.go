@@ -1,0 +1,164 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+const messageColumns = `id, conversation_id, tenant_id, seq, role, content, status, finish_reason,
+	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
+	error_code, error_message, created_at, updated_at`
+
+// AddMessage appends m to its conversation, which must be m.TenantID's, or
+// ErrNotFound. It sets m.Seq; a zero CreatedAt is set to now and a zero
+// UpdatedAt to CreatedAt, and m's times are updated to the stored values.
+// The conversation's UpdatedAt becomes m.CreatedAt unless it is later.
+func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
+	created := stamp(m.CreatedAt)
+	updated := created
+	if !m.UpdatedAt.IsZero() {
+		updated = stamp(m.UpdatedAt)
+	}
+	seq, err := s.addMessage(ctx, m, created, updated)
+	if err != nil {
+		return fmt.Errorf("sqlite: add message %s: %w", m.ID, err)
+	}
+	m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
+	return nil
+}
+
+func (s *Store) addMessage(ctx context.Context, m *store.Message, created, updated time.Time) (int, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	// The conversation row carries the last Seq: taking the next one, the
+	// tenant check and the UpdatedAt bump are one statement.
+	var seq int
+	err = tx.StmtContext(ctx, s.bumpConversation).QueryRowContext(ctx,
+		created.UnixMicro(), m.ConversationID, m.TenantID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.StmtContext(ctx, s.insertMessage).ExecContext(ctx,
+		m.ID, m.ConversationID, m.TenantID, seq, m.Role, m.Content, string(m.Status), m.FinishReason,
+		m.Model, m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
+		jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage,
+		created.UnixMicro(), updated.UnixMicro()); err != nil {
+		return 0, err
+	}
+	return seq, tx.Commit()
+}
+
+// CheckpointMessage saves content and outputTokens of a message that is
+// still streaming; for one that is not, it does nothing. ErrNotFound if
+// there is no message id.
+func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
+	res, err := s.checkpoint.ExecContext(ctx, content, outputTokens, stamp(at).UnixMicro(), id)
+	if err == nil {
+		err = affected(res)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		// Rare: a late checkpoint after the finish (fine) or a bad ID.
+		err = s.r.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE id = ?`, id).Scan(new(int))
+		if errors.Is(err, sql.ErrNoRows) {
+			err = store.ErrNotFound
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: checkpoint message %s: %w", id, err)
+	}
+	return nil
+}
+
+// FinishMessage writes m's final state (every field but its identity,
+// Seq, Role and CreatedAt) to the message m.ID of m.TenantID, or returns
+// ErrNotFound. A zero UpdatedAt is set to now; m.UpdatedAt is updated to the
+// stored value.
+func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
+	updated := stamp(m.UpdatedAt)
+	res, err := s.finish.ExecContext(ctx, string(m.Status), m.Content, m.FinishReason, m.Model,
+		m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
+		jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage, updated.UnixMicro(),
+		m.ID, m.TenantID)
+	if err == nil {
+		err = affected(res)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: finish message %s: %w", m.ID, err)
+	}
+	m.UpdatedAt = updated
+	return nil
+}
+
+// ListMessages returns a tenant's conversation's messages ordered by Seq;
+// none for another tenant's conversation.
+func (s *Store) ListMessages(ctx context.Context, tenantID, conversationID string) ([]store.Message, error) {
+	ms, err := queryMessages(s.listMessages.QueryContext(ctx, conversationID, tenantID))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list messages: %w", err)
+	}
+	return ms, nil
+}
+
+// LastMessages returns the last n messages of a tenant's conversation,
+// oldest first; none for another tenant's conversation.
+func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]store.Message, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	ms, err := queryMessages(s.lastMessages.QueryContext(ctx, conversationID, tenantID, n))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: last messages: %w", err)
+	}
+	slices.Reverse(ms)
+	return ms, nil
+}
+
+func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ms []store.Message
+	for rows.Next() {
+		var m store.Message
+		var status string
+		var created, updated int64
+		if err := rows.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
+			&status, &m.FinishReason, &m.Model, &m.Deployment, &m.InputTokens, &m.OutputTokens,
+			&m.CachedTokens, &m.Estimated, &m.Cost, &m.Timings, &m.Meta, &m.ErrorCode,
+			&m.ErrorMessage, &created, &updated); err != nil {
+			return nil, err
+		}
+		m.Status = store.Status(status)
+		m.CreatedAt, m.UpdatedAt = fromMicros(created), fromMicros(updated)
+		ms = append(ms, m)
+	}
+	return ms, rows.Err()
+}
+
+// InterruptStreaming marks every streaming message interrupted, keeping
+// its last checkpoint, and returns how many there were.
+func (s *Store) InterruptStreaming(ctx context.Context, at time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?
+		WHERE status = 'streaming'`, stamp(at).UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: interrupt streaming: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: interrupt streaming: %w", err)
+	}
+	return int(n), nil
+}
