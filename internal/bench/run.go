@@ -62,20 +62,20 @@ type Dist struct {
 
 // ThroughputResult is the zero-delay phase.
 type ThroughputResult struct {
-	Concurrency                         int
-	Seconds                             float64
-	Direct, Gateway, Proxy              float64 // streams per second
-	GatewayCPUPerReq, ProxyCPUPerReq    time.Duration
-	GatewayRequests, DirectRequests     int64
+	Concurrency                          int
+	Seconds                              float64
+	Direct, Gateway, Proxy               float64 // streams per second
+	GatewayCPUPerReq, ProxyCPUPerReq     time.Duration
+	GatewayRequests, DirectRequests      int64
 	GatewayErrors, DirectErrors, PErrors int64
 }
 
 // MemoryResult is the idle-streams phase.
 type MemoryResult struct {
-	Streams           int
-	RSSBefore         int64
-	RSSAfter          int64
-	PerStream         float64 // bytes
+	Streams   int
+	RSSBefore int64
+	RSSAfter  int64
+	PerStream float64 // bytes
 	// From the gateway's /admin/runtime?gc=1, per open stream.
 	HeapPerStream, StackPerStream, GoroutinesPerStream float64
 }

@@ -39,6 +39,10 @@ const (
 	// (truncated JSON, invalid UTF-8, an oversized event, a missing end).
 	CategoryProtocol Category = "protocol"
 	CategoryInternal Category = "internal"
+	// CategoryBlocked: the input guardrail refused the message.
+	CategoryBlocked Category = "guardrail_blocked"
+	// CategoryContextUnavailable: a required context source failed.
+	CategoryContextUnavailable Category = "context_unavailable"
 )
 
 // Error is a classified upstream or routing failure.

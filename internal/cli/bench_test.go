@@ -29,7 +29,7 @@ func BenchmarkStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	app, err := cli.Build(cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	app, err := cli.Build(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
 	}

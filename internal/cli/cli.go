@@ -23,6 +23,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = Serve(ctx, env, rest)
 	case "sim":
 		err = Sim(ctx, env, rest)
+	case "keys":
+		err = Keys(ctx, env, rest)
 	case "bench":
 		err = Bench(ctx, env, rest)
 	case "bench-proxy":
@@ -65,6 +67,9 @@ Usage:
   firstword serve [--config FILE] [--addr HOST:PORT]
         Run the gateway. With no config it serves the built-in simulated
         models (sim-small, sim-medium, sim-large, chat) on 127.0.0.1:8080.
+  firstword keys create|list|revoke ...
+        Manage API keys (stored hashed). With no keys, serve runs in
+        single-user local mode, on a loopback address only.
   firstword sim [--addr HOST:PORT] [--seed N]
         Run the simulated provider alone as an OpenAI-compatible upstream.
   firstword bench [--duration 10s] [--concurrency 32] [--idle-streams 1000]

@@ -31,7 +31,7 @@ type gateway struct {
 
 // startGateway builds firstword from YAML text (with {{UP}} replaced by
 // the upstream's URL) and serves it with App.Serve on a loopback socket.
-func startGateway(t *testing.T, yamlText, upstream string) *gateway {
+func startGateway(t testing.TB, yamlText, upstream string) *gateway {
 	t.Helper()
 	yamlText = strings.ReplaceAll(yamlText, "{{UP}}", upstream)
 	cfg, err := config.Parse("test.yaml", []byte(yamlText), func(string) string { return "" })
@@ -41,13 +41,13 @@ func startGateway(t *testing.T, yamlText, upstream string) *gateway {
 	return startApp(t, cfg)
 }
 
-func startApp(t *testing.T, cfg *config.Config) *gateway {
+func startApp(t testing.TB, cfg *config.Config) *gateway {
 	t.Helper()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	app, err := cli.Build(cfg, log)
+	app, err := cli.Build(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -194,7 +194,7 @@ func readEvents(r io.Reader) []event {
 	}
 }
 
-func mustParse(t *testing.T, yamlText string) *config.Config {
+func mustParse(t testing.TB, yamlText string) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yamlText), func(string) string { return "" })
 	if err != nil {

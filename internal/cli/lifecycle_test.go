@@ -60,7 +60,7 @@ func TestStalePooledConnection(t *testing.T) {
 // context) and waits for Serve to return.
 func serveWithDrain(t *testing.T, drain time.Duration) (*cli.App, string, func() error) {
 	t.Helper()
-	app, err := cli.Build(config.Default(), slog.New(slog.DiscardHandler))
+	app, err := cli.Build(context.Background(), config.Default(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/provider"
 	"github.com/firstword/firstword/internal/provider/openai"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/store"
 )
 
 // Serve runs the gateway until ctx ends, then shuts down gracefully: it
@@ -35,12 +38,9 @@ func Serve(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	cfg := config.Default()
-	if *cfgPath != "" {
-		var err error
-		if cfg, err = config.Load(*cfgPath, env.Getenv); err != nil {
-			return err
-		}
+	cfg, err := loadConfig(*cfgPath, env)
+	if err != nil {
+		return err
 	}
 	if *addr != "" {
 		if _, _, err := net.SplitHostPort(*addr); err != nil {
@@ -49,15 +49,27 @@ func Serve(ctx context.Context, env *Env, args []string) error {
 		cfg.Listen = *addr
 	}
 	log := newLogger(env, cfg.Log)
-	app, err := Build(cfg, log)
+	app, err := Build(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	defer app.Close()
+	local, err := app.Auth.Local(ctx)
+	if err != nil {
+		return err
+	}
+	if local && !isLoopback(cfg.Listen) {
+		return fmt.Errorf("no API keys exist, so firstword would serve anyone as the local user: it only does that on a loopback address, not %s. Create a key with \"firstword keys create --tenant NAME\" or listen on 127.0.0.1", cfg.Listen)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases())
+	mode := "keys"
+	if local {
+		mode = "local (single user, no keys)"
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases(), "store", cfg.Store.Driver, "auth", mode)
 	return app.Serve(ctx, ln, cfg.ShutdownTimeout)
 }
 
@@ -66,6 +78,9 @@ type App struct {
 	Config  *config.Config
 	Router  *router.Router
 	Meter   *metering.Memory
+	Store   store.Store
+	Auth    *auth.Authenticator
+	Chat    *conversation.Service
 	Sims    map[string]*sim.Provider
 	Handler http.Handler
 	Log     *slog.Logger
@@ -73,13 +88,17 @@ type App struct {
 	transport *http.Transport
 }
 
-// Close releases the upstream connection pool.
+// Close releases the upstream connection pool and the store.
 func (a *App) Close() {
 	a.transport.CloseIdleConnections()
+	if a.Store != nil {
+		a.Store.Close()
+	}
 }
 
-// Build wires a gateway from a config.
-func Build(cfg *config.Config, log *slog.Logger) (*App, error) {
+// Build wires a gateway from a config. It opens the store (running its
+// migrations) and marks answers left streaming by a crash interrupted.
+func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
 	app := &App{Config: cfg, Log: log, Sims: map[string]*sim.Provider{}, Meter: metering.NewMemory(2000)}
 	providers := map[string]provider.Provider{}
 	transport := provider.NewTransport()
@@ -134,6 +153,49 @@ func Build(cfg *config.Config, log *slog.Logger) (*App, error) {
 		return nil, err
 	}
 	app.Router = r
+	prices := metering.Prices{}
+	for name, pc := range cfg.Providers {
+		if pc.Type == "sim" {
+			for tier, p := range metering.SimPrices {
+				prices[name+"/"+tier] = p
+			}
+		}
+	}
+	for key, p := range cfg.Prices {
+		prices[key] = metering.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput}
+	}
+
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	app.Store = st
+	fail := func(err error) (*App, error) {
+		st.Close()
+		return nil, err
+	}
+	// One SQLite file has one gateway: every streaming row is a crash's.
+	// On PostgreSQL other replicas may be streaming: only stale rows are.
+	staleBefore := time.Now()
+	if cfg.Store.Driver == "postgres" {
+		staleBefore = staleBefore.Add(-conversation.StreamLease)
+	}
+	if n, err := st.InterruptStreaming(ctx, staleBefore, time.Now().UTC()); err != nil {
+		return fail(fmt.Errorf("store: %w", err))
+	} else if n > 0 {
+		log.Warn("answers left streaming by a crash are now interrupted", "count", n)
+	}
+	if err := auth.EnsureTenant(ctx, st, auth.LocalTenant, "Local"); err != nil {
+		return fail(fmt.Errorf("store: %w", err))
+	}
+	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
+	meter := metering.Multi{app.Meter, &storeMeter{st: st, log: log}}
+	chatOpt, err := chatOptions(cfg, client, log)
+	if err != nil {
+		return fail(err)
+	}
+	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, r, prices, meter
+	app.Chat = conversation.New(chatOpt)
 	extra := map[string]http.Handler{
 		"GET /admin/sim": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			stats := map[string]sim.Stats{}
@@ -145,7 +207,11 @@ func Build(cfg *config.Config, log *slog.Logger) (*App, error) {
 	}
 	app.Handler = httpapi.New(httpapi.Options{
 		Router:          r,
-		Meter:           app.Meter,
+		Meter:           meter,
+		Auth:            app.Auth,
+		Chat:            app.Chat,
+		Store:           st,
+		Prices:          prices,
 		Logger:          log,
 		Heartbeat:       cfg.Heartbeat,
 		MaxRequestBytes: cfg.MaxRequestBytes,
@@ -168,6 +234,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if a.Config.Store.Driver == "postgres" {
+		go a.sweep(base)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -192,4 +261,23 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 		return e
 	}
 	return err
+}
+
+// sweep marks answers interrupted whose replica stopped writing them (it
+// crashed), so they do not stay "streaming" until some replica restarts.
+func (a *App) sweep(ctx context.Context) {
+	t := time.NewTicker(conversation.StreamLease / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := a.Store.InterruptStreaming(ctx, time.Now().Add(-conversation.StreamLease), time.Now().UTC()); err != nil {
+			a.Log.Warn("sweeping stale streams", "err", err)
+		} else if n > 0 {
+			a.Log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
+		}
+	}
 }

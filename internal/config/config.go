@@ -39,6 +39,19 @@ type Config struct {
 	Providers map[string]*Provider `yaml:"providers"`
 	// Models are the aliases clients ask for, by name.
 	Models map[string]*Model `yaml:"models"`
+	// Store is where conversations, keys and usage are kept.
+	Store Store `yaml:"store"`
+	// Auth tunes API-key checks.
+	Auth Auth `yaml:"auth"`
+	// Chat configures the /v1/chat pipeline.
+	Chat Chat `yaml:"chat"`
+	// Guard is the input guardrail of /v1/chat (off when absent).
+	Guard *Guard `yaml:"guard"`
+	// Sources are the context sources of /v1/chat, fetched in parallel.
+	Sources Sources `yaml:"sources"`
+	// Prices are USD per million tokens, keyed by deployment
+	// ("provider/model") or by upstream model name.
+	Prices map[string]Price `yaml:"prices"`
 
 	// Path is the file the config was read from ("" for the built-in).
 	Path string `yaml:"-"`
@@ -132,8 +145,127 @@ type Model struct {
 	// Deployments are tried in order of priority; equal priorities are
 	// balanced by measured latency.
 	Deployments []*Deployment `yaml:"deployments"`
+	// SystemPrompt replaces chat.system_prompt for this alias on /v1/chat.
+	SystemPrompt string `yaml:"system_prompt"`
+	// MaxTokens caps the answer length of every request to this alias
+	// (0: no cap).
+	MaxTokens int `yaml:"max_tokens"`
 
 	line int
+}
+
+// Store selects the database.
+type Store struct {
+	// Driver is sqlite (default: one embedded file) or postgres.
+	Driver string `yaml:"driver"`
+	// Path is the SQLite file (default firstword.db in the working
+	// directory for serve; ":memory:" keeps nothing).
+	Path string `yaml:"path"`
+	// URL is the PostgreSQL connection URL; URLEnv names an environment
+	// variable holding it instead (for URLs with passwords).
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+
+	// ResolvedURL is URL or the value of URLEnv.
+	ResolvedURL string `yaml:"-"`
+}
+
+// Auth tunes authentication. Keys are managed with "firstword keys".
+type Auth struct {
+	// CacheTTL bounds how long a key check is cached; a revoked key stops
+	// working within it (default 10s).
+	CacheTTL time.Duration `yaml:"cache_ttl"`
+}
+
+// Chat configures the /v1/chat pipeline.
+type Chat struct {
+	// SystemPrompt starts every prompt (the stable prefix).
+	SystemPrompt string `yaml:"system_prompt"`
+	// GuardMode is parallel (default: the model call starts at once and
+	// nothing reaches the client until the guard passes) or before (the
+	// model waits for the verdict).
+	GuardMode string `yaml:"guard_mode"`
+	// CheckpointInterval and CheckpointTokens: a streaming answer is
+	// saved at least this often (default 500ms, 32 tokens).
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	CheckpointTokens   int           `yaml:"checkpoint_tokens"`
+}
+
+// Guard configures the input guardrail.
+type Guard struct {
+	// MaxInputChars blocks longer messages (default 32000).
+	MaxInputChars int `yaml:"max_input_chars"`
+	// Blocklist words or phrases, matched case-insensitively on word
+	// boundaries, with BlocklistAction (block, redact or flag; default
+	// block).
+	Blocklist       []string `yaml:"blocklist"`
+	BlocklistAction string   `yaml:"blocklist_action"`
+	// Injection detects prompt-injection phrases (default true), with
+	// InjectionAction (default block).
+	Injection       *bool  `yaml:"injection"`
+	InjectionAction string `yaml:"injection_action"`
+	// PIIAction applies to card numbers (Luhn-checked) and e-mail
+	// addresses: block, redact (default) or flag.
+	PIIAction string `yaml:"pii_action"`
+	// Timeout bounds the whole guard stage (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
+	// HTTP is an optional remote guard.
+	HTTP *GuardHTTP `yaml:"http"`
+}
+
+// GuardHTTP is a remote guard: POST {"text","user"} → {"allowed","reason"}.
+type GuardHTTP struct {
+	URL      string            `yaml:"url"`
+	Timeout  time.Duration     `yaml:"timeout"`
+	FailOpen bool              `yaml:"fail_open"`
+	Headers  map[string]string `yaml:"headers"`
+}
+
+// Sources are the /v1/chat context sources.
+type Sources struct {
+	History   *HistorySource   `yaml:"history"`
+	Retrieval *RetrievalSource `yaml:"retrieval"`
+	Lookups   []*LookupSource  `yaml:"lookups"`
+}
+
+// HistorySource loads the conversation's last turns.
+type HistorySource struct {
+	// MaxTokens is the history budget (default 2000).
+	MaxTokens int `yaml:"max_tokens"`
+	// Timeout for loading it (default 500ms). History is required: a
+	// failure fails the request.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// RetrievalSource searches a folder of documents with BM25.
+type RetrievalSource struct {
+	// Dir is indexed at start (*.md and *.txt, recursively).
+	Dir string `yaml:"dir"`
+	// TopK passages are cited in the prompt (default 3).
+	TopK int `yaml:"top_k"`
+	// Timeout (default 300ms); Optional (default true) sources that fail
+	// or time out are skipped and reported.
+	Timeout  time.Duration `yaml:"timeout"`
+	Optional *bool         `yaml:"optional"`
+}
+
+// LookupSource is an HTTP call whose answer goes into the prompt.
+type LookupSource struct {
+	Name string `yaml:"name"`
+	// URL may contain {{user}}, {{tenant}}, {{question}} and
+	// {{conversation}}, filled in URL-escaped.
+	URL      string            `yaml:"url"`
+	Headers  map[string]string `yaml:"headers"`
+	Timeout  time.Duration     `yaml:"timeout"`
+	Optional *bool             `yaml:"optional"`
+	MaxBytes int               `yaml:"max_bytes"`
+}
+
+// Price is USD per million tokens.
+type Price struct {
+	Input       float64 `yaml:"input"`
+	Output      float64 `yaml:"output"`
+	CachedInput float64 `yaml:"cached_input"`
 }
 
 // Adaptive is the adaptive first-token timeout.
@@ -277,6 +409,49 @@ func (c *Config) Defaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "json"
 	}
+	if c.Store.Driver == "" {
+		c.Store.Driver = "sqlite"
+	}
+	if c.Auth.CacheTTL == 0 {
+		c.Auth.CacheTTL = 10 * time.Second
+	}
+	if c.Chat.GuardMode == "" {
+		c.Chat.GuardMode = "parallel"
+	}
+	if c.Chat.CheckpointInterval == 0 {
+		c.Chat.CheckpointInterval = 500 * time.Millisecond
+	}
+	if c.Chat.CheckpointTokens == 0 {
+		c.Chat.CheckpointTokens = 32
+	}
+	if c.Chat.SystemPrompt == "" {
+		c.Chat.SystemPrompt = DefaultSystemPrompt
+	}
+	if c.Sources.History == nil {
+		c.Sources.History = &HistorySource{}
+	}
+	if c.Sources.History.MaxTokens == 0 {
+		c.Sources.History.MaxTokens = 2000
+	}
+	if c.Sources.History.Timeout == 0 {
+		c.Sources.History.Timeout = 500 * time.Millisecond
+	}
+	if r := c.Sources.Retrieval; r != nil {
+		if r.TopK == 0 {
+			r.TopK = 3
+		}
+		if r.Timeout == 0 {
+			r.Timeout = 300 * time.Millisecond
+		}
+	}
+	for _, l := range c.Sources.Lookups {
+		if l != nil && l.Timeout == 0 {
+			l.Timeout = 500 * time.Millisecond
+		}
+	}
+	if g := c.Guard; g != nil && g.Timeout == 0 {
+		g.Timeout = time.Second
+	}
 	for _, p := range c.Providers {
 		if p == nil {
 			continue
@@ -300,10 +475,23 @@ func (c *Config) Defaults() {
 	}
 }
 
+// DefaultSystemPrompt starts /v1/chat prompts unless the config sets one.
+const DefaultSystemPrompt = "You are a helpful assistant. Answer clearly and concisely. When the context below cites documents, use them and cite them by number."
+
+// Optional reports whether an optional flag is on (default true).
+func Optional(p *bool) bool { return p == nil || *p }
+
 var envRefRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 func (c *Config) resolve(getenv func(string) string) error {
 	var errs []string
+	c.Store.ResolvedURL = c.Store.URL
+	if c.Store.URLEnv != "" {
+		c.Store.ResolvedURL = getenv(c.Store.URLEnv)
+		if c.Store.ResolvedURL == "" {
+			errs = append(errs, fmt.Sprintf("line %d: store.url_env: environment variable %s is not set", c.line("store", "url_env"), c.Store.URLEnv))
+		}
+	}
 	for _, name := range sortedKeys(c.Providers) {
 		p := c.Providers[name]
 		if p == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -41,6 +42,58 @@ func (c *Config) Validate() error {
 	}
 	if !slices.Contains([]string{"json", "text"}, c.Log.Format) {
 		bad(c.line("log", "format"), "log.format", "want json or text, got %q", c.Log.Format)
+	}
+	switch c.Store.Driver {
+	case "sqlite":
+		if c.Store.URL != "" || c.Store.URLEnv != "" {
+			bad(c.line("store"), "store", "url and url_env apply to driver postgres")
+		}
+	case "postgres":
+		if c.Store.URL == "" && c.Store.URLEnv == "" {
+			bad(c.line("store", "driver"), "store.url", "required for driver postgres (or url_env)")
+		}
+	default:
+		bad(c.line("store", "driver"), "store.driver", "want sqlite or postgres, got %q", c.Store.Driver)
+	}
+	if c.Chat.GuardMode != "parallel" && c.Chat.GuardMode != "before" {
+		bad(c.line("chat", "guard_mode"), "chat.guard_mode", "want parallel or before, got %q", c.Chat.GuardMode)
+	}
+	if c.Chat.CheckpointInterval < 0 || c.Chat.CheckpointTokens < 0 {
+		bad(c.line("chat"), "chat", "checkpoint_interval and checkpoint_tokens must not be negative")
+	}
+	if g := c.Guard; g != nil {
+		for field, a := range map[string]string{"blocklist_action": g.BlocklistAction, "injection_action": g.InjectionAction, "pii_action": g.PIIAction} {
+			if a != "" && a != "block" && a != "redact" && a != "flag" {
+				bad(c.line("guard", field), "guard."+field, "want block, redact or flag, got %q", a)
+			}
+		}
+		if g.HTTP != nil && g.HTTP.URL == "" {
+			bad(c.line("guard", "http"), "guard.http.url", "required")
+		}
+	}
+	if r := c.Sources.Retrieval; r != nil {
+		if r.Dir == "" {
+			bad(c.line("sources", "retrieval"), "sources.retrieval.dir", "required")
+		} else if st, err := os.Stat(r.Dir); err != nil || !st.IsDir() {
+			bad(c.line("sources", "retrieval", "dir"), "sources.retrieval.dir", "%q is not a readable directory", r.Dir)
+		}
+	}
+	names := map[string]bool{}
+	for i, l := range c.Sources.Lookups {
+		f := fmt.Sprintf("sources.lookups[%d]", i)
+		if l == nil || l.Name == "" || l.URL == "" {
+			bad(c.line("sources", "lookups"), f, "name and url are required")
+			continue
+		}
+		if names[l.Name] || l.Name == "history" || l.Name == "retrieval" || l.Name == "guard" {
+			bad(c.line("sources", "lookups"), f+".name", "%q is taken", l.Name)
+		}
+		names[l.Name] = true
+	}
+	for name, p := range c.Prices {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
+			bad(c.line("prices", name), "prices."+name, "prices must not be negative")
+		}
 	}
 	if len(c.Models) == 0 {
 		bad(c.line("models"), "models", "at least one model alias is required")
@@ -107,6 +160,9 @@ func (c *Config) Validate() error {
 			if a.Max > 0 && a.Min > a.Max {
 				bad(c.line("models", name, "adaptive_first_token"), f+".adaptive_first_token", "min is above max")
 			}
+		}
+		if m.MaxTokens < 0 {
+			bad(c.line("models", name, "max_tokens"), f+".max_tokens", "must not be negative")
 		}
 		if len(m.Deployments) == 0 {
 			bad(c.line("models", name), f+".deployments", "at least one deployment is required")

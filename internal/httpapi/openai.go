@@ -28,11 +28,17 @@ type exchange struct {
 	ttfw    time.Time // first visible byte flushed
 	err     error
 	cancel  context.CancelCauseFunc
+	tenant  string
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{id: newID("chatcmpl-"), surface: "openai", start: time.Now()}
 	w.Header().Set("X-Request-Id", x.id)
+	p, ok := s.authenticate(w, r, nil)
+	if !ok {
+		return
+	}
+	x.tenant = p.TenantID
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
@@ -249,6 +255,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		RequestID:    x.id,
 		Time:         x.start,
 		Surface:      x.surface,
+		Tenant:       x.tenant,
 		Alias:        x.req.Model,
 		Deployment:   x.rep.Deployment,
 		Model:        x.rep.Model,
@@ -266,6 +273,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	if !x.rep.FirstToken.IsZero() {
 		rec.TTFT = x.rep.FirstToken.Sub(x.start)
 	}
+	rec.Cost = s.opt.Prices.Cost(rec.Deployment, rec.Usage)
 	if !x.ttfw.IsZero() {
 		rec.TTFW = x.ttfw.Sub(x.start)
 	}

@@ -11,6 +11,13 @@ import (
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("GET /v1/models", s.models)
+	if s.opt.Chat != nil && s.opt.Store != nil {
+		s.mux.HandleFunc("POST /v1/chat", s.chat)
+		s.mux.HandleFunc("GET /v1/conversations", s.listConversations)
+		s.mux.HandleFunc("GET /v1/conversations/{id}", s.getConversation)
+		s.mux.HandleFunc("DELETE /v1/conversations/{id}", s.deleteConversation)
+		s.mux.HandleFunc("GET /v1/usage", s.usage)
+	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /admin/health", s.deploymentHealth)
 	s.mux.HandleFunc("GET /admin/runtime", s.runtimeStats)

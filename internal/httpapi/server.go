@@ -14,9 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/store"
 )
 
 // Router is what the handlers need of the router.
@@ -27,10 +30,23 @@ type Router interface {
 	Health() []router.Status
 }
 
+// Authenticator resolves API keys.
+type Authenticator interface {
+	Authenticate(ctx context.Context, authorization, apiKey string) (auth.Principal, error)
+}
+
 // Options configures a Server.
 type Options struct {
 	Router Router
 	Meter  metering.Meter
+	// Auth checks API keys; nil serves everyone as the local user.
+	Auth Authenticator
+	// Chat and Store serve /v1/chat, the conversations and usage; nil
+	// leaves those routes out.
+	Chat  *conversation.Service
+	Store store.Store
+	// Prices turn usage into cost.
+	Prices metering.Prices
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval (0: none).
 	Heartbeat time.Duration

@@ -490,3 +490,19 @@ func TestUnknownAlias(t *testing.T) {
 		t.Errorf("err %v", res.err)
 	}
 }
+
+// The HTTP layer puts the same deadline on the caller's context: its
+// expiry is still a timeout, not a client that left.
+func TestOverallTimeoutWithCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, Alias{Timeout: 3 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "write", 0)}})
+		for _, early := range []time.Duration{0, time.Millisecond} {
+			ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(3*time.Second-early), chat.ErrDeadline)
+			res := route(t, r, ctx, ask("hi [sim tokens=200]"))
+			cancel()
+			if res.err != nil || res.finish != chat.FinishTimeout {
+				t.Errorf("caller deadline %v early: err %v, finish %q", early, res.err, res.finish)
+			}
+		}
+	})
+}

@@ -104,10 +104,17 @@ func (s *session) run() {
 	s.fail()
 }
 
+// gone reports whether the caller went away (as opposed to the request's
+// deadline passing, which the caller's context may also carry).
+func (s *session) gone() bool {
+	err := s.ctx.Err()
+	return err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(s.ctx), chat.ErrDeadline)
+}
+
 // fail ends a request that no deployment served.
 func (s *session) fail() {
 	switch {
-	case s.ctx.Err() != nil:
+	case s.gone():
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
 	case s.dctx.Err() != nil:
 		s.yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryTimeout, Message: "no deployment answered before the request's deadline", Err: chat.ErrDeadline})
@@ -233,7 +240,7 @@ func (s *session) stopped(d *deployment, idx int) verdict {
 // seen nothing, so another deployment may still serve the request.
 func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err error) verdict {
 	switch {
-	case s.ctx.Err() != nil:
+	case s.gone():
 		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
 		return verdictDone
@@ -275,7 +282,7 @@ func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err 
 // failures are passed on as the stream's error.
 func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdict {
 	switch {
-	case s.ctx.Err() != nil:
+	case s.gone():
 		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
 	case s.dctx.Err() != nil:

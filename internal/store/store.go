@@ -66,10 +66,13 @@ type Store interface {
 	// LastMessages returns the last n messages of a conversation, in
 	// order (oldest first).
 	LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]Message, error)
-	// InterruptStreaming marks every message still streaming (left so by
-	// a crash) interrupted, keeping its last checkpoint, and returns how
-	// many there were. Run once at start.
-	InterruptStreaming(ctx context.Context, at time.Time) (int, error)
+	// InterruptStreaming marks messages still streaming whose last write
+	// (creation or checkpoint) is older than staleBefore interrupted,
+	// stamping them at, keeping their last checkpoint, and returns how
+	// many there were. Streaming answers are checkpointed at least every
+	// few seconds, so with several replicas on one database a stale row is
+	// one whose replica crashed; a live stream elsewhere is left alone.
+	InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error)
 
 	// RecordUsage inserts one request's usage row.
 	RecordUsage(ctx context.Context, u *Usage) error

@@ -32,8 +32,8 @@ type Config struct {
 type Stats struct {
 	Started   int64 `json:"started"`
 	Completed int64 `json:"completed"`
-	// Cancelled counts streams whose context ended before they finished:
-	// the disconnects and timeouts the sim saw.
+	// Cancelled counts streams that ended early because their context
+	// ended or their reader stopped: the disconnects the sim saw.
 	Cancelled int64 `json:"cancelled"`
 	Failed    int64 `json:"failed"`
 	TokensOut int64 `json:"tokens_out"`
@@ -95,7 +95,9 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 		switch outcome {
 		case outcomeDone:
 			p.completed.Add(1)
-		case outcomeCancelled:
+		case outcomeCancelled, outcomeStopped:
+			// A consumer that stops reading is, over HTTP, a closed
+			// connection: the provider sees a cancellation.
 			p.cancelled.Add(1)
 		case outcomeFailed:
 			p.failed.Add(1)

@@ -127,11 +127,11 @@ func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]sto
 	return ms, err
 }
 
-// InterruptStreaming marks every streaming message interrupted, keeping
-// its last checkpoint, and returns how many there were.
-func (s *Store) InterruptStreaming(ctx context.Context, at time.Time) (int, error) {
+// InterruptStreaming marks streaming messages not written since
+// staleBefore interrupted, keeping their last checkpoint.
+func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1
-		WHERE status = 'streaming'`, stamp(at))
+		WHERE status = 'streaming' AND updated_at < $2`, stamp(at), staleBefore.UTC())
 	if err != nil {
 		return 0, fmt.Errorf("postgres: interrupt streaming: %w", err)
 	}

@@ -148,11 +148,11 @@ func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
 	return ms, rows.Err()
 }
 
-// InterruptStreaming marks every streaming message interrupted, keeping
-// its last checkpoint, and returns how many there were.
-func (s *Store) InterruptStreaming(ctx context.Context, at time.Time) (int, error) {
+// InterruptStreaming marks streaming messages not written since
+// staleBefore interrupted, keeping their last checkpoint.
+func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {
 	res, err := s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?
-		WHERE status = 'streaming'`, stamp(at).UnixMicro())
+		WHERE status = 'streaming' AND updated_at < ?`, stamp(at).UnixMicro(), staleBefore.UTC().UnixMicro())
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: interrupt streaming: %w", err)
 	}

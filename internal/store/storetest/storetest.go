@@ -288,7 +288,7 @@ func testDeleteConversation(t *testing.T, s store.Store) {
 	wantNotFound(t, "GetConversation after delete", err)
 	wantNotFound(t, "DeleteConversation twice", s.DeleteConversation(ctx, "acme", "acme-c1"))
 	wantNotFound(t, "AddMessage after delete", s.AddMessage(ctx, new(userMsg("m3", "acme-c1", "acme", "hi", t0))))
-	if n, err := s.InterruptStreaming(ctx, t0); err != nil || n != 0 {
+	if n, err := s.InterruptStreaming(ctx, at(time.Hour), t0); err != nil || n != 0 {
 		t.Errorf("InterruptStreaming after delete = %d, %v, want 0 (m2 deleted)", n, err)
 	}
 	// A conversation created again under the same ID starts empty: the old
@@ -558,7 +558,12 @@ func testInterruptStreaming(t *testing.T, s store.Store) {
 	if err := s.CheckpointMessage(ctx, "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.InterruptStreaming(ctx, at(time.Minute))
+	// A stream written to since the cutoff (alive on another replica) is
+	// left alone.
+	if n, err := s.InterruptStreaming(ctx, at(3*time.Second), at(time.Minute)); err != nil || n != 0 {
+		t.Fatalf("InterruptStreaming before the last writes = %d, %v, want 0, nil", n, err)
+	}
+	n, err := s.InterruptStreaming(ctx, at(time.Minute), at(time.Minute))
 	if err != nil || n != 2 {
 		t.Fatalf("InterruptStreaming = %d, %v, want 2, nil", n, err)
 	}
@@ -571,7 +576,7 @@ func testInterruptStreaming(t *testing.T, s store.Store) {
 	if diff := cmp.Diff([]store.Message{empty}, messages(t, s, "globex", "globex-c1")); diff != "" {
 		t.Errorf("globex-c1 after InterruptStreaming (-want +got):\n%s", diff)
 	}
-	if n, err := s.InterruptStreaming(ctx, at(time.Hour)); err != nil || n != 0 {
+	if n, err := s.InterruptStreaming(ctx, at(time.Hour), at(time.Hour)); err != nil || n != 0 {
 		t.Errorf("InterruptStreaming again = %d, %v, want 0, nil", n, err)
 	}
 }

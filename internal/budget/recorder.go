@@ -1,0 +1,203 @@
+// Package budget records where each request's time goes: every stage as an
+// interval on the request's clock, plus the two numbers that rule
+// everything, time to first word (TTFW) and time to complete (TTC). One
+// Recorder per request feeds the Server-Timing header, the /v1/chat done
+// event, the request log, metrics and traces.
+package budget
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Stage is one named interval of a request. Stages may overlap (the
+// context sources run in parallel); Start and End are offsets from the
+// request's arrival.
+type Stage struct {
+	Name  string        `json:"name"`
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+	// Note says how the stage ended when that matters ("timeout",
+	// "skipped", "first_token_timeout"...).
+	Note string `json:"note,omitempty"`
+}
+
+// Duration is End - Start.
+func (s Stage) Duration() time.Duration { return s.End - s.Start }
+
+// Recorder collects a request's stages. It is safe for concurrent use by
+// the goroutines of one request.
+type Recorder struct {
+	start time.Time
+
+	mu     sync.Mutex
+	stages []Stage
+	ttfw   time.Duration
+	ttc    time.Duration
+}
+
+// New starts a recorder for a request that arrived at start.
+func New(start time.Time) *Recorder {
+	return &Recorder{start: start, stages: make([]Stage, 0, 12)}
+}
+
+// Start is when the request arrived.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Since is the offset of t from the request's arrival.
+func (r *Recorder) Since(t time.Time) time.Duration { return t.Sub(r.start) }
+
+// Add records a stage that ran from start to end.
+func (r *Recorder) Add(name string, start, end time.Time, note string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.stages = append(r.stages, Stage{Name: name, Start: start.Sub(r.start), End: end.Sub(r.start), Note: note})
+	r.mu.Unlock()
+}
+
+// Begin starts a stage now; the returned function ends it.
+func (r *Recorder) Begin(name string) func(note string) {
+	if r == nil {
+		return func(string) {}
+	}
+	t := time.Now()
+	return func(note string) { r.Add(name, t, time.Now(), note) }
+}
+
+// FirstWord records when the first visible text was flushed to the
+// client. Only the first call counts.
+func (r *Recorder) FirstWord(t time.Time) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.ttfw == 0 {
+		r.ttfw = t.Sub(r.start)
+	}
+	r.mu.Unlock()
+}
+
+// Complete records when the last byte was sent.
+func (r *Recorder) Complete(t time.Time) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.ttc = t.Sub(r.start)
+	r.mu.Unlock()
+}
+
+// TTFW is the time to first word, 0 if no text was sent.
+func (r *Recorder) TTFW() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ttfw
+}
+
+// TTC is the time to complete, 0 until Complete.
+func (r *Recorder) TTC() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ttc
+}
+
+// Stages returns the stages recorded so far, by start time.
+func (r *Recorder) Stages() []Stage {
+	r.mu.Lock()
+	out := slices.Clone(r.stages)
+	r.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Stage) int { return int(a.Start - b.Start) })
+	return out
+}
+
+// ServerTiming renders the stages that ended by until as a Server-Timing
+// header value (durations in milliseconds), so that browser devtools show
+// them. Repeated names (several attempts) get a numeric suffix.
+func (r *Recorder) ServerTiming(until time.Time) string {
+	limit := until.Sub(r.start)
+	var b strings.Builder
+	seen := map[string]int{}
+	for _, s := range r.Stages() {
+		if s.End > limit {
+			continue
+		}
+		name := token(s.Name)
+		if n := seen[name]; n > 0 {
+			seen[name] = n + 1
+			name += "-" + strconv.Itoa(n+1)
+		} else {
+			seen[name] = 1
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+		b.WriteString(";dur=")
+		b.WriteString(strconv.FormatFloat(float64(s.Duration().Microseconds())/1000, 'f', -1, 64))
+		if s.Note != "" {
+			b.WriteString(`;desc="`)
+			b.WriteString(token(s.Note))
+			b.WriteByte('"')
+		}
+	}
+	return b.String()
+}
+
+// token makes a name safe for a header token.
+func token(s string) string {
+	ok := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '/') {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '/' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// Timings is the JSON form of a request's timings, in milliseconds.
+type Timings struct {
+	TTFWMs float64       `json:"ttfw_ms"`
+	TTCMs  float64       `json:"ttc_ms"`
+	Stages []StageTiming `json:"stages"`
+}
+
+// StageTiming is a stage in milliseconds from the request's arrival.
+type StageTiming struct {
+	Name    string  `json:"name"`
+	StartMs float64 `json:"start_ms"`
+	EndMs   float64 `json:"end_ms"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// Timings returns the request's timings.
+func (r *Recorder) Timings() Timings {
+	t := Timings{TTFWMs: ms(r.TTFW()), TTCMs: ms(r.TTC()), Stages: []StageTiming{}}
+	for _, s := range r.Stages() {
+		t.Stages = append(t.Stages, StageTiming{Name: s.Name, StartMs: ms(s.Start), EndMs: ms(s.End), Note: s.Note})
+	}
+	return t
+}
+
+// JSON returns Timings as JSON.
+func (r *Recorder) JSON() []byte {
+	b, _ := json.Marshal(r.Timings())
+	return b
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/contextsrc"
+	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/guard"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/store"
+	"github.com/firstword/firstword/internal/store/postgres"
+	"github.com/firstword/firstword/internal/store/sqlite"
+)
+
+// openStore opens the configured store. An SQLite store without a path
+// keeps everything in memory (tests); serve defaults the path to
+// firstword.db.
+func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	switch cfg.Store.Driver {
+	case "postgres":
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		st, err := postgres.Open(octx, cfg.Store.ResolvedURL)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return st, nil
+	default:
+		path := cfg.Store.Path
+		if path == "" {
+			path = ":memory:"
+		}
+		st, err := sqlite.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return st, nil
+	}
+}
+
+// storeMeter writes each request's usage row.
+type storeMeter struct {
+	st  store.Store
+	log *slog.Logger
+}
+
+func (m *storeMeter) Record(ctx context.Context, r *metering.Record) {
+	tenant := r.Tenant
+	if tenant == "" {
+		tenant = "local"
+	}
+	u := &store.Usage{
+		RequestID: r.RequestID, TenantID: tenant, Time: r.Time.UTC(), Surface: r.Surface,
+		Model: r.Alias, Deployment: r.Deployment, Status: string(r.Status),
+		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CachedTokens: r.Usage.CachedInputTokens,
+		Estimated: r.Usage.Estimated, Cost: r.Cost,
+		TTFTMs: float64(r.TTFT.Microseconds()) / 1000, TotalMs: float64(r.Total.Microseconds()) / 1000,
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.st.RecordUsage(ctx, u); err != nil {
+		m.log.Warn("recording usage", "request_id", r.RequestID, "err", err)
+	}
+}
+
+// chatOptions builds the /v1/chat pipeline's guard and sources.
+func chatOptions(cfg *config.Config, client *http.Client, log *slog.Logger) (conversation.Options, error) {
+	o := conversation.Options{
+		GuardBefore:        cfg.Chat.GuardMode == "before",
+		HistoryTokens:      cfg.Sources.History.MaxTokens,
+		HistoryTimeout:     cfg.Sources.History.Timeout,
+		CheckpointInterval: cfg.Chat.CheckpointInterval,
+		CheckpointTokens:   cfg.Chat.CheckpointTokens,
+		Log:                log,
+		SystemPrompt: func(alias string) string {
+			if m := cfg.Models[alias]; m != nil && m.SystemPrompt != "" {
+				return m.SystemPrompt
+			}
+			return cfg.Chat.SystemPrompt
+		},
+		MaxTokens: func(alias string) int {
+			if m := cfg.Models[alias]; m != nil {
+				return m.MaxTokens
+			}
+			return 0
+		},
+	}
+	if gc := cfg.Guard; gc != nil {
+		g, err := guard.New(guard.Config{
+			MaxInputChars: gc.MaxInputChars, Blocklist: gc.Blocklist, BlocklistAction: guard.Action(gc.BlocklistAction),
+			Injection: gc.Injection, InjectionAction: guard.Action(gc.InjectionAction), PIIAction: guard.Action(gc.PIIAction),
+			HTTP: guardHTTP(gc.HTTP),
+		}, client)
+		if err != nil {
+			return o, fmt.Errorf("guard: %w", err)
+		}
+		o.Guard, o.RemoteGuard, o.GuardTimeout = guardAdapter{g}, gc.HTTP != nil, gc.Timeout
+	}
+	if rc := cfg.Sources.Retrieval; rc != nil {
+		start := time.Now()
+		ix, err := contextsrc.BuildIndex(rc.Dir)
+		if err != nil {
+			return o, fmt.Errorf("sources.retrieval: %w", err)
+		}
+		log.Info("retrieval index built", "dir", rc.Dir, "passages", ix.Len(), "ms", time.Since(start).Milliseconds())
+		o.Sources = append(o.Sources, source(&contextsrc.Retrieval{Index: ix, TopK: rc.TopK}, rc.Timeout, config.Optional(rc.Optional)))
+	}
+	for _, lc := range cfg.Sources.Lookups {
+		l := &contextsrc.Lookup{LookupName: lc.Name, URLTemplate: lc.URL, Headers: lc.Headers, MaxBytes: lc.MaxBytes, Client: client}
+		if err := l.Validate(); err != nil {
+			return o, fmt.Errorf("sources.lookups %s: %w", lc.Name, err)
+		}
+		o.Sources = append(o.Sources, source(l, lc.Timeout, config.Optional(lc.Optional)))
+	}
+	return o, nil
+}
+
+func guardHTTP(h *config.GuardHTTP) *guard.HTTPConfig {
+	if h == nil {
+		return nil
+	}
+	return &guard.HTTPConfig{URL: h.URL, Timeout: h.Timeout, FailOpen: h.FailOpen, Headers: h.Headers}
+}
+
+// source adapts a contextsrc.Source to the pipeline.
+func source(src contextsrc.Source, timeout time.Duration, optional bool) conversation.Source {
+	return conversation.Source{
+		Name: src.Name(), Timeout: timeout, Optional: optional,
+		Fetch: func(ctx context.Context, q conversation.Query) (string, []conversation.Citation, error) {
+			res, err := src.Fetch(ctx, contextsrc.Query{TenantID: q.TenantID, UserID: q.UserID, ConversationID: q.ConversationID, Question: q.Question})
+			if err != nil {
+				return "", nil, err
+			}
+			cites := make([]conversation.Citation, 0, len(res.Citations))
+			for _, c := range res.Citations {
+				cites = append(cites, conversation.Citation{N: c.N, Doc: c.Doc, Passage: c.Passage})
+			}
+			return res.Text, cites, nil
+		},
+	}
+}
+
+// guardAdapter adapts guard.Guard to the pipeline.
+type guardAdapter struct{ g *guard.Guard }
+
+func (a guardAdapter) CheckLocal(text string) conversation.Verdict {
+	return verdict(a.g.CheckLocal(text))
+}
+
+func (a guardAdapter) Check(ctx context.Context, text, user string) (conversation.Verdict, error) {
+	v, err := a.g.Check(ctx, text, user)
+	return verdict(v), err
+}
+
+func verdict(v guard.Verdict) conversation.Verdict {
+	out := conversation.Verdict{Blocked: v.Blocked, Code: v.Code, Reason: v.Reason, Text: v.Text}
+	for _, f := range v.Findings {
+		out.Flags = append(out.Flags, f.Kind+":"+string(f.Action))
+	}
+	return out
+}

@@ -1,0 +1,98 @@
+package conversation
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/firstword/firstword/internal/store"
+)
+
+// checkpointer saves a streaming answer in the background, at most every
+// interval or every `every` tokens, so that a crash loses little and the
+// stream never waits on the database. While the model is silent it still
+// touches the row every touchEvery, so that other replicas can tell a live
+// stream from one whose replica crashed (store.InterruptStreaming).
+type checkpointer struct {
+	st       store.Store
+	id       string
+	interval time.Duration
+	every    int
+
+	mu      sync.Mutex
+	content string
+	tokens  int
+	saved   int // tokens at the last save
+	dirty   bool
+	lastAt  time.Time
+
+	kick    chan struct{}
+	stopped chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newCheckpointer(st store.Store, id string, interval time.Duration, every int) *checkpointer {
+	c := &checkpointer{st: st, id: id, interval: interval, every: every, lastAt: time.Now(),
+		kick: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// update records the text delivered so far.
+func (c *checkpointer) update(content string, tokens int) {
+	c.mu.Lock()
+	c.content, c.tokens, c.dirty = content, tokens, true
+	due := tokens-c.saved >= c.every
+	c.mu.Unlock()
+	if due {
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (c *checkpointer) run() {
+	defer close(c.done)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopped:
+			return
+		case <-t.C:
+		case <-c.kick:
+		}
+		c.save()
+	}
+}
+
+// touchEvery is how often a silent stream's row is rewritten to show it is
+// alive; StreamLease must be several times longer.
+const touchEvery = 5 * time.Second
+
+// StreamLease is how long a streaming row may go unwritten before another
+// replica takes its stream for dead.
+const StreamLease = 30 * time.Second
+
+func (c *checkpointer) save() {
+	c.mu.Lock()
+	if !c.dirty && time.Since(c.lastAt) < touchEvery {
+		c.mu.Unlock()
+		return
+	}
+	content, tokens := c.content, c.tokens
+	c.dirty, c.saved, c.lastAt = false, tokens, time.Now()
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c.st.CheckpointMessage(ctx, c.id, content, tokens, time.Now().UTC())
+}
+
+// stop ends the background saver and waits for it; the final state is
+// written by the caller.
+func (c *checkpointer) stop() {
+	c.once.Do(func() { close(c.stopped) })
+	<-c.done
+}

@@ -1,0 +1,262 @@
+// Package conversation is the /v1/chat pipeline: it stores the user's
+// message, runs the guardrail and the context sources in parallel, builds
+// the prompt with its stable prefix first, streams the answer from the
+// router, checkpoints it while it streams, and on every ending saves
+// exactly the text that reached the client.
+//
+//	meta ─► guard ∥ history ∥ retrieval ∥ lookups ─► prompt ─► router ─► deltas ─► persist ─► done
+package conversation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/store"
+)
+
+// Router is what the pipeline needs of the router.
+type Router interface {
+	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	Timeout(alias string) (time.Duration, bool)
+}
+
+// Verdict is a guard's decision on a message.
+type Verdict struct {
+	Blocked bool
+	Code    string // why it was blocked, e.g. "prompt_injection"
+	Reason  string // a sentence safe to show the user
+	Text    string // the message as the model may see it (redacted)
+	Flags   []string
+}
+
+// Guard checks user input. CheckLocal is fast and pure; Check may call a
+// remote guard and must honour ctx.
+type Guard interface {
+	CheckLocal(text string) Verdict
+	Check(ctx context.Context, text, user string) (Verdict, error)
+}
+
+// Query is what a context source is asked.
+type Query struct {
+	TenantID, UserID, ConversationID, Question string
+}
+
+// Citation points at a retrieved passage.
+type Citation struct {
+	N       int    `json:"n"`
+	Doc     string `json:"doc"`
+	Passage int    `json:"passage"`
+}
+
+// Source is a context source: a document index, an HTTP lookup.
+type Source struct {
+	Name string
+	// Fetch returns the text to put in the prompt.
+	Fetch func(ctx context.Context, q Query) (text string, cites []Citation, err error)
+	// Timeout bounds Fetch.
+	Timeout time.Duration
+	// Optional sources that fail or time out are skipped and reported;
+	// a required one fails the request.
+	Optional bool
+}
+
+// Options configures a Service.
+type Options struct {
+	Store  store.Store
+	Router Router
+	// Guard may be nil. RemoteGuard says whether Check does more than
+	// CheckLocal (a remote call worth running in parallel).
+	Guard       Guard
+	RemoteGuard bool
+	// GuardBefore makes the model wait for the guard's verdict; otherwise
+	// the model call starts when the context is ready and its text is held
+	// back until the guard passes.
+	GuardBefore  bool
+	GuardTimeout time.Duration
+	Sources      []Source
+	// HistoryTokens bounds the history in the prompt; HistoryTimeout
+	// bounds loading it.
+	HistoryTokens  int
+	HistoryTimeout time.Duration
+	// SystemPrompt and MaxTokens per alias.
+	SystemPrompt func(alias string) string
+	MaxTokens    func(alias string) int
+	Prices       metering.Prices
+	Meter        metering.Meter
+	// CheckpointInterval and CheckpointTokens: how often a streaming
+	// answer is saved.
+	CheckpointInterval time.Duration
+	CheckpointTokens   int
+	Log                *slog.Logger
+}
+
+// Service runs chat turns. It is safe for concurrent use.
+type Service struct {
+	opt Options
+}
+
+// New returns a Service.
+func New(opt Options) *Service {
+	if opt.GuardTimeout <= 0 {
+		opt.GuardTimeout = time.Second
+	}
+	if opt.HistoryTokens <= 0 {
+		opt.HistoryTokens = 2000
+	}
+	if opt.HistoryTimeout <= 0 {
+		opt.HistoryTimeout = 500 * time.Millisecond
+	}
+	if opt.CheckpointInterval <= 0 {
+		opt.CheckpointInterval = 500 * time.Millisecond
+	}
+	if opt.CheckpointTokens <= 0 {
+		opt.CheckpointTokens = 32
+	}
+	if opt.SystemPrompt == nil {
+		opt.SystemPrompt = func(string) string { return "" }
+	}
+	if opt.MaxTokens == nil {
+		opt.MaxTokens = func(string) int { return 0 }
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{opt: opt}
+}
+
+// Input is one chat turn's request.
+type Input struct {
+	RequestID      string
+	TenantID       string
+	UserID         string
+	ConversationID string // empty starts a new conversation
+	Model          string
+	Message        string
+	// Timeout is the client's tighter deadline (0: the alias's).
+	Timeout time.Duration
+	// Meta carries provider hints (the sim's directives).
+	Meta   map[string]string
+	Budget *budget.Recorder
+}
+
+// Request errors, returned by Prepare before anything is streamed.
+var (
+	ErrEmptyMessage  = errors.New("message is required")
+	ErrUnknownModel  = errors.New("unknown model")
+	ErrNotFound      = errors.New("conversation not found")
+	ErrMessageTooBig = errors.New("message too long")
+)
+
+// maxMessageBytes bounds a message before the guard even sees it.
+const maxMessageBytes = 256 << 10
+
+// Turn is a prepared chat turn: the user's message is stored and the
+// assistant's placeholder exists. Run streams it.
+type Turn struct {
+	s            *Service
+	in           Input
+	conv         *store.Conversation
+	user         *store.Message
+	assistant    *store.Message
+	created      bool
+	timeout      time.Duration
+	historyUntil int // messages with Seq below this are history
+}
+
+// Prepare validates the input, creates the conversation if needed, and
+// stores the user's message and the assistant's streaming placeholder.
+// Its errors are the client's (ErrEmptyMessage, ErrUnknownModel,
+// ErrNotFound, ErrMessageTooBig) or the store's.
+func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
+	end := in.Budget.Begin("store.prepare")
+	defer end("")
+	if strings.TrimSpace(in.Message) == "" {
+		return nil, ErrEmptyMessage
+	}
+	if len(in.Message) > maxMessageBytes || !utf8.ValidString(in.Message) {
+		return nil, ErrMessageTooBig
+	}
+	timeout, ok := s.opt.Router.Timeout(in.Model)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownModel, in.Model)
+	}
+	if in.Timeout > 0 && in.Timeout < timeout {
+		timeout = in.Timeout
+	}
+	t := &Turn{s: s, in: in, timeout: timeout}
+	now := time.Now().UTC()
+	if in.ConversationID != "" {
+		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.conv = c
+	} else {
+		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(in.Message), Model: in.Model, CreatedAt: now, UpdatedAt: now}
+		if err := s.opt.Store.CreateConversation(ctx, t.conv); err != nil {
+			return nil, err
+		}
+		t.created = true
+	}
+	t.user = &store.Message{ID: NewID("msg_"), ConversationID: t.conv.ID, TenantID: in.TenantID, Role: "user", Content: in.Message, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	if err := s.opt.Store.AddMessage(ctx, t.user); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	t.historyUntil = t.user.Seq
+	t.assistant = &store.Message{ID: NewID("msg_"), ConversationID: t.conv.ID, TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	if err := s.opt.Store.AddMessage(ctx, t.assistant); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Meta is the first event of a turn.
+type Meta struct {
+	ConversationID string `json:"conversation_id"`
+	MessageID      string `json:"message_id"`
+	UserMessageID  string `json:"user_message_id"`
+	Model          string `json:"model"`
+	Created        bool   `json:"created"`
+}
+
+// Meta returns the turn's meta event.
+func (t *Turn) Meta() Meta {
+	return Meta{ConversationID: t.conv.ID, MessageID: t.assistant.ID, UserMessageID: t.user.ID, Model: t.in.Model, Created: t.created}
+}
+
+// NewID returns a random identifier with a prefix.
+func NewID(prefix string) string {
+	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, len(prefix), len(prefix)+20)
+	copy(b, prefix)
+	for range 20 {
+		b = append(b, alphabet[rand.IntN(len(alphabet))])
+	}
+	return string(b)
+}
+
+// title is a conversation's title: the start of its first message.
+func title(msg string) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if utf8.RuneCountInString(msg) <= 60 {
+		return msg
+	}
+	r := []rune(msg)[:60]
+	return strings.TrimSpace(string(r)) + "…"
+}

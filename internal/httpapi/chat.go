@@ -1,0 +1,162 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/conversation"
+	wire "github.com/firstword/firstword/internal/wire/openai"
+)
+
+// chatRequest is the body of POST /v1/chat.
+type chatRequest struct {
+	Model          string `json:"model"`
+	Message        string `json:"message"`
+	ConversationID string `json:"conversation_id"`
+}
+
+// ChatProtocol is the version of the /v1/chat event protocol
+// (docs/events.md), sent as X-Firstword-Protocol.
+const ChatProtocol = "1"
+
+// chat serves POST /v1/chat: one turn of a stored conversation as a
+// stream of typed events (meta, delta..., done | error). meta is sent at
+// once, so the commit point is early by design: every later failure is an
+// error event, and the partial answer is kept.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := budget.New(start)
+	id := newID("req_")
+	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("X-Firstword-Protocol", ChatProtocol)
+	p, ok := s.authenticate(w, r, rec)
+	if !ok {
+		return
+	}
+	end := rec.Begin("parse")
+	var body chatRequest
+	raw, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "", "request body: "+err.Error())
+		return
+	}
+	if body.Model == "" {
+		body.Model = s.defaultModel()
+	}
+	end("")
+	in := conversation.Input{
+		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, ConversationID: body.ConversationID,
+		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
+	}
+	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
+		in.Meta = map[string]string{"sim": h}
+	}
+	turn, err := s.opt.Chat.Prepare(r.Context(), in)
+	if err != nil {
+		writePrepareError(w, err)
+		return
+	}
+	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
+	defer es.Close()
+	es.prelude = []byte("retry: 1000\n\n")
+	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
+	meta := turn.Meta()
+	seq := 0
+	buf := make([]byte, 0, 256)
+	event := func(kind string, data []byte) bool {
+		buf = buf[:0]
+		buf = append(buf, "id: "...)
+		buf = append(buf, meta.MessageID...)
+		buf = append(buf, ':')
+		buf = strconv.AppendInt(buf, int64(seq), 10)
+		buf = append(buf, "\nevent: "...)
+		buf = append(buf, kind...)
+		buf = append(buf, "\ndata: "...)
+		buf = append(buf, data...)
+		buf = append(buf, "\n\n"...)
+		seq++
+		return es.Write(buf) == nil
+	}
+	metaJSON, _ := json.Marshal(meta)
+	// If the client already left, the turn's first delta finds out and
+	// the turn ends cancelled.
+	event("meta", metaJSON)
+	var data []byte
+	turn.Run(r.Context(), func(ev conversation.Event) bool {
+		switch ev.Kind {
+		case "delta":
+			data = append(data[:0], `{"text":`...)
+			data = wire.AppendString(data, ev.Text)
+			data = append(data, '}')
+		case "done":
+			data, _ = json.Marshal(ev.Done)
+		case "error":
+			data, _ = json.Marshal(ev.Error)
+		}
+		return event(ev.Kind, data)
+	})
+}
+
+func (s *Server) defaultModel() string {
+	aliases := s.opt.Router.Aliases()
+	for _, a := range aliases {
+		if a == "chat" {
+			return a
+		}
+	}
+	if len(aliases) > 0 {
+		return aliases[0]
+	}
+	return ""
+}
+
+// writePrepareError maps the pipeline's request errors to statuses.
+func writePrepareError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, conversation.ErrEmptyMessage):
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "message", "message is required")
+	case errors.Is(err, conversation.ErrMessageTooBig):
+		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "message", "message is too long or not valid UTF-8")
+	case errors.Is(err, conversation.ErrUnknownModel):
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", err.Error()+"; GET /v1/models lists the available ones")
+	case errors.Is(err, conversation.ErrNotFound):
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "conversation_id", "conversation not found")
+	case errors.Is(err, context.Canceled):
+		// The client left; nobody to answer.
+	default:
+		writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "the conversation store is unavailable")
+	}
+}
+
+// authenticate resolves the request's principal, answering 401 itself.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, rec *budget.Recorder) (auth.Principal, bool) {
+	if s.opt.Auth == nil {
+		return auth.Principal{TenantID: auth.LocalTenant, UserID: auth.LocalUser, Local: true}, true
+	}
+	end := rec.Begin("auth")
+	p, err := s.opt.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	end("")
+	if err != nil {
+		if errors.Is(err, auth.ErrUnauthorized) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="firstword"`)
+			writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "", "a valid API key is required (Authorization: Bearer fw_...)")
+			return p, false
+		}
+		s.log.Error("authenticating", "err", err)
+		writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "could not check the API key")
+		return p, false
+	}
+	return p, true
+}

@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/store"
+)
+
+type conversationJSON struct {
+	ID        string        `json:"id"`
+	Title     string        `json:"title"`
+	Model     string        `json:"model"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Messages  []messageJSON `json:"messages,omitempty"`
+}
+
+type messageJSON struct {
+	ID           string          `json:"id"`
+	Seq          int             `json:"seq"`
+	Role         string          `json:"role"`
+	Content      string          `json:"content"`
+	Status       store.Status    `json:"status"`
+	FinishReason string          `json:"finish_reason,omitempty"`
+	Model        string          `json:"model,omitempty"`
+	Deployment   string          `json:"deployment,omitempty"`
+	Usage        *usageJSON      `json:"usage,omitempty"`
+	Cost         float64         `json:"cost,omitempty"`
+	Timings      json.RawMessage `json:"timings,omitempty"`
+	Meta         json.RawMessage `json:"meta,omitempty"`
+	Error        *errorJSON      `json:"error,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+}
+
+type usageJSON struct {
+	InputTokens  int  `json:"input_tokens"`
+	OutputTokens int  `json:"output_tokens"`
+	CachedTokens int  `json:"cached_tokens"`
+	Estimated    bool `json:"estimated"`
+}
+
+type errorJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func convJSON(c *store.Conversation) conversationJSON {
+	return conversationJSON{ID: c.ID, Title: c.Title, Model: c.Model, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+}
+
+func msgJSON(m *store.Message) messageJSON {
+	out := messageJSON{ID: m.ID, Seq: m.Seq, Role: m.Role, Content: m.Content, Status: m.Status, FinishReason: m.FinishReason,
+		Model: m.Model, Deployment: m.Deployment, Cost: m.Cost, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+	if m.Role == "assistant" {
+		out.Usage = &usageJSON{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CachedTokens: m.CachedTokens, Estimated: m.Estimated}
+	}
+	if json.Valid(m.Timings) {
+		out.Timings = m.Timings
+	}
+	if json.Valid(m.Meta) {
+		out.Meta = m.Meta
+	}
+	if m.ErrorCode != "" {
+		out.Error = &errorJSON{Code: m.ErrorCode, Message: m.ErrorMessage}
+	}
+	return out
+}
+
+func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r, budget.New(time.Now()))
+	if !ok {
+		return
+	}
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "limit", "limit must be between 1 and 500")
+			return
+		}
+		limit = n
+	}
+	cs, err := s.opt.Store.ListConversations(r.Context(), p.TenantID, p.UserID, limit)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	data := make([]conversationJSON, 0, len(cs))
+	for i := range cs {
+		data = append(data, convJSON(&cs[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r, budget.New(time.Now()))
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	c, err := s.opt.Store.GetConversation(r.Context(), p.TenantID, id)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, id)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	out := convJSON(c)
+	out.Messages = make([]messageJSON, 0, len(msgs))
+	for i := range msgs {
+		out.Messages = append(out.Messages, msgJSON(&msgs[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r, budget.New(time.Now()))
+	if !ok {
+		return
+	}
+	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, r.PathValue("id")); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// usage sums the tenant's usage by model and day: ?from=YYYY-MM-DD&to=
+// YYYY-MM-DD (to inclusive; default the last 30 days).
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r, budget.New(time.Now()))
+	if !ok {
+		return
+	}
+	now := time.Now().UTC()
+	to := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
+	from := to.Add(-30 * 24 * time.Hour)
+	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
+		if v := r.URL.Query().Get(name); v != "" {
+			d, err := time.Parse("2006-01-02", v)
+			if err != nil {
+				writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", name, name+" must be a date YYYY-MM-DD")
+				return
+			}
+			if name == "to" {
+				d = d.Add(24 * time.Hour)
+			}
+			*dst = d
+		}
+	}
+	sums, err := s.opt.Store.UsageSummary(r.Context(), p.TenantID, from, to)
+	if err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if sums == nil {
+		sums = []store.UsageSum{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "tenant_id": p.TenantID, "data": sums})
+}
+
+func (s *Server) storeError(w http.ResponseWriter, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "id", "conversation not found")
+		return
+	}
+	s.log.Error("store", "err", err)
+	writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "the conversation store is unavailable")
+}

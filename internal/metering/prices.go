@@ -1,0 +1,43 @@
+package metering
+
+import (
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// Price is USD per million tokens. CachedInput applies to input tokens
+// read from a prompt cache (default: a tenth of Input).
+type Price struct {
+	Input, Output, CachedInput float64
+}
+
+// Prices maps a deployment ("provider/model") or an upstream model name to
+// its price.
+type Prices map[string]Price
+
+// SimPrices are the built-in sim tiers' prices, so costs are visible out
+// of the box. They are illustrative, in the proportions of real tiers.
+var SimPrices = Prices{
+	"small":  {Input: 0.15, Output: 0.60},
+	"medium": {Input: 1.00, Output: 4.00},
+	"large":  {Input: 5.00, Output: 15.00},
+}
+
+// Cost prices usage for a deployment: the deployment's own entry, else its
+// model's; 0 when unknown.
+func (p Prices) Cost(deployment string, u chat.Usage) float64 {
+	price, ok := p[deployment]
+	if !ok {
+		_, model, _ := strings.Cut(deployment, "/")
+		if price, ok = p[model]; !ok {
+			return 0
+		}
+	}
+	cachedPrice := price.CachedInput
+	if cachedPrice == 0 {
+		cachedPrice = price.Input / 10
+	}
+	fresh := max(u.InputTokens-u.CachedInputTokens, 0)
+	return (float64(fresh)*price.Input + float64(u.CachedInputTokens)*cachedPrice + float64(u.OutputTokens)*price.Output) / 1e6
+}
