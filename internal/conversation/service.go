@@ -195,6 +195,10 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	}
 	t := &Turn{s: s, in: in, timeout: timeout}
 	now := time.Now().UTC()
+	t.user = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: in.Message, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	t.assistant = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	// The user's message and the answer's placeholder are one write (with
+	// the conversation when it is new): one wait for the database.
 	if in.ConversationID != "" {
 		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -204,25 +208,22 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 			return nil, err
 		}
 		t.conv = c
+		t.user.ConversationID, t.assistant.ConversationID = c.ID, c.ID
+		if err := s.opt.Store.AddMessages(ctx, t.user, t.assistant); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, ErrNotFound
+			}
+			return nil, err
+		}
 	} else {
 		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(in.Message), Model: in.Model, CreatedAt: now, UpdatedAt: now}
-		if err := s.opt.Store.CreateConversation(ctx, t.conv); err != nil {
+		t.user.ConversationID, t.assistant.ConversationID = t.conv.ID, t.conv.ID
+		if err := s.opt.Store.CreateConversation(ctx, t.conv, t.user, t.assistant); err != nil {
 			return nil, err
 		}
 		t.created = true
 	}
-	t.user = &store.Message{ID: NewID("msg_"), ConversationID: t.conv.ID, TenantID: in.TenantID, Role: "user", Content: in.Message, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
-	if err := s.opt.Store.AddMessage(ctx, t.user); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, ErrNotFound
-		}
-		return nil, err
-	}
 	t.historyUntil = t.user.Seq
-	t.assistant = &store.Message{ID: NewID("msg_"), ConversationID: t.conv.ID, TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
-	if err := s.opt.Store.AddMessage(ctx, t.assistant); err != nil {
-		return nil, err
-	}
 	return t, nil
 }
 

@@ -39,8 +39,9 @@ type Store interface {
 	// CountActiveAPIKeys counts keys that are not revoked.
 	CountActiveAPIKeys(ctx context.Context) (int, error)
 
-	// CreateConversation inserts a conversation; ID must be set.
-	CreateConversation(ctx context.Context, c *Conversation) error
+	// CreateConversation inserts a conversation (ID must be set) and, in
+	// the same transaction, its first messages (see AddMessages).
+	CreateConversation(ctx context.Context, c *Conversation, first ...*Message) error
 	// GetConversation returns a tenant's conversation.
 	GetConversation(ctx context.Context, tenantID, id string) (*Conversation, error)
 	// ListConversations returns a tenant's conversations (of one user if
@@ -50,11 +51,12 @@ type Store interface {
 	// messages.
 	DeleteConversation(ctx context.Context, tenantID, id string) error
 
-	// AddMessage appends a message to a tenant's conversation: it sets
-	// m.Seq to the next number in the conversation and bumps the
-	// conversation's UpdatedAt. ErrNotFound if the conversation is not
-	// the tenant's.
-	AddMessage(ctx context.Context, m *Message) error
+	// AddMessages appends messages, in order and in one transaction, to a
+	// tenant's conversation (all to the same one): it sets each m.Seq to
+	// the next number in the conversation and bumps the conversation's
+	// UpdatedAt. ErrNotFound if the conversation is not the tenant's; on
+	// any error none is added.
+	AddMessages(ctx context.Context, ms ...*Message) error
 	// CheckpointMessage saves the text of a message that is still
 	// streaming. It only changes rows whose status is streaming.
 	CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error

@@ -12,18 +12,27 @@ import (
 // CreateConversation inserts c; its tenant must exist. A zero CreatedAt is
 // set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
 // the stored values.
-func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation) error {
+func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, first ...*store.Message) error {
 	created := stamp(c.CreatedAt)
 	updated := created
 	if !c.UpdatedAt.IsZero() {
 		updated = stamp(c.UpdatedAt)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
-		created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		c.ID, c.TenantID, c.UserID, c.Title, c.Model, created, updated); err != nil {
-		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
+			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			c.ID, c.TenantID, c.UserID, c.Title, c.Model, created, updated); err != nil {
+			return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
+		}
+		return addMessages(ctx, tx, first)
+	})
+	if err != nil {
+		return err
 	}
 	c.CreatedAt, c.UpdatedAt = created, updated
+	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
+		c.UpdatedAt = first[len(first)-1].CreatedAt
+	}
 	return nil
 }
 

@@ -33,20 +33,38 @@ FROM c RETURNING seq`
 // ErrNotFound. It sets m.Seq; a zero CreatedAt is set to now and a zero
 // UpdatedAt to CreatedAt, and m's times are updated to the stored values.
 // The conversation's UpdatedAt becomes m.CreatedAt unless it is later.
-func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
-	created := stamp(m.CreatedAt)
-	updated := created
-	if !m.UpdatedAt.IsZero() {
-		updated = stamp(m.UpdatedAt)
+func (s *Store) AddMessages(ctx context.Context, ms ...*store.Message) error {
+	switch len(ms) {
+	case 0:
+		return nil
+	case 1:
+		// One statement is its own transaction.
+		return addMessages(ctx, s.pool, ms)
 	}
-	var seq int
-	if err := s.pool.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
-		string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
-		m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
-		m.ErrorMessage, created, updated).Scan(&seq); err != nil {
-		return fmt.Errorf("postgres: add message %s: %w", m.ID, notFound(err))
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return addMessages(ctx, tx, ms) })
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
+	for _, m := range ms {
+		created := stamp(m.CreatedAt)
+		updated := created
+		if !m.UpdatedAt.IsZero() {
+			updated = stamp(m.UpdatedAt)
+		}
+		var seq int
+		if err := q.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
+			string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
+			m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
+			m.ErrorMessage, created, updated).Scan(&seq); err != nil {
+			return fmt.Errorf("postgres: add message %s: %w", m.ID, notFound(err))
+		}
+		m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
 	}
-	m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
 	return nil
 }
 

@@ -12,18 +12,32 @@ import (
 // CreateConversation inserts c; its tenant must exist. A zero CreatedAt is
 // set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
 // the stored values.
-func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation) error {
+func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, first ...*store.Message) error {
 	created := stamp(c.CreatedAt)
 	updated := created
 	if !c.UpdatedAt.IsZero() {
 		updated = stamp(c.UpdatedAt)
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
 		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.TenantID, c.UserID, c.Title, c.Model, created.UnixMicro(), updated.UnixMicro()); err != nil {
 		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
 	}
+	if err := s.addMessages(ctx, tx, first); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
+	}
 	c.CreatedAt, c.UpdatedAt = created, updated
+	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
+		c.UpdatedAt = first[len(first)-1].CreatedAt
+	}
 	return nil
 }
 

@@ -15,49 +15,58 @@ const messageColumns = `id, conversation_id, tenant_id, seq, role, content, stat
 	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
 	error_code, error_message, created_at, updated_at`
 
-// AddMessage appends m to its conversation, which must be m.TenantID's, or
-// ErrNotFound. It sets m.Seq; a zero CreatedAt is set to now and a zero
-// UpdatedAt to CreatedAt, and m's times are updated to the stored values.
-// The conversation's UpdatedAt becomes m.CreatedAt unless it is later.
-func (s *Store) AddMessage(ctx context.Context, m *store.Message) error {
-	created := stamp(m.CreatedAt)
-	updated := created
-	if !m.UpdatedAt.IsZero() {
-		updated = stamp(m.UpdatedAt)
+// AddMessages appends ms, in order and in one transaction, to their
+// conversation, which must be their TenantID's, or ErrNotFound. It sets
+// each m.Seq; a zero CreatedAt is set to now and a zero UpdatedAt to
+// CreatedAt, and the times are updated to the stored values. The
+// conversation's UpdatedAt becomes the latest CreatedAt unless it is later.
+func (s *Store) AddMessages(ctx context.Context, ms ...*store.Message) error {
+	if len(ms) == 0 {
+		return nil
 	}
-	seq, err := s.addMessage(ctx, m, created, updated)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: add message %s: %w", m.ID, err)
+		return fmt.Errorf("sqlite: add messages: %w", err)
 	}
-	m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
+	defer tx.Rollback()
+	if err := s.addMessages(ctx, tx, ms); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: add messages: %w", err)
+	}
 	return nil
 }
 
-func (s *Store) addMessage(ctx context.Context, m *store.Message, created, updated time.Time) (int, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
+// addMessages inserts ms in tx and, if it commits, their fields are right.
+func (s *Store) addMessages(ctx context.Context, tx *sql.Tx, ms []*store.Message) error {
+	for _, m := range ms {
+		created := stamp(m.CreatedAt)
+		updated := created
+		if !m.UpdatedAt.IsZero() {
+			updated = stamp(m.UpdatedAt)
+		}
+		// The conversation row carries the last Seq: taking the next one,
+		// the tenant check and the UpdatedAt bump are one statement.
+		var seq int
+		err := tx.StmtContext(ctx, s.bumpConversation).QueryRowContext(ctx,
+			created.UnixMicro(), m.ConversationID, m.TenantID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = store.ErrNotFound
+		}
+		if err == nil {
+			_, err = tx.StmtContext(ctx, s.insertMessage).ExecContext(ctx,
+				m.ID, m.ConversationID, m.TenantID, seq, m.Role, m.Content, string(m.Status), m.FinishReason,
+				m.Model, m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
+				jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage,
+				created.UnixMicro(), updated.UnixMicro())
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: add message %s: %w", m.ID, err)
+		}
+		m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
 	}
-	defer tx.Rollback()
-	// The conversation row carries the last Seq: taking the next one, the
-	// tenant check and the UpdatedAt bump are one statement.
-	var seq int
-	err = tx.StmtContext(ctx, s.bumpConversation).QueryRowContext(ctx,
-		created.UnixMicro(), m.ConversationID, m.TenantID).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, store.ErrNotFound
-	}
-	if err != nil {
-		return 0, err
-	}
-	if _, err := tx.StmtContext(ctx, s.insertMessage).ExecContext(ctx,
-		m.ID, m.ConversationID, m.TenantID, seq, m.Role, m.Content, string(m.Status), m.FinishReason,
-		m.Model, m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
-		jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage,
-		created.UnixMicro(), updated.UnixMicro()); err != nil {
-		return 0, err
-	}
-	return seq, tx.Commit()
+	return nil
 }
 
 // CheckpointMessage saves content and outputTokens of a message that is

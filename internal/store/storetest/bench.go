@@ -26,13 +26,13 @@ import (
 func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("AddMessage", func(b *testing.B) {
 		runChats(b, open(b), func(c *chat) error {
-			return c.s.AddMessage(b.Context(), c.user())
+			return c.s.AddMessages(b.Context(), c.user())
 		})
 	})
 	b.Run("CheckpointMessage", func(b *testing.B) {
 		runChats(b, open(b), func(c *chat) error {
 			if c.m == nil {
-				if err := c.s.AddMessage(b.Context(), c.assistant()); err != nil {
+				if err := c.s.AddMessages(b.Context(), c.assistant()); err != nil {
 					return err
 				}
 			}
@@ -42,7 +42,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 	b.Run("FinishMessage", func(b *testing.B) {
 		runChats(b, open(b), func(c *chat) error {
 			if c.m == nil {
-				if err := c.s.AddMessage(b.Context(), c.assistant()); err != nil {
+				if err := c.s.AddMessages(b.Context(), c.assistant()); err != nil {
 					return err
 				}
 			}
@@ -113,10 +113,10 @@ func (c *chat) finished() *store.Message {
 
 func (c *chat) turn(b *testing.B) error {
 	ctx := b.Context()
-	if err := c.s.AddMessage(ctx, c.user()); err != nil {
+	if err := c.s.AddMessages(ctx, c.user()); err != nil {
 		return err
 	}
-	if err := c.s.AddMessage(ctx, c.assistant()); err != nil {
+	if err := c.s.AddMessages(ctx, c.assistant()); err != nil {
 		return err
 	}
 	for _, n := range []int{len(answer) / 3, 2 * len(answer) / 3} {

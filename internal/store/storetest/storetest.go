@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TenantIsolation", testTenantIsolation},
 		{"AddMessage", testAddMessage},
 		{"ConcurrentAddMessage", testConcurrentAddMessage},
+		{"AddMessagesTogether", testAddMessagesTogether},
 		{"CheckpointMessage", testCheckpointMessage},
 		{"FinishMessage", testFinishMessage},
 		{"LastMessages", testLastMessages},
@@ -71,7 +72,7 @@ func seed(t *testing.T, s store.Store) {
 // add appends a message and returns it as stored.
 func add(t *testing.T, s store.Store, m store.Message) store.Message {
 	t.Helper()
-	if err := s.AddMessage(t.Context(), &m); err != nil {
+	if err := s.AddMessages(t.Context(), &m); err != nil {
 		t.Fatalf("AddMessage(%s) = %v", m.ID, err)
 	}
 	return m
@@ -287,7 +288,7 @@ func testDeleteConversation(t *testing.T, s store.Store) {
 	_, err := s.GetConversation(ctx, "acme", "acme-c1")
 	wantNotFound(t, "GetConversation after delete", err)
 	wantNotFound(t, "DeleteConversation twice", s.DeleteConversation(ctx, "acme", "acme-c1"))
-	wantNotFound(t, "AddMessage after delete", s.AddMessage(ctx, new(userMsg("m3", "acme-c1", "acme", "hi", t0))))
+	wantNotFound(t, "AddMessage after delete", s.AddMessages(ctx, new(userMsg("m3", "acme-c1", "acme", "hi", t0))))
 	if n, err := s.InterruptStreaming(ctx, at(time.Hour), t0); err != nil || n != 0 {
 		t.Errorf("InterruptStreaming after delete = %d, %v, want 0 (m2 deleted)", n, err)
 	}
@@ -322,10 +323,10 @@ func testTenantIsolation(t *testing.T, s store.Store) {
 		{"GetConversation", func() error { _, err := s.GetConversation(ctx, "globex", "acme-c1"); return err }},
 		{"DeleteConversation", func() error { return s.DeleteConversation(ctx, "globex", "acme-c1") }},
 		{"AddMessage", func() error {
-			return s.AddMessage(ctx, new(userMsg("x1", "acme-c1", "globex", "injected", at(time.Hour))))
+			return s.AddMessages(ctx, new(userMsg("x1", "acme-c1", "globex", "injected", at(time.Hour))))
 		}},
 		{"AddMessage with acme's tenant on globex's conversation", func() error {
-			return s.AddMessage(ctx, new(userMsg("x2", "globex-c1", "acme", "injected", at(time.Hour))))
+			return s.AddMessages(ctx, new(userMsg("x2", "globex-c1", "acme", "injected", at(time.Hour))))
 		}},
 		{"FinishMessage", func() error {
 			m := m2
@@ -388,7 +389,7 @@ func testAddMessage(t *testing.T, s store.Store) {
 	}
 	for i := range want {
 		m := want[i]
-		if err := s.AddMessage(ctx, &m); err != nil {
+		if err := s.AddMessages(ctx, &m); err != nil {
 			t.Fatalf("AddMessage(%s) = %v", m.ID, err)
 		}
 		if m.Seq != i+1 {
@@ -407,7 +408,7 @@ func testAddMessage(t *testing.T, s store.Store) {
 		t.Errorf("ListMessages (-want +got):\n%s", diff)
 	}
 	wantNotFound(t, "AddMessage to a missing conversation",
-		s.AddMessage(ctx, new(userMsg("m4", "nope", "acme", "hi", t0))))
+		s.AddMessages(ctx, new(userMsg("m4", "nope", "acme", "hi", t0))))
 	// Seqs are per conversation.
 	if m := add(t, s, userMsg("g1", "globex-c1", "globex", "hi", t0)); m.Seq != 1 {
 		t.Errorf("first AddMessage to globex-c1: Seq = %d, want 1", m.Seq)
@@ -423,7 +424,7 @@ func testConcurrentAddMessage(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			m := userMsg(fmt.Sprintf("m%02d", i), "acme-c1", "acme", "hi", at(time.Duration(i)*time.Millisecond))
-			if err := s.AddMessage(t.Context(), &m); err != nil {
+			if err := s.AddMessages(t.Context(), &m); err != nil {
 				errs <- err
 				return
 			}
@@ -651,7 +652,7 @@ func testTimestamps(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	m := userMsg("m1", "c1", "acme", "hi", in)
-	if err := s.AddMessage(ctx, &m); err != nil {
+	if err := s.AddMessages(ctx, &m); err != nil {
 		t.Fatal(err)
 	}
 	tenant, err := s.GetTenant(ctx, "acme")
@@ -689,5 +690,51 @@ func testTimestamps(t *testing.T, s store.Store) {
 	}
 	if c.CreatedAt.Before(before) || c.UpdatedAt.Before(before) {
 		t.Errorf("conversation created with zero times: CreatedAt %v, UpdatedAt %v, want about now", c.CreatedAt, c.UpdatedAt)
+	}
+}
+
+// A turn's messages (the user's and the assistant's placeholder) are
+// written together: consecutive seqs, in one transaction, with the
+// conversation when it is new.
+func testAddMessagesTogether(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	u, a := userMsg("u1", "c9", "acme", "hi", at(time.Second)), streamingMsg("a1", "c9", "acme", at(time.Second))
+	c := &store.Conversation{ID: "c9", TenantID: "acme", UserID: "alice", CreatedAt: t0}
+	if err := s.CreateConversation(ctx, c, &u, &a); err != nil {
+		t.Fatal(err)
+	}
+	if u.Seq != 1 || a.Seq != 2 || !c.UpdatedAt.Equal(at(time.Second)) {
+		t.Errorf("seqs %d, %d, conversation updated %v", u.Seq, a.Seq, c.UpdatedAt)
+	}
+	u2, a2 := userMsg("u2", "c9", "acme", "more", at(2*time.Second)), streamingMsg("a2", "c9", "acme", at(2*time.Second))
+	if err := s.AddMessages(ctx, &u2, &a2); err != nil {
+		t.Fatal(err)
+	}
+	if u2.Seq != 3 || a2.Seq != 4 {
+		t.Errorf("seqs %d, %d, want 3, 4", u2.Seq, a2.Seq)
+	}
+	if diff := cmp.Diff([]store.Message{u, a, u2, a2}, messages(t, s, "acme", "c9")); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	// All or nothing: a duplicate ID in the second message leaves no trace
+	// of the first, nor of the conversation.
+	dup := userMsg("u1", "c10", "acme", "dup", at(3*time.Second))
+	first := userMsg("u3", "c10", "acme", "first", at(3*time.Second))
+	if err := s.CreateConversation(ctx, &store.Conversation{ID: "c10", TenantID: "acme"}, &first, &dup); err == nil {
+		t.Fatal("CreateConversation with a duplicate message ID succeeded")
+	}
+	wantNotFound(t, "conversation of a failed CreateConversation", func() error { _, err := s.GetConversation(ctx, "acme", "c10"); return err }())
+	ok := userMsg("u4", "c9", "acme", "ok", at(4*time.Second))
+	dup2 := userMsg("u2", "c9", "acme", "dup", at(4*time.Second))
+	if err := s.AddMessages(ctx, &ok, &dup2); err == nil {
+		t.Fatal("AddMessages with a duplicate ID succeeded")
+	}
+	if ms := messages(t, s, "acme", "c9"); len(ms) != 4 {
+		t.Errorf("%d messages after a failed AddMessages, want 4", len(ms))
+	}
+	next := userMsg("u5", "c9", "acme", "next", at(5*time.Second))
+	if err := s.AddMessages(ctx, &next); err != nil || next.Seq != 5 {
+		t.Errorf("after a failed AddMessages: seq %d, %v, want 5 (no gap)", next.Seq, err)
 	}
 }
