@@ -2,7 +2,8 @@
 // fw_<prefix>_<secret>; the store keeps the public prefix and the SHA-256 of
 // the secret, never the secret, and hashes are compared in constant time.
 // With no active key in the store the gateway runs in single-user local
-// mode, where every request is the local tenant's.
+// mode, where every request is the local tenant's. Once a key exists,
+// every request needs a valid one, even if all keys are later revoked.
 package auth
 
 import (
@@ -92,7 +93,9 @@ func New(st store.Store, ttl time.Duration) *Authenticator {
 	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}}
 }
 
-// Local reports whether the gateway is in local mode (no active keys).
+// Local reports whether the gateway is in local mode: the store has never
+// had a key. Revoking every key locks everyone out; it does not reopen the
+// gateway.
 func (a *Authenticator) Local(ctx context.Context) (bool, error) {
 	a.mu.Lock()
 	if a.localOnce && time.Since(a.localAt) < a.ttl {
@@ -101,7 +104,7 @@ func (a *Authenticator) Local(ctx context.Context) (bool, error) {
 		return l, nil
 	}
 	a.mu.Unlock()
-	n, err := a.st.CountActiveAPIKeys(ctx)
+	n, err := a.st.CountAPIKeys(ctx)
 	if err != nil {
 		return false, fmt.Errorf("auth: %w", err)
 	}

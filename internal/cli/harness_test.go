@@ -202,3 +202,12 @@ func mustParse(t testing.TB, yamlText string) *config.Config {
 	}
 	return cfg
 }
+
+func mustParseEnv(t testing.TB, yamlText string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yamlText), os.Getenv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}

@@ -36,8 +36,9 @@ type Store interface {
 	// RevokeAPIKey marks a key revoked (by ID or prefix). ErrNotFound if
 	// none matches.
 	RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error
-	// CountActiveAPIKeys counts keys that are not revoked.
-	CountActiveAPIKeys(ctx context.Context) (int, error)
+	// CountAPIKeys counts keys, revoked ones included: a store that has
+	// never had a key is what puts the gateway in local mode.
+	CountAPIKeys(ctx context.Context) (int, error)
 
 	// CreateConversation inserts a conversation (ID must be set) and, in
 	// the same transaction, its first messages (see AddMessages).

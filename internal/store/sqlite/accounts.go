@@ -119,11 +119,11 @@ func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Tim
 	return nil
 }
 
-// CountActiveAPIKeys counts the keys not revoked.
-func (s *Store) CountActiveAPIKeys(ctx context.Context) (int, error) {
+// CountAPIKeys counts every key, revoked ones included.
+func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlite: count active api keys: %w", err)
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM api_keys`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: count api keys: %w", err)
 	}
 	return n, nil
 }

@@ -1,0 +1,95 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firstword/firstword/internal/cli"
+)
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(context.Background(), args, os.Getenv, nil, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestKeysCommand: keys are created, listed and revoked with the CLI, and
+// a running gateway honours them: without keys it is in local mode, with
+// one it requires it, and a revoked key stops working within the cache TTL.
+func TestKeysCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nauth: {cache_ttl: 50ms}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := startApp(t, mustParse(t, cfgText))
+	if code, _ := getJSON(t, gw.URL+"/v1/conversations", ""); code != 200 {
+		t.Fatalf("local mode: %d", code)
+	}
+
+	key, stderr, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "acme", "--name", "ci")
+	key = strings.TrimSpace(key)
+	if code != 0 || !strings.HasPrefix(key, "fw_") || !strings.Contains(stderr, "shown once") {
+		t.Fatalf("create: %d %q %q", code, key, stderr)
+	}
+	prefix := strings.Split(key, "_")[1]
+	list, _, code := runCLI(t, "keys", "list", "--config", cfgPath)
+	if code != 0 || !strings.Contains(list, prefix) || strings.Contains(list, key) {
+		t.Errorf("list (must show the prefix, never the key): %q", list)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if code, _ := getJSON(t, gw.URL+"/v1/conversations", ""); code != 401 {
+		t.Errorf("with a key existing, no key: %d, want 401", code)
+	}
+	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
+		t.Errorf("with the key: %d", code)
+	}
+	if _, stderr, code := runCLI(t, "keys", "revoke", "--config", cfgPath, prefix); code != 0 {
+		t.Fatalf("revoke: %s", stderr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 401 {
+		t.Errorf("revoked key: %d, want 401", code)
+	}
+	if _, _, code := runCLI(t, "keys", "revoke", "--config", cfgPath, "nosuchkey"); code == 0 {
+		t.Error("revoking an unknown key succeeded")
+	}
+}
+
+// TestServeRefusesOpenLocalMode: with no keys, serve only listens on a
+// loopback address.
+func TestServeRefusesOpenLocalMode(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))), 0o600)
+	_, stderr, code := runCLI(t, "serve", "--config", cfgPath, "--addr", "0.0.0.0:0")
+	if code == 0 || !strings.Contains(stderr, "loopback") {
+		t.Errorf("serve on 0.0.0.0 without keys: %d %q", code, stderr)
+	}
+}
+
+// TestChatOnPostgres runs a chat turn end to end on PostgreSQL.
+func TestChatOnPostgres(t *testing.T) {
+	url := os.Getenv("FIRSTWORD_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping /v1/chat on PostgreSQL")
+	}
+	t.Setenv("FW_PG_URL", url)
+	cfg := mustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
+	gw := startApp(t, cfg)
+	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=5ms gap=1ms tokens=12 fault=stall_mid after=6]"}, 6)
+	ans := storedAnswer(t, gw.URL, "", r.meta["conversation_id"].(string))
+	if ans["status"] != "cancelled" || ans["content"] != r.text {
+		t.Errorf("stored %v, received %q", ans, r.text)
+	}
+	r = chatOnce(t, gw.URL, "", map[string]any{"message": "again [sim ttft=5ms gap=1ms tokens=12]", "conversation_id": r.meta["conversation_id"]}, 0)
+	if r.last.kind != "done" || r.last.data["status"] != "complete" {
+		t.Errorf("second turn: %v", r.last)
+	}
+}
