@@ -8,7 +8,14 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
-	./internal/provider/sim:FuzzDirective
+	./internal/provider/sim:FuzzDirective \
+	./internal/guard:FuzzScanCards \
+	./internal/guard:FuzzScanEmails \
+	./internal/guard:FuzzBlocklist \
+	./internal/guard:FuzzCheckLocal \
+	./internal/contextsrc:FuzzTokenize \
+	./internal/contextsrc:FuzzSplitPassages \
+	./internal/contextsrc:FuzzExpand
 
 .PHONY: help build run test fuzz lint check bench clean
 

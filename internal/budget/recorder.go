@@ -24,6 +24,9 @@ type Stage struct {
 	// Note says how the stage ended when that matters ("timeout",
 	// "skipped", "first_token_timeout"...).
 	Note string `json:"note,omitempty"`
+	// Group marks a stage that contains others (the context group, an
+	// upstream attempt): shown in waterfalls, left out of critical paths.
+	Group bool `json:"group,omitempty"`
 }
 
 // Duration is End - Start.
@@ -58,6 +61,16 @@ func (r *Recorder) Add(name string, start, end time.Time, note string) {
 	}
 	r.mu.Lock()
 	r.stages = append(r.stages, Stage{Name: name, Start: start.Sub(r.start), End: end.Sub(r.start), Note: note})
+	r.mu.Unlock()
+}
+
+// AddGroup records a stage that contains other stages.
+func (r *Recorder) AddGroup(name string, start, end time.Time, note string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.stages = append(r.stages, Stage{Name: name, Start: start.Sub(r.start), End: end.Sub(r.start), Note: note, Group: true})
 	r.mu.Unlock()
 }
 
@@ -183,13 +196,14 @@ type StageTiming struct {
 	StartMs float64 `json:"start_ms"`
 	EndMs   float64 `json:"end_ms"`
 	Note    string  `json:"note,omitempty"`
+	Group   bool    `json:"group,omitempty"`
 }
 
 // Timings returns the request's timings.
 func (r *Recorder) Timings() Timings {
 	t := Timings{TTFWMs: ms(r.TTFW()), TTCMs: ms(r.TTC()), Stages: []StageTiming{}}
 	for _, s := range r.Stages() {
-		t.Stages = append(t.Stages, StageTiming{Name: s.Name, StartMs: ms(s.Start), EndMs: ms(s.End), Note: s.Note})
+		t.Stages = append(t.Stages, StageTiming{Name: s.Name, StartMs: ms(s.Start), EndMs: ms(s.End), Note: s.Note, Group: s.Group})
 	}
 	return t
 }
@@ -201,3 +215,38 @@ func (r *Recorder) JSON() []byte {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// CriticalPath returns the chain of stages that decided when the first
+// word was sent: walking back from TTFW, each step is the stage (not a
+// group) that ended last before the current point. Stages in parallel with
+// a longer one are not on it. Empty when no word was sent.
+func CriticalPath(stages []Stage, ttfw time.Duration) []string {
+	if ttfw <= 0 {
+		return nil
+	}
+	const slack = 500 * time.Microsecond
+	var path []string
+	cur := ttfw
+	used := make([]bool, len(stages))
+	for cur > slack {
+		best := -1
+		for i, s := range stages {
+			if used[i] || s.Group || s.Start >= cur || s.End > cur+slack {
+				continue
+			}
+			if best < 0 || s.End > stages[best].End || (s.End == stages[best].End && s.Duration() > stages[best].Duration()) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		used[best] = true
+		path = append(path, stages[best].Name)
+		cur = stages[best].Start
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path
+}

@@ -23,6 +23,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = Serve(ctx, env, rest)
 	case "sim":
 		err = Sim(ctx, env, rest)
+	case "budget":
+		err = Budget(ctx, env, rest)
 	case "keys":
 		err = Keys(ctx, env, rest)
 	case "bench":
@@ -67,6 +69,9 @@ Usage:
   firstword serve [--config FILE] [--addr HOST:PORT]
         Run the gateway. With no config it serves the built-in simulated
         models (sim-small, sim-medium, sim-large, chat) on 127.0.0.1:8080.
+  firstword budget [--server URL] [--json]
+        Print where the time goes in a running gateway: each stage's
+        p50/p95/p99 against its target, and the critical path.
   firstword keys create|list|revoke ...
         Manage API keys (stored hashed). With no keys, serve runs in
         single-user local mode, on a loopback address only.

@@ -12,16 +12,19 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
 	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
 	"github.com/firstword/firstword/internal/provider/openai"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
+	"github.com/firstword/firstword/internal/tracing"
 )
 
 // Serve runs the gateway until ctx ends, then shuts down gracefully: it
@@ -81,6 +84,9 @@ type App struct {
 	Store   store.Store
 	Auth    *auth.Authenticator
 	Chat    *conversation.Service
+	Metrics *metrics.Metrics
+	Window  *window.Window
+	Tracer  *tracing.Tracer
 	Sims    map[string]*sim.Provider
 	Handler http.Handler
 	Log     *slog.Logger
@@ -88,8 +94,14 @@ type App struct {
 	transport *http.Transport
 }
 
-// Close releases the upstream connection pool and the store.
+// Close flushes traces and releases the upstream connection pool and the
+// store.
 func (a *App) Close() {
+	if a.Tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.Tracer.Shutdown(ctx)
+		cancel()
+	}
 	a.transport.CloseIdleConnections()
 	if a.Store != nil {
 		a.Store.Close()
@@ -189,7 +201,21 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		return fail(fmt.Errorf("store: %w", err))
 	}
 	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
-	meter := metering.Multi{app.Meter, &storeMeter{st: st, log: log}}
+	app.Window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
+	meter := metering.Multi{app.Meter, &storeMeter{st: st, log: log}, windowMeter{app.Window}, metering.Log{Logger: log}}
+	if config.Optional(cfg.Metrics.Enabled) {
+		app.Metrics = metrics.New(r.Health)
+		app.Metrics.Init(r.Aliases())
+		meter = append(meter, app.Metrics)
+	}
+	if tc := cfg.Tracing; tc.Endpoint != "" {
+		tr, err := tracing.New(ctx, tracing.Config{Endpoint: tc.Endpoint, Headers: tc.Headers, ServiceName: tc.ServiceName, SampleRatio: tc.SampleRatio})
+		if err != nil {
+			return fail(err)
+		}
+		app.Tracer = tr
+		meter = append(meter, tr)
+	}
 	chatOpt, err := chatOptions(cfg, client, log)
 	if err != nil {
 		return fail(err)
@@ -212,6 +238,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Chat:            app.Chat,
 		Store:           st,
 		Prices:          prices,
+		Budget:          func(surface string, recent int) any { return app.Window.Report(time.Now(), surface, recent) },
+		Streams:         streamGauge(app.Metrics),
+		Metrics:         metricsHandler(app.Metrics),
 		Logger:          log,
 		Heartbeat:       cfg.Heartbeat,
 		MaxRequestBytes: cfg.MaxRequestBytes,

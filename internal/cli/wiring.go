@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/contextsrc"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/guard"
 	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/store/postgres"
 	"github.com/firstword/firstword/internal/store/sqlite"
@@ -163,4 +165,44 @@ func verdict(v guard.Verdict) conversation.Verdict {
 		out.Flags = append(out.Flags, f.Kind+":"+string(f.Action))
 	}
 	return out
+}
+
+// windowMeter feeds finished requests to the budget window.
+type windowMeter struct{ w *window.Window }
+
+func (m windowMeter) Record(_ context.Context, r *metering.Record) {
+	if r.Timings != nil {
+		m.w.Observe(time.Now(), r.RequestID, r.Surface, r.Alias, string(r.Status), r.Timings)
+	}
+}
+
+func budgetTargets(b config.Budget) window.Targets {
+	conv := func(t config.Target) *window.Target {
+		p, v, ok := t.Percentile()
+		if !ok {
+			return nil
+		}
+		return &window.Target{Percentile: p, Value: v}
+	}
+	out := window.Targets{TTFW: conv(b.TTFW), TTC: conv(b.TTC), Stages: map[string]window.Target{}}
+	for name, t := range b.Stages {
+		if wt := conv(t); wt != nil {
+			out.Stages[name] = *wt
+		}
+	}
+	return out
+}
+
+func streamGauge(m *metrics.Metrics) interface{ Open(string) func() } {
+	if m == nil {
+		return nil
+	}
+	return m
+}
+
+func metricsHandler(m *metrics.Metrics) http.Handler {
+	if m == nil {
+		return nil
+	}
+	return m.Handler()
 }

@@ -52,6 +52,12 @@ type Config struct {
 	// Prices are USD per million tokens, keyed by deployment
 	// ("provider/model") or by upstream model name.
 	Prices map[string]Price `yaml:"prices"`
+	// Metrics serves Prometheus metrics at /metrics.
+	Metrics Metrics `yaml:"metrics"`
+	// Tracing exports OpenTelemetry spans (off unless an endpoint is set).
+	Tracing Tracing `yaml:"tracing"`
+	// Budget is the latency budget: targets and the report's window.
+	Budget Budget `yaml:"budget"`
 
 	// Path is the file the config was read from ("" for the built-in).
 	Path string `yaml:"-"`
@@ -261,6 +267,54 @@ type LookupSource struct {
 	MaxBytes int               `yaml:"max_bytes"`
 }
 
+// Metrics configures /metrics.
+type Metrics struct {
+	// Enabled (default true).
+	Enabled *bool `yaml:"enabled"`
+}
+
+// Tracing configures the OTLP/HTTP span exporter.
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP base URL, e.g.
+	// http://127.0.0.1:4318; empty turns tracing off (it then costs
+	// nothing).
+	Endpoint    string            `yaml:"endpoint"`
+	Headers     map[string]string `yaml:"headers"`
+	ServiceName string            `yaml:"service_name"`
+	// SampleRatio of traces kept (default 1).
+	SampleRatio float64 `yaml:"sample_ratio"`
+}
+
+// Budget is the latency budget.
+type Budget struct {
+	// Window of the live percentiles (default 5m).
+	Window time.Duration `yaml:"window"`
+	// TTFW and TTC targets (default p95 1s and p95 6s).
+	TTFW Target `yaml:"ttfw"`
+	TTC  Target `yaml:"ttc"`
+	// Stages are per-stage targets by stage name (guard, context, ttft,
+	// a lookup's name...).
+	Stages map[string]Target `yaml:"stages"`
+}
+
+// Target is one percentile and its limit: {p95: 1s}.
+type Target map[string]time.Duration
+
+// Percentile returns the target's percentile and value, if it has one.
+func (t Target) Percentile() (float64, time.Duration, bool) {
+	for k, v := range t {
+		switch k {
+		case "p50":
+			return 50, v, true
+		case "p95":
+			return 95, v, true
+		case "p99":
+			return 99, v, true
+		}
+	}
+	return 0, 0, false
+}
+
 // Price is USD per million tokens.
 type Price struct {
 	Input       float64 `yaml:"input"`
@@ -447,6 +501,24 @@ func (c *Config) Defaults() {
 	for _, l := range c.Sources.Lookups {
 		if l != nil && l.Timeout == 0 {
 			l.Timeout = 500 * time.Millisecond
+		}
+	}
+	if c.Budget.Window == 0 {
+		c.Budget.Window = 5 * time.Minute
+	}
+	if c.Budget.TTFW == nil {
+		c.Budget.TTFW = Target{"p95": time.Second}
+	}
+	if c.Budget.TTC == nil {
+		c.Budget.TTC = Target{"p95": 6 * time.Second}
+	}
+	if c.Budget.Stages == nil {
+		// The lesson's budget, as p95 targets.
+		c.Budget.Stages = map[string]Target{
+			"guard":   {"p95": 100 * time.Millisecond},
+			"context": {"p95": 150 * time.Millisecond},
+			"prompt":  {"p95": 15 * time.Millisecond},
+			"ttft":    {"p95": 800 * time.Millisecond},
 		}
 	}
 	if g := c.Guard; g != nil && g.Timeout == 0 {

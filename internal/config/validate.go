@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -89,6 +90,31 @@ func (c *Config) Validate() error {
 			bad(c.line("sources", "lookups"), f+".name", "%q is taken", l.Name)
 		}
 		names[l.Name] = true
+	}
+	checkTarget := func(field string, t Target, path ...string) {
+		if len(t) != 1 {
+			bad(c.line(path...), field, "want exactly one of p50, p95, p99, e.g. {p95: 1s}")
+			return
+		}
+		if _, v, ok := t.Percentile(); !ok || v <= 0 {
+			bad(c.line(path...), field, "want exactly one of p50, p95, p99 with a positive duration")
+		}
+	}
+	checkTarget("budget.ttfw", c.Budget.TTFW, "budget", "ttfw")
+	checkTarget("budget.ttc", c.Budget.TTC, "budget", "ttc")
+	for name, t := range c.Budget.Stages {
+		checkTarget("budget.stages."+name, t, "budget", "stages", name)
+	}
+	if c.Budget.Window < time.Minute {
+		bad(c.line("budget", "window"), "budget.window", "must be at least 1m")
+	}
+	if tr := c.Tracing; tr.Endpoint != "" {
+		if u, err := url.Parse(tr.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(c.line("tracing", "endpoint"), "tracing.endpoint", "want an http(s) URL, got %q", tr.Endpoint)
+		}
+		if tr.SampleRatio < 0 || tr.SampleRatio > 1 {
+			bad(c.line("tracing", "sample_ratio"), "tracing.sample_ratio", "must be between 0 and 1")
+		}
 	}
 	for name, p := range c.Prices {
 		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {

@@ -225,20 +225,7 @@ type final struct {
 
 // stopModel records the model's stages from the router's report.
 func (f *final) stopModel(start time.Time) {
-	rec := f.t.in.Budget
-	for _, a := range f.rep.Attempts {
-		end := a.End
-		if end.IsZero() {
-			end = time.Now()
-		}
-		rec.Add("upstream "+a.Deployment, a.Start, end, string(a.Outcome))
-		if !a.FirstToken.IsZero() {
-			rec.Add("ttft", a.Start, a.FirstToken, a.Deployment)
-		}
-	}
-	if len(f.rep.Attempts) == 0 {
-		rec.Add("route", start, time.Now(), "")
-	}
+	RecordAttempts(f.t.in.Budget, &f.rep, start, time.Now())
 }
 
 func verdictNote(v Verdict) string {
@@ -319,7 +306,8 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 		}
 	}
 	end("")
-	f.meter(pctx, u, m)
+	// Metered after the last event, which it does not delay.
+	defer f.meter(pctx, u, m)
 	if f.gone || m.Status == store.StatusCancelled {
 		return
 	}
@@ -347,12 +335,21 @@ func (f *final) req() *chat.Request {
 func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	t := f.t
 	rec := t.in.Budget
+	total := rec.TTC()
+	if total == 0 {
+		total = time.Since(rec.Start())
+	}
 	r := &metering.Record{
 		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID,
 		Alias: t.in.Model, Deployment: f.rep.Deployment, Model: f.rep.Model, Stream: true,
 		Status: meterStatus(m.Status), FinishReason: m.FinishReason, Usage: u, Cost: m.Cost,
-		TTFW: rec.TTFW(), Total: time.Since(rec.Start()), Attempts: f.rep.Tries(),
+		TTFW: rec.TTFW(), Total: total, Attempts: f.rep.Tries(),
 		Fallbacks: f.rep.Fallbacks(), HedgeUsage: f.rep.HedgeUsage, ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
+		Hedged: f.rep.Hedged(), Retries: f.rep.Retries(), Gaps: &f.tally.Gaps, Timings: rec,
+		TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
+	}
+	if f.tally.Visible {
+		r.StreamMs = float64(f.tally.Last.Sub(f.tally.First).Microseconds()) / 1000
 	}
 	if !f.rep.FirstToken.IsZero() {
 		r.TTFT = f.rep.FirstToken.Sub(rec.Start())
@@ -394,7 +391,7 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 	s, rec := t.s, t.in.Budget
 	g := &gathered{}
 	start := time.Now()
-	defer func() { rec.Add("context", start, time.Now(), "") }()
+	defer func() { rec.AddGroup("context", start, time.Now(), "") }()
 	grp, gctx := errgroup.WithContext(ctx)
 	results := make([]struct {
 		text  string

@@ -147,6 +147,8 @@ type Input struct {
 	// Meta carries provider hints (the sim's directives).
 	Meta   map[string]string
 	Budget *budget.Recorder
+	// TraceID and TraceParent identify the request's trace.
+	TraceID, TraceParent string
 }
 
 // Request errors, returned by Prepare before anything is streamed.

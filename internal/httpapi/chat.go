@@ -12,6 +12,7 @@ import (
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
@@ -34,7 +35,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := budget.New(start)
 	id := newID("req_")
+	trace := tracing.FromRequest(r)
 	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("X-Trace-Id", trace.String())
 	w.Header().Set("X-Firstword-Protocol", ChatProtocol)
 	p, ok := s.authenticate(w, r, rec)
 	if !ok {
@@ -59,6 +62,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	in := conversation.Input{
 		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, ConversationID: body.ConversationID,
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
+		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}
 	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
 		in.Meta = map[string]string{"sim": h}
@@ -67,6 +71,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writePrepareError(w, err)
 		return
+	}
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open("chat")()
 	}
 	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()

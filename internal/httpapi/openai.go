@@ -9,9 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
@@ -29,21 +32,31 @@ type exchange struct {
 	err     error
 	cancel  context.CancelCauseFunc
 	tenant  string
+	rec     *budget.Recorder
+	trace   tracing.ID
+	routeAt time.Time // when the request was handed to the router
+	parent  string    // the client's traceparent
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{id: newID("chatcmpl-"), surface: "openai", start: time.Now()}
-	w.Header().Set("X-Request-Id", x.id)
-	p, ok := s.authenticate(w, r, nil)
+	x.rec = budget.New(x.start)
+	x.trace, x.parent = tracing.FromRequest(r), r.Header.Get("Traceparent")
+	h := w.Header()
+	h.Set("X-Request-Id", x.id)
+	h.Set("X-Trace-Id", x.trace.String())
+	p, ok := s.authenticate(w, r, x.rec)
 	if !ok {
 		return
 	}
 	x.tenant = p.TenantID
+	endParse := x.rec.Begin("parse")
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
 	pr, err := wire.ParseRequest(body)
+	endParse("")
 	if err != nil {
 		var re *wire.RequestError
 		errors.As(err, &re)
@@ -64,6 +77,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel(nil)
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open("openai")()
+	}
+	x.routeAt = time.Now()
 	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
 	if pr.Stream {
 		s.streamOpenAI(w, r, x, seq, pr.IncludeUsage)
@@ -111,6 +128,32 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange) (con
 	return ctx, func(err error) { cancel(err); cancelDeadline() }, true
 }
 
+// commitHeaders are set when the response commits: the route, and the
+// stages completed so far as Server-Timing.
+func (x *exchange) commitHeaders(h http.Header) {
+	routeHeaders(h, &x.rep)
+	now := time.Now()
+	st := x.rec.ServerTiming(now)
+	if len(x.rep.Attempts) > 0 {
+		extra := "route;dur=" + msString(x.rep.Attempts[0].Start.Sub(x.routeAt))
+		if !x.rep.FirstToken.IsZero() {
+			last := x.rep.Attempts[len(x.rep.Attempts)-1]
+			extra += ", ttft;dur=" + msString(x.rep.FirstToken.Sub(last.Start)) + `;desc="` + last.Deployment + `"`
+		}
+		if st != "" {
+			st += ", "
+		}
+		st += extra
+	}
+	if st != "" {
+		h.Set("Server-Timing", st)
+	}
+}
+
+func msString(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
+}
+
 // routeHeaders says which deployment served and how it got there.
 func routeHeaders(h http.Header, rep *router.Report) {
 	if rep.Deployment != "" {
@@ -146,7 +189,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 			continue // the next chunk is already here: one write for both
 		}
 		if !es.Committed() {
-			es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
+			es.Header(x.commitHeaders)
 		}
 		err := es.Write(out.b)
 		out.release()
@@ -165,7 +208,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 		}
 		ce := chat.AsError(x.err)
 		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
-			routeHeaders(w.Header(), &x.rep)
+			x.commitHeaders(w.Header())
 			writeChatError(w, ce)
 		}) {
 			return
@@ -180,7 +223,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchang
 	}
 	out.b = wire.AppendDone(b)
 	if !es.Committed() {
-		es.Header(func(h http.Header) { routeHeaders(h, &x.rep) })
+		es.Header(x.commitHeaders)
 	}
 	if err := es.Write(out.b); err != nil {
 		x.err = err
@@ -233,7 +276,7 @@ func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *excha
 		if clientGone(r) {
 			return
 		}
-		routeHeaders(w.Header(), &x.rep)
+		x.commitHeaders(w.Header())
 		writeChatError(w, chat.AsError(x.err))
 		return
 	}
@@ -243,7 +286,7 @@ func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *excha
 	resp := col.Response()
 	u := x.tally.Usage(x.req)
 	resp.Usage = &u
-	routeHeaders(w.Header(), &x.rep)
+	x.commitHeaders(w.Header())
 	writeJSON(w, http.StatusOK, wire.EncodeCompletion(x.id, x.start.Unix(), model, resp))
 	x.ttfw = time.Now()
 }
@@ -251,6 +294,11 @@ func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *excha
 // finish meters and logs the request.
 func (s *Server) finish(r *http.Request, x *exchange) {
 	end := time.Now()
+	conversation.RecordAttempts(x.rec, &x.rep, x.routeAt, end)
+	if !x.ttfw.IsZero() {
+		x.rec.FirstWord(x.ttfw)
+	}
+	x.rec.Complete(end)
 	rec := &metering.Record{
 		RequestID:    x.id,
 		Time:         x.start,
@@ -266,6 +314,15 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		Attempts:     x.rep.Tries(),
 		Fallbacks:    x.rep.Fallbacks(),
 		HedgeUsage:   x.rep.HedgeUsage,
+		Hedged:       x.rep.Hedged(),
+		Retries:      x.rep.Retries(),
+		Gaps:         &x.tally.Gaps,
+		Timings:      x.rec,
+		TraceID:      x.trace.String(),
+		TraceParent:  x.parent,
+	}
+	if x.tally.Visible {
+		rec.StreamMs = float64(x.tally.Last.Sub(x.tally.First).Microseconds()) / 1000
 	}
 	if len(x.rep.Attempts) > 1 {
 		rec.Route = x.rep.Route()
@@ -295,26 +352,6 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		rec.Error = ce.Error()
 	}
 	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
-	s.logRecord(rec)
-}
-
-func (s *Server) logRecord(rec *metering.Record) {
-	attrs := []any{
-		"request_id", rec.RequestID, "surface", rec.Surface, "alias", rec.Alias,
-		"deployment", rec.Deployment, "model", rec.Model, "stream", rec.Stream,
-		"status", string(rec.Status), "finish_reason", rec.FinishReason,
-		"input_tokens", rec.Usage.InputTokens, "output_tokens", rec.Usage.OutputTokens,
-		"cached_tokens", rec.Usage.CachedInputTokens, "usage_estimated", rec.Usage.Estimated,
-		"usage_missing", rec.UsageMissing, "attempts", rec.Attempts,
-		"ttft_ms", ms(rec.TTFT), "ttfw_ms", ms(rec.TTFW), "total_ms", ms(rec.Total),
-	}
-	if rec.Route != "" {
-		attrs = append(attrs, "route", rec.Route)
-	}
-	if rec.Error != "" {
-		attrs = append(attrs, "error_code", rec.ErrorCode, "error", rec.Error)
-	}
-	s.log.Info("request", attrs...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"runtime"
+	"strconv"
+
+	"github.com/firstword/firstword/internal/webui"
 	"time"
 )
 
@@ -21,6 +24,15 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /admin/health", s.deploymentHealth)
 	s.mux.HandleFunc("GET /admin/runtime", s.runtimeStats)
+	if s.opt.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.opt.Metrics)
+	}
+	if s.opt.Budget != nil {
+		s.mux.HandleFunc("GET /v1/budget", s.budgetReport)
+	}
+	s.mux.Handle("GET /{$}", webui.Handler())
+	s.mux.Handle("GET /budget", webui.Handler())
+	s.mux.Handle("GET /static/", webui.Handler())
 	s.mux.HandleFunc("/", s.notFound)
 	for pattern, h := range s.opt.Extra {
 		s.mux.Handle(pattern, h)
@@ -48,6 +60,31 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deployments": s.opt.Router.Health()})
+}
+
+// budgetReport serves the live latency budget (?surface=chat|openai|
+// anthropic to keep one surface, ?recent=N waterfalls).
+func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.authenticate(w, r, nil); !ok {
+		return
+	}
+	recent := 0
+	if v := r.URL.Query().Get("recent"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 200 {
+			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "recent", "recent must be between 0 and 200")
+			return
+		}
+		recent = n
+	}
+	surface := r.URL.Query().Get("surface")
+	switch surface {
+	case "", "openai", "chat", "anthropic":
+	default:
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "surface", "surface must be openai, chat or anthropic")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opt.Budget(surface, recent))
 }
 
 // runtimeStats reports the process's goroutines and memory, for capacity

@@ -47,6 +47,13 @@ type Options struct {
 	Store store.Store
 	// Prices turn usage into cost.
 	Prices metering.Prices
+	// Streams counts open streams (nil: not counted).
+	Streams interface{ Open(surface string) func() }
+	// Metrics serves /metrics (nil: no route).
+	Metrics http.Handler
+	// Budget reports the latency budget for /v1/budget and /budget (nil:
+	// no routes).
+	Budget func(surface string, recent int) any
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval (0: none).
 	Heartbeat time.Duration

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 )
 
@@ -47,6 +48,42 @@ type Record struct {
 	HedgeUsage   *chat.Usage   `json:"hedge_usage,omitempty"`
 	ErrorCode    string        `json:"error_code,omitempty"`
 	Error        string        `json:"error,omitempty"`
+	// Hedged, Retries: what the router did beyond the first attempt.
+	Hedged  bool `json:"hedged,omitempty"`
+	Retries int  `json:"retries,omitempty"`
+	// Gaps are the delays between the visible chunks delivered, and
+	// StreamMs the time from the first to the last one.
+	Gaps     *Gaps   `json:"-"`
+	StreamMs float64 `json:"-"`
+	// Timings is the request's stage recorder (nil if none).
+	Timings *budget.Recorder `json:"-"`
+	// TraceID identifies the request's trace (hex); TraceParent is the
+	// client's W3C traceparent header, if it sent one.
+	TraceID     string `json:"trace_id,omitempty"`
+	TraceParent string `json:"-"`
+}
+
+// GapBuckets are the upper bounds, in seconds, of the inter-token gap
+// histogram.
+var GapBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// Gaps is a histogram of inter-token gaps, cheap to fill per chunk.
+type Gaps struct {
+	Counts [14]uint32 // one per GapBuckets bound, then +Inf
+	Sum    float64
+	N      uint32
+}
+
+// Add counts one gap.
+func (g *Gaps) Add(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(GapBuckets) && s > GapBuckets[i] {
+		i++
+	}
+	g.Counts[i]++
+	g.Sum += s
+	g.N++
 }
 
 // Meter receives records. Record must not block for long: it runs at the
@@ -63,11 +100,22 @@ type Tally struct {
 	Reported *chat.Usage
 	Finish   chat.FinishReason
 	Visible  bool
+	// First and Last are when the first and last visible chunks were
+	// counted; Gaps the delays between visible chunks.
+	First, Last time.Time
+	Gaps        Gaps
 }
 
 // Add counts a chunk that was delivered to the client.
 func (t *Tally) Add(c *chat.Chunk) {
 	if c.Visible() {
+		now := time.Now()
+		if t.Visible {
+			t.Gaps.Add(now.Sub(t.Last))
+		} else {
+			t.First = now
+		}
+		t.Last = now
 		t.Visible = true
 		t.Text += len(c.Text) + len(c.Refusal)
 		t.outToks += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)

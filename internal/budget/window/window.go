@@ -1,0 +1,291 @@
+// Package window keeps the latency budget's live picture: percentiles of
+// every stage, TTFW and TTC over the last minutes, from mergeable DDSketch
+// quantile sketches (1% relative error), the critical paths requests took,
+// and the last requests' waterfalls. It compares them with the configured
+// targets and names the stage that most overspends its budget.
+package window
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+
+	"github.com/firstword/firstword/internal/budget"
+)
+
+// Target is a latency target at a percentile: 50, 95 or 99.
+type Target struct {
+	Percentile float64
+	Value      time.Duration
+}
+
+// Targets are the budget: TTFW, TTC and per-stage targets.
+type Targets struct {
+	TTFW, TTC *Target
+	Stages    map[string]Target
+}
+
+// Window aggregates requests over a sliding window. Safe for concurrent
+// use.
+type Window struct {
+	width   time.Duration
+	slot    time.Duration
+	targets Targets
+	keep    int
+
+	mu     sync.Mutex
+	slots  map[string][]*slot // by surface; "" is every surface
+	recent []Request
+}
+
+type slot struct {
+	start  time.Time
+	n      int
+	ttfw   *ddsketch.DDSketch
+	ttc    *ddsketch.DDSketch
+	stages map[string]*stageStats
+	paths  map[string]int
+}
+
+type stageStats struct {
+	sketch *ddsketch.DDSketch
+	// beforeWord counts requests where the stage ended before the first
+	// word; critical counts those where it was on the critical path.
+	beforeWord, critical int
+}
+
+// Request is one request's waterfall.
+type Request struct {
+	ID           string               `json:"id"`
+	Time         time.Time            `json:"time"`
+	Surface      string               `json:"surface"`
+	Model        string               `json:"model"`
+	Status       string               `json:"status"`
+	TTFWMs       float64              `json:"ttfw_ms"`
+	TTCMs        float64              `json:"ttc_ms"`
+	Stages       []budget.StageTiming `json:"stages"`
+	CriticalPath []string             `json:"critical_path"`
+}
+
+// New returns a Window of the given width (e.g. 5 minutes), in slots of a
+// fifth of it, keeping the last keep requests' waterfalls.
+func New(width time.Duration, targets Targets, keep int) *Window {
+	if width <= 0 {
+		width = 5 * time.Minute
+	}
+	if keep <= 0 {
+		keep = 50
+	}
+	return &Window{width: width, slot: width / 5, targets: targets, keep: keep, slots: map[string][]*slot{}}
+}
+
+func newSketch() *ddsketch.DDSketch {
+	s, _ := ddsketch.NewDefaultDDSketch(0.01)
+	return s
+}
+
+// current returns a surface's slot for now, rotating out slots older than
+// the window. Call with mu held.
+func (w *Window) current(now time.Time, surface string) *slot {
+	slots := w.slots[surface]
+	start := now.Truncate(w.slot)
+	if n := len(slots); n > 0 && slots[n-1].start.Equal(start) {
+		return slots[n-1]
+	}
+	cut := 0
+	for cut < len(slots) && now.Sub(slots[cut].start) >= w.width {
+		cut++
+	}
+	slots = append(slots[:0], slots[cut:]...)
+	s := &slot{start: start, ttfw: newSketch(), ttc: newSketch(), stages: map[string]*stageStats{}, paths: map[string]int{}}
+	w.slots[surface] = append(slots, s)
+	return s
+}
+
+// Observe adds a finished request. status is how it ended; TTC counts only
+// requests that completed (or were cut by the timeout).
+func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *budget.Recorder) {
+	stages := rec.Stages()
+	ttfw, ttc := rec.TTFW(), rec.TTC()
+	path := budget.CriticalPath(stages, ttfw)
+	onPath := map[string]bool{}
+	for _, p := range path {
+		onPath[p] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, key := range []string{"", surface} {
+		s := w.current(now, key)
+		s.n++
+		if ttfw > 0 {
+			s.ttfw.Add(ms(ttfw))
+			s.paths[strings.Join(path, " → ")]++
+		}
+		if ttc > 0 && (status == "complete" || status == "timeout") {
+			s.ttc.Add(ms(ttc))
+		}
+		for _, st := range stages {
+			ss := s.stages[st.Name]
+			if ss == nil {
+				ss = &stageStats{sketch: newSketch()}
+				s.stages[st.Name] = ss
+			}
+			ss.sketch.Add(math.Max(ms(st.Duration()), 0))
+			if ttfw > 0 && st.End <= ttfw {
+				ss.beforeWord++
+			}
+			if onPath[st.Name] {
+				ss.critical++
+			}
+		}
+	}
+	r := Request{ID: id, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
+	if len(w.recent) >= w.keep {
+		copy(w.recent, w.recent[1:])
+		w.recent = w.recent[:len(w.recent)-1]
+	}
+	w.recent = append(w.recent, r)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Row is one line of the report: percentiles in milliseconds.
+type Row struct {
+	Name  string  `json:"name"`
+	Count int     `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P95   float64 `json:"p95_ms"`
+	P99   float64 `json:"p99_ms"`
+	// Target, when set: the percentile it applies to and its value.
+	TargetPercentile float64 `json:"target_percentile,omitempty"`
+	TargetMs         float64 `json:"target_ms,omitempty"`
+	// Over is the observed value at the target's percentile divided by
+	// the target (above 1: over budget).
+	Over float64 `json:"over,omitempty"`
+	// ShareOfTTFW is the stage's p50 over TTFW's p50, for stages that
+	// end before the first word; CriticalShare is how often the stage was
+	// on the critical path to the first word.
+	ShareOfTTFW   float64 `json:"share_of_ttfw,omitempty"`
+	CriticalShare float64 `json:"critical_share,omitempty"`
+	Group         bool    `json:"group,omitempty"`
+}
+
+// Report is the window's picture.
+type Report struct {
+	WindowSeconds float64   `json:"window_seconds"`
+	Surface       string    `json:"surface,omitempty"`
+	Requests      int       `json:"requests"`
+	TTFW          Row       `json:"ttfw"`
+	TTC           Row       `json:"ttc"`
+	Stages        []Row     `json:"stages"`
+	CriticalPath  string    `json:"critical_path"`
+	CriticalShare float64   `json:"critical_path_share"`
+	Overspend     string    `json:"most_over_budget,omitempty"`
+	Recent        []Request `json:"recent,omitempty"`
+}
+
+// Report merges the window's slots of one surface ("" for all). recent
+// bounds the waterfalls returned.
+func (w *Window) Report(now time.Time, surface string, recent int) Report {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.current(now, surface)
+	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
+	ttfw, ttc := newSketch(), newSketch()
+	stages := map[string]*stageStats{}
+	paths := map[string]int{}
+	words := 0
+	for _, s := range w.slots[surface] {
+		rep.Requests += s.n
+		ttfw.MergeWith(s.ttfw)
+		ttc.MergeWith(s.ttc)
+		for name, ss := range s.stages {
+			agg := stages[name]
+			if agg == nil {
+				agg = &stageStats{sketch: newSketch()}
+				stages[name] = agg
+			}
+			agg.sketch.MergeWith(ss.sketch)
+			agg.beforeWord += ss.beforeWord
+			agg.critical += ss.critical
+		}
+		for p, n := range s.paths {
+			paths[p] += n
+			words += n
+		}
+	}
+	rep.TTFW = row("ttfw", ttfw, w.targets.TTFW)
+	rep.TTC = row("ttc", ttc, w.targets.TTC)
+	worst := 1.0
+	for name, ss := range stages {
+		var t *Target
+		if v, ok := w.targets.Stages[name]; ok {
+			t = &v
+		}
+		r := row(name, ss.sketch, t)
+		if ss.beforeWord*2 > int(ss.sketch.GetCount()) && rep.TTFW.P50 > 0 {
+			r.ShareOfTTFW = r.P50 / rep.TTFW.P50
+		}
+		if words > 0 {
+			r.CriticalShare = float64(ss.critical) / float64(words)
+		}
+		r.Group = strings.HasPrefix(name, "upstream ") || name == "context"
+		if r.Over > worst {
+			worst, rep.Overspend = r.Over, name
+		}
+		rep.Stages = append(rep.Stages, r)
+	}
+	for _, r := range []Row{rep.TTFW, rep.TTC} {
+		if r.Over > worst {
+			worst, rep.Overspend = r.Over, r.Name
+		}
+	}
+	sort.Slice(rep.Stages, func(i, j int) bool {
+		a, b := rep.Stages[i], rep.Stages[j]
+		if (a.ShareOfTTFW > 0) != (b.ShareOfTTFW > 0) {
+			return a.ShareOfTTFW > 0
+		}
+		return a.P50 > b.P50
+	})
+	best := 0
+	for p, n := range paths {
+		if n > best || (n == best && p < rep.CriticalPath) {
+			best, rep.CriticalPath = n, p
+		}
+	}
+	if words > 0 {
+		rep.CriticalShare = float64(best) / float64(words)
+	}
+	for i := len(w.recent) - 1; i >= 0 && len(rep.Recent) < recent; i-- {
+		if surface == "" || w.recent[i].Surface == surface {
+			rep.Recent = append(rep.Recent, w.recent[i])
+		}
+	}
+	slices.Reverse(rep.Recent)
+	return rep
+}
+
+func row(name string, s *ddsketch.DDSketch, t *Target) Row {
+	r := Row{Name: name, Count: int(s.GetCount())}
+	if r.Count == 0 {
+		if t != nil {
+			r.TargetPercentile, r.TargetMs = t.Percentile, ms(t.Value)
+		}
+		return r
+	}
+	q, _ := s.GetValuesAtQuantiles([]float64{0.5, 0.95, 0.99})
+	r.P50, r.P95, r.P99 = round(q[0]), round(q[1]), round(q[2])
+	if t != nil && t.Value > 0 {
+		r.TargetPercentile, r.TargetMs = t.Percentile, ms(t.Value)
+		v, _ := s.GetValueAtQuantile(t.Percentile / 100)
+		r.Over = math.Round(v/ms(t.Value)*1000) / 1000
+	}
+	return r
+}
+
+func round(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/firstword/firstword/internal/budget/window"
+)
+
+// Budget prints the live latency budget of a running gateway: the
+// lesson's "where the time goes" table, from its last minutes of traffic.
+func Budget(ctx context.Context, env *Env, args []string) error {
+	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	server := fs.String("server", "http://127.0.0.1:8080", "the gateway's base `URL`")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	surface := fs.String("surface", "", "only one surface: chat, openai or anthropic")
+	key := fs.String("key", env.Getenv("FIRSTWORD_API_KEY"), "API `key` (default $FIRSTWORD_API_KEY)")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(*server, "/")+"/v1/budget?surface="+*surface, nil)
+	if err != nil {
+		return err
+	}
+	if *key != "" {
+		req.Header.Set("Authorization", "Bearer "+*key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", *server, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", *server, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if *asJSON {
+		_, err := env.Stdout.Write(body)
+		return err
+	}
+	var rep window.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return fmt.Errorf("decoding the report: %w", err)
+	}
+	PrintBudget(env.Stdout, &rep)
+	return nil
+}
+
+// PrintBudget renders a report as the lesson's table.
+func PrintBudget(w io.Writer, rep *window.Report) {
+	on := "every surface"
+	if rep.Surface != "" {
+		on = "/" + rep.Surface
+	}
+	fmt.Fprintf(w, "Where the time goes: %d requests (%s) in the last %s\n\n", rep.Requests, on, time.Duration(rep.WindowSeconds*float64(time.Second)))
+	if rep.Requests == 0 {
+		fmt.Fprintln(w, "No traffic yet.")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "stage\tp50\tp95\tp99\ttarget\tvs target\tshare of TTFW\ton critical path\t")
+	line := func(r window.Row, indent string) {
+		target, vs := "-", "-"
+		if r.TargetMs > 0 {
+			target = fmt.Sprintf("p%.0f %s", r.TargetPercentile, fmtMs(r.TargetMs))
+			switch {
+			case r.Over > 1:
+				vs = fmt.Sprintf("OVER %.2fx", r.Over)
+			case r.Over > 0:
+				vs = fmt.Sprintf("under %.2fx", r.Over)
+			}
+		}
+		share, crit := "-", "-"
+		if r.ShareOfTTFW > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*r.ShareOfTTFW)
+		}
+		if r.CriticalShare > 0 {
+			crit = fmt.Sprintf("%.0f%%", 100*r.CriticalShare)
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", indent, r.Name, fmtMs(r.P50), fmtMs(r.P95), fmtMs(r.P99), target, vs, share, crit)
+	}
+	for _, r := range rep.Stages {
+		indent := "  "
+		if r.Group {
+			indent = "[group] "
+		}
+		line(r, indent)
+	}
+	line(window.Row{Name: "TIME TO FIRST WORD", P50: rep.TTFW.P50, P95: rep.TTFW.P95, P99: rep.TTFW.P99, TargetPercentile: rep.TTFW.TargetPercentile, TargetMs: rep.TTFW.TargetMs, Over: rep.TTFW.Over}, "")
+	line(window.Row{Name: "TIME TO COMPLETE", P50: rep.TTC.P50, P95: rep.TTC.P95, P99: rep.TTC.P99, TargetPercentile: rep.TTC.TargetPercentile, TargetMs: rep.TTC.TargetMs, Over: rep.TTC.Over}, "")
+	tw.Flush()
+	fmt.Fprintln(w)
+	if rep.CriticalPath != "" {
+		fmt.Fprintf(w, "Critical path to the first word (%.0f%% of requests): %s\n", 100*rep.CriticalShare, rep.CriticalPath)
+	}
+	if rep.Overspend != "" {
+		fmt.Fprintf(w, "Most over budget: %s\n", rep.Overspend)
+	} else {
+		fmt.Fprintln(w, "Every stage with a target is within it.")
+	}
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 1:
+		return fmt.Sprintf("%.3f ms", v)
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.2f s", v/1000)
+}

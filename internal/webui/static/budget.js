@@ -1,0 +1,114 @@
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const key = () => localStorage.getItem("fw-key") || "";
+  let timer;
+
+  async function load() {
+    const surface = $("surface").value;
+    const headers = key() ? { Authorization: "Bearer " + key() } : {};
+    let resp;
+    try {
+      resp = await fetch("/v1/budget?recent=20&surface=" + encodeURIComponent(surface), { headers });
+    } catch (e) {
+      $("summary").textContent = "Cannot reach the gateway: " + e.message;
+      return;
+    }
+    if (resp.status === 401) {
+      $("keybox").hidden = false;
+      $("summary").textContent = "This gateway requires an API key.";
+      return;
+    }
+    const rep = await resp.json();
+    render(rep);
+    document.body.dataset.loaded = "1";
+  }
+
+  function cell(tr, text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+
+  function scale(row, max) {
+    const d = document.createElement("div");
+    d.className = "scale";
+    if (!row.p50_ms) return d;
+    const pct = (v) => Math.min(100, 100 * v / max) + "%";
+    const rng = document.createElement("div");
+    rng.className = "rng";
+    rng.style.left = pct(row.p50_ms);
+    rng.style.width = "calc(" + pct(row.p99_ms) + " - " + pct(row.p50_ms) + ")";
+    const p50 = document.createElement("div");
+    p50.className = "p50";
+    p50.style.left = pct(row.p50_ms);
+    d.append(rng, p50);
+    if (row.target_ms) {
+      const t = document.createElement("div");
+      t.className = "tgt";
+      t.style.left = pct(row.target_ms);
+      t.title = "target p" + row.target_percentile + " " + fwStages.ms(row.target_ms);
+      d.appendChild(t);
+    }
+    d.setAttribute("role", "img");
+    d.setAttribute("aria-label", `p50 ${fwStages.ms(row.p50_ms)}, p99 ${fwStages.ms(row.p99_ms)}` + (row.target_ms ? `, target ${fwStages.ms(row.target_ms)}` : ""));
+    return d;
+  }
+
+  function render(rep) {
+    const win = Math.round(rep.window_seconds / 60);
+    $("summary").textContent = `${rep.requests} requests in the last ${win} min · TTFW p50 ${fwStages.ms(rep.ttfw.p50_ms)}, p95 ${fwStages.ms(rep.ttfw.p95_ms)} · TTC p95 ${fwStages.ms(rep.ttc.p95_ms)}`;
+    const tbody = $("stages").querySelector("tbody");
+    tbody.replaceChildren();
+    const rows = [...(rep.stages || []), { ...rep.ttfw, name: "time to first word", total: true }, { ...rep.ttc, name: "time to complete", total: true }];
+    const max = Math.max(1, ...rows.map(r => Math.max(r.p99_ms || 0, r.target_ms || 0)).filter(v => v < 1e7));
+    for (const r of rows) {
+      const tr = document.createElement("tr");
+      if (r.total) tr.className = "total";
+      if (r.over > 1) tr.classList.add("over");
+      tr.dataset.stage = r.name;
+      cell(tr, (r.group ? "▸ " : "") + r.name, r.group ? "group" : "");
+      cell(tr, fwStages.ms(r.p50_ms));
+      cell(tr, fwStages.ms(r.p95_ms));
+      cell(tr, fwStages.ms(r.p99_ms));
+      cell(tr, r.target_ms ? `p${r.target_percentile} ${fwStages.ms(r.target_ms)}${r.over > 1 ? " — over" : ""}` : "–", "target");
+      cell(tr, r.share_of_ttfw ? Math.round(100 * r.share_of_ttfw) + "%" : "–");
+      const sc = document.createElement("td");
+      sc.className = "scale-cell";
+      sc.appendChild(scale(r, max));
+      tr.appendChild(sc);
+      tbody.appendChild(tr);
+    }
+    $("critical").textContent = rep.critical_path ? `Critical path to the first word (${Math.round(100 * rep.critical_path_share)}% of requests): ${rep.critical_path}` : "";
+    $("overspend").textContent = rep.most_over_budget ? `Most over budget: ${rep.most_over_budget}` : (rep.requests ? "Every stage with a target is within it." : "");
+
+    const wf = $("waterfall");
+    wf.replaceChildren();
+    const recent = (rep.recent || []).slice().reverse();
+    const span = Math.max(1, ...recent.map(r => Math.max(r.ttc_ms || 0, ...r.stages.map(s => s.end_ms))));
+    for (const r of recent) {
+      const row = document.createElement("div");
+      row.className = "req";
+      row.setAttribute("role", "listitem");
+      const label = document.createElement("div");
+      label.className = "label";
+      label.textContent = `${new Date(r.time).toLocaleTimeString()} ${r.surface} ${r.model} · ${r.status} · TTFW ${fwStages.ms(r.ttfw_ms)}`;
+      const track = document.createElement("div");
+      track.className = "track";
+      fwStages.waterfall(track, r.stages, span, r.ttfw_ms);
+      row.append(label, track);
+      wf.appendChild(row);
+    }
+  }
+
+  $("surface").addEventListener("change", load);
+  $("savekey").addEventListener("click", () => {
+    localStorage.setItem("fw-key", $("key").value.trim());
+    $("keybox").hidden = true;
+    load();
+  });
+  load();
+  timer = setInterval(load, 2000);
+})();
