@@ -17,6 +17,7 @@ import (
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
@@ -85,6 +86,8 @@ type App struct {
 	Auth    *auth.Authenticator
 	Chat    *conversation.Service
 	Metrics *metrics.Metrics
+	Levers  *levers.Levers
+	closers []func() error
 	Window  *window.Window
 	Tracer  *tracing.Tracer
 	Sims    map[string]*sim.Provider
@@ -103,6 +106,9 @@ func (a *App) Close() {
 		cancel()
 	}
 	a.transport.CloseIdleConnections()
+	for _, c := range a.closers {
+		c()
+	}
 	if a.Store != nil {
 		a.Store.Close()
 	}
@@ -183,6 +189,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	}
 	app.Store = st
 	fail := func(err error) (*App, error) {
+		for _, c := range app.closers {
+			c()
+		}
 		st.Close()
 		return nil, err
 	}
@@ -220,7 +229,12 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if err != nil {
 		return fail(err)
 	}
-	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, r, prices, meter
+	lv, err := buildLevers(ctx, cfg, r, app, log)
+	if err != nil {
+		return fail(err)
+	}
+	app.Levers = lv
+	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, meter
 	app.Chat = conversation.New(chatOpt)
 	extra := map[string]http.Handler{
 		"GET /admin/sim": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -232,7 +246,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		}),
 	}
 	app.Handler = httpapi.New(httpapi.Options{
-		Router:          r,
+		Router:          lv,
 		Meter:           meter,
 		Auth:            app.Auth,
 		Chat:            app.Chat,

@@ -8,12 +8,16 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/budget/window"
+	"github.com/firstword/firstword/internal/cache"
+	cacheredis "github.com/firstword/firstword/internal/cache/redis"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/contextsrc"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/guard"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
+	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/store/postgres"
 	"github.com/firstword/firstword/internal/store/sqlite"
@@ -84,12 +88,6 @@ func chatOptions(cfg *config.Config, client *http.Client, log *slog.Logger) (con
 				return m.SystemPrompt
 			}
 			return cfg.Chat.SystemPrompt
-		},
-		MaxTokens: func(alias string) int {
-			if m := cfg.Models[alias]; m != nil {
-				return m.MaxTokens
-			}
-			return 0
 		},
 	}
 	if gc := cfg.Guard; gc != nil {
@@ -205,4 +203,41 @@ func metricsHandler(m *metrics.Metrics) http.Handler {
 		return nil
 	}
 	return m.Handler()
+}
+
+// buildLevers puts the caps, routing rules, response cache and request
+// coalescing in front of the router.
+func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app *App, log *slog.Logger) (*levers.Levers, error) {
+	opt := levers.Options{Inner: r, Aliases: map[string]levers.Alias{}, ReplayTokensPerSecond: cfg.Cache.ReplayTokensPerSecond, Log: log}
+	switch cfg.Cache.Driver {
+	case "redis":
+		rc, err := cacheredis.Open(ctx, cfg.Cache.ResolvedURL, "")
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		app.closers = append(app.closers, rc.Close)
+		opt.Cache = rc
+	default:
+		mc, err := cache.NewMemory(cfg.Cache.MaxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		app.closers = append(app.closers, mc.Close)
+		opt.Cache = mc
+	}
+	if app.Metrics != nil {
+		opt.Events = app.Metrics.Event
+	}
+	for name, m := range cfg.Models {
+		a := levers.Alias{MaxTokens: m.MaxTokens, DefaultMaxTokens: m.DefaultMaxTokens, Brevity: m.Brevity, PromptCaching: m.PromptCaching, Coalesce: config.Optional(m.Coalesce)}
+		a.Cache.Enabled = true
+		if mc := m.Cache; mc != nil {
+			a.Cache.Enabled, a.Cache.Nondeterministic, a.Cache.TTL = config.Optional(mc.Enabled), mc.Nondeterministic, mc.TTL
+		}
+		for _, rule := range m.Rules {
+			a.Rules = append(a.Rules, levers.Rule{Name: rule.Name, MaxInputTokens: rule.MaxInputTokens, Keywords: rule.Keywords, Hint: rule.Hint, Route: rule.Route, Use: rule.Use})
+		}
+		opt.Aliases[name] = a
+	}
+	return levers.New(opt), nil
 }

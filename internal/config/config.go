@@ -58,6 +58,8 @@ type Config struct {
 	Tracing Tracing `yaml:"tracing"`
 	// Budget is the latency budget: targets and the report's window.
 	Budget Budget `yaml:"budget"`
+	// Cache is the response cache's storage.
+	Cache Cache `yaml:"cache"`
 
 	// Path is the file the config was read from ("" for the built-in).
 	Path string `yaml:"-"`
@@ -154,10 +156,65 @@ type Model struct {
 	// SystemPrompt replaces chat.system_prompt for this alias on /v1/chat.
 	SystemPrompt string `yaml:"system_prompt"`
 	// MaxTokens caps the answer length of every request to this alias
-	// (0: no cap).
-	MaxTokens int `yaml:"max_tokens"`
+	// (0: no cap); DefaultMaxTokens applies when the client sets none.
+	// Clients may ask for less, never more.
+	MaxTokens        int `yaml:"max_tokens"`
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	// Brevity is appended to the system prompt ("Answer in at most three
+	// sentences.").
+	Brevity string `yaml:"brevity"`
+	// PromptCaching marks the stable prompt prefix for providers with
+	// explicit prompt caching (Anthropic's cache_control).
+	PromptCaching bool `yaml:"prompt_caching"`
+	// Cache is the response cache policy (see the top-level cache).
+	Cache *ModelCache `yaml:"cache"`
+	// Coalesce shares one upstream stream between identical cacheable
+	// requests in flight (default true).
+	Coalesce *bool `yaml:"coalesce"`
+	// Rules send some requests to another alias, e.g. a smaller tier.
+	Rules []*Rule `yaml:"rules"`
 
 	line int
+}
+
+// ModelCache is an alias's response cache policy.
+type ModelCache struct {
+	// Enabled (default true) caches deterministic requests (temperature
+	// 0); Nondeterministic caches every request.
+	Enabled          *bool         `yaml:"enabled"`
+	Nondeterministic bool          `yaml:"nondeterministic"`
+	TTL              time.Duration `yaml:"ttl"`
+}
+
+// Rule routes matching requests to another alias. Every condition set must
+// hold; the first matching rule wins.
+type Rule struct {
+	Name string `yaml:"name"`
+	// MaxInputTokens: prompts of at most this many tokens (estimated).
+	MaxInputTokens int `yaml:"max_input_tokens"`
+	// Keywords in the last user message.
+	Keywords []string `yaml:"keywords"`
+	// Hint is the client's X-Firstword-Hint (e.g. fast); Route its
+	// X-Firstword-Route-Tag.
+	Hint  string `yaml:"hint"`
+	Route string `yaml:"route"`
+	// Use is the alias to send the request to.
+	Use string `yaml:"use"`
+}
+
+// Cache is where the response cache lives.
+type Cache struct {
+	// Driver is memory (default) or redis (shared by replicas).
+	Driver string `yaml:"driver"`
+	// MaxBytes bounds the memory cache (default 64 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// URL or URLEnv name the Redis server (redis://host:6379/0).
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+	// ReplayTokensPerSecond paces cache hits (0: at once).
+	ReplayTokensPerSecond float64 `yaml:"replay_tokens_per_second"`
+
+	ResolvedURL string `yaml:"-"`
 }
 
 // Store selects the database.
@@ -503,6 +560,12 @@ func (c *Config) Defaults() {
 			l.Timeout = 500 * time.Millisecond
 		}
 	}
+	if c.Cache.Driver == "" {
+		c.Cache.Driver = "memory"
+	}
+	if c.Cache.MaxBytes == 0 {
+		c.Cache.MaxBytes = 64 << 20
+	}
 	if c.Budget.Window == 0 {
 		c.Budget.Window = 5 * time.Minute
 	}
@@ -557,6 +620,13 @@ var envRefRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 func (c *Config) resolve(getenv func(string) string) error {
 	var errs []string
+	c.Cache.ResolvedURL = c.Cache.URL
+	if c.Cache.URLEnv != "" {
+		c.Cache.ResolvedURL = getenv(c.Cache.URLEnv)
+		if c.Cache.ResolvedURL == "" {
+			errs = append(errs, fmt.Sprintf("line %d: cache.url_env: environment variable %s is not set", c.line("cache", "url_env"), c.Cache.URLEnv))
+		}
+	}
 	c.Store.ResolvedURL = c.Store.URL
 	if c.Store.URLEnv != "" {
 		c.Store.ResolvedURL = getenv(c.Store.URLEnv)

@@ -116,6 +116,18 @@ func (c *Config) Validate() error {
 			bad(c.line("tracing", "sample_ratio"), "tracing.sample_ratio", "must be between 0 and 1")
 		}
 	}
+	switch c.Cache.Driver {
+	case "memory":
+	case "redis":
+		if c.Cache.URL == "" && c.Cache.URLEnv == "" {
+			bad(c.line("cache", "driver"), "cache.url", "required for driver redis (or url_env)")
+		}
+	default:
+		bad(c.line("cache", "driver"), "cache.driver", "want memory or redis, got %q", c.Cache.Driver)
+	}
+	if c.Cache.ReplayTokensPerSecond < 0 {
+		bad(c.line("cache", "replay_tokens_per_second"), "cache.replay_tokens_per_second", "must not be negative")
+	}
 	for name, p := range c.Prices {
 		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
 			bad(c.line("prices", name), "prices."+name, "prices must not be negative")
@@ -187,8 +199,24 @@ func (c *Config) Validate() error {
 				bad(c.line("models", name, "adaptive_first_token"), f+".adaptive_first_token", "min is above max")
 			}
 		}
-		if m.MaxTokens < 0 {
-			bad(c.line("models", name, "max_tokens"), f+".max_tokens", "must not be negative")
+		if m.MaxTokens < 0 || m.DefaultMaxTokens < 0 {
+			bad(c.line("models", name, "max_tokens"), f+".max_tokens", "max_tokens and default_max_tokens must not be negative")
+		}
+		if m.MaxTokens > 0 && m.DefaultMaxTokens > m.MaxTokens {
+			bad(c.line("models", name, "default_max_tokens"), f+".default_max_tokens", "%d is above max_tokens %d", m.DefaultMaxTokens, m.MaxTokens)
+		}
+		for i, r := range m.Rules {
+			rf := fmt.Sprintf("%s.rules[%d]", f, i)
+			switch {
+			case r == nil || r.Use == "":
+				bad(c.line("models", name, "rules"), rf+".use", "required")
+			case r.Use == name:
+				bad(c.line("models", name, "rules"), rf+".use", "a rule cannot route an alias to itself")
+			case c.Models[r.Use] == nil:
+				bad(c.line("models", name, "rules"), rf+".use", "no model alias named %q", r.Use)
+			case r.MaxInputTokens == 0 && len(r.Keywords) == 0 && r.Hint == "" && r.Route == "":
+				bad(c.line("models", name, "rules"), rf, "needs at least one condition (max_input_tokens, keywords, hint, route)")
+			}
 		}
 		if len(m.Deployments) == 0 {
 			bad(c.line("models", name), f+".deployments", "at least one deployment is required")

@@ -49,6 +49,8 @@ type Done struct {
 	Usage        chat.Usage     `json:"usage"`
 	Cost         float64        `json:"cost"`
 	Cached       bool           `json:"cached"`
+	Coalesced    bool           `json:"coalesced,omitempty"`
+	Rule         string         `json:"rule,omitempty"`
 	Attempts     int            `json:"attempts"`
 	Fallback     bool           `json:"fallback"`
 	Route        string         `json:"route,omitempty"`
@@ -263,7 +265,8 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 		u.OutputTokens = f.sentTokens
 	}
 	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
-	m.Cost = s.opt.Prices.Cost(f.rep.Deployment, u)
+	billed := metering.Billed(u, f.rep.Cached, f.rep.BillShare, f.rep.BillPart)
+	m.Cost = s.opt.Prices.Cost(f.rep.Deployment, billed)
 	var code string
 	retryable := false
 	switch {
@@ -307,7 +310,7 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	}
 	end("")
 	// Metered after the last event, which it does not delay.
-	defer f.meter(pctx, u, m)
+	defer f.meter(pctx, billed, m)
 	if f.gone || m.Status == store.StatusCancelled {
 		return
 	}
@@ -315,7 +318,7 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	if m.Status == store.StatusComplete || m.Status == store.StatusTimeout && f.err == nil {
 		yield(Event{Kind: "done", Done: &Done{
 			MessageID: m.ID, Status: m.Status, FinishReason: m.FinishReason, Model: t.in.Model,
-			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Attempts: f.rep.Tries(),
+			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: f.rep.Cached, Coalesced: f.rep.Coalesced, Rule: f.rep.Rule, Attempts: f.rep.Tries(),
 			Fallback: f.rep.Fallbacks() > 0, Route: f.rep.Route(), Timings: rec.Timings(),
 			Sources: f.sources, Citations: f.citations, Flags: f.flags,
 		}})
@@ -357,7 +360,8 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	if len(f.rep.Attempts) > 1 {
 		r.Route = f.rep.Route()
 	}
-	r.UsageMissing = m.Status == store.StatusComplete && f.tally.Reported == nil
+	r.UsageMissing = m.Status == store.StatusComplete && f.tally.Reported == nil && !f.rep.Cached
+	r.Cached = f.rep.Cached
 	if t.s.opt.Meter != nil {
 		t.s.opt.Meter.Record(ctx, r)
 	}
@@ -510,5 +514,5 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 		msgs = append(msgs, chat.Message{Role: role, Content: m.Content})
 	}
 	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: text})
-	return &chat.Request{Model: t.in.Model, Messages: msgs, MaxTokens: s.opt.MaxTokens(t.in.Model), Meta: t.in.Meta}
+	return &chat.Request{Model: t.in.Model, Messages: msgs, Meta: t.in.Meta}
 }

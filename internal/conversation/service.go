@@ -88,9 +88,8 @@ type Options struct {
 	// bounds loading it.
 	HistoryTokens  int
 	HistoryTimeout time.Duration
-	// SystemPrompt and MaxTokens per alias.
+	// SystemPrompt per alias. (Answer caps are the levers'.)
 	SystemPrompt func(alias string) string
-	MaxTokens    func(alias string) int
 	Prices       metering.Prices
 	Meter        metering.Meter
 	// CheckpointInterval and CheckpointTokens: how often a streaming
@@ -124,9 +123,6 @@ func New(opt Options) *Service {
 	}
 	if opt.SystemPrompt == nil {
 		opt.SystemPrompt = func(string) string { return "" }
-	}
-	if opt.MaxTokens == nil {
-		opt.MaxTokens = func(string) int { return 0 }
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)

@@ -64,9 +64,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
 		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}
-	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
-		in.Meta = map[string]string{"sim": h}
-	}
+	in.Meta = requestMeta(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
 		writePrepareError(w, err)

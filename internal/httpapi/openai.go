@@ -119,9 +119,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange) (con
 	if d := clientDeadline(r.Header); d > 0 && d < timeout {
 		timeout = d
 	}
-	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
-		x.req.Meta = map[string]string{"sim": h}
-	}
+	x.req.Meta = requestMeta(r, x.tenant)
 	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
@@ -162,6 +160,15 @@ func routeHeaders(h http.Header, rep *router.Report) {
 	h.Set("X-Firstword-Attempts", strconv.Itoa(rep.Tries()))
 	if len(rep.Attempts) > 1 {
 		h.Set("X-Firstword-Route", rep.Route())
+	}
+	if rep.Cached {
+		h.Set("X-Firstword-Cache", "hit")
+	}
+	if rep.Coalesced {
+		h.Set("X-Firstword-Coalesced", "1")
+	}
+	if rep.Rule != "" {
+		h.Set("X-Firstword-Rule", rep.Rule+" ("+rep.Requested+" → "+rep.Alias+")")
 	}
 }
 
@@ -309,7 +316,8 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		Model:        x.rep.Model,
 		Stream:       x.stream,
 		FinishReason: string(x.tally.Finish),
-		Usage:        x.tally.Usage(x.req),
+		Usage:        metering.Billed(x.tally.Usage(x.req), x.rep.Cached, x.rep.BillShare, x.rep.BillPart),
+		Cached:       x.rep.Cached,
 		Total:        end.Sub(x.start),
 		Attempts:     x.rep.Tries(),
 		Fallbacks:    x.rep.Fallbacks(),
@@ -339,7 +347,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		rec.Status = metering.StatusTimeout
 	case x.err == nil:
 		rec.Status = metering.StatusComplete
-		rec.UsageMissing = x.tally.Reported == nil
+		rec.UsageMissing = x.tally.Reported == nil && !x.rep.Cached
 	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
 		rec.Status = metering.StatusCancelled
 	default:

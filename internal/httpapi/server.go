@@ -17,6 +17,7 @@ import (
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -133,4 +134,33 @@ func clientDeadline(h http.Header) time.Duration {
 func clientGone(r *http.Request) bool {
 	ctx := r.Context()
 	return ctx.Err() != nil && context.Cause(ctx) != chat.ErrShutdown
+}
+
+// requestMeta carries the request's hints to the levers and providers:
+// the tenant (which scopes the response cache), the client's cache policy
+// (Cache-Control: no-cache reads nothing from the cache, no-store stores
+// nothing; X-Firstword-Cache: on caches a non-deterministic request), a
+// routing hint (X-Firstword-Hint), a route tag (X-Firstword-Route-Tag), and
+// a directive for the simulated provider (X-Firstword-Sim).
+func requestMeta(r *http.Request, tenant string) map[string]string {
+	m := map[string]string{levers.MetaTenant: tenant}
+	cc := strings.ToLower(r.Header.Get("Cache-Control"))
+	switch {
+	case strings.Contains(cc, "no-cache"):
+		m[levers.MetaCache] = "bypass"
+	case strings.Contains(cc, "no-store"):
+		m[levers.MetaCache] = "no-store"
+	case strings.EqualFold(r.Header.Get("X-Firstword-Cache"), "on"):
+		m[levers.MetaCache] = "on"
+	}
+	if v := r.Header.Get("X-Firstword-Hint"); v != "" {
+		m[levers.MetaHint] = v
+	}
+	if v := r.Header.Get("X-Firstword-Route-Tag"); v != "" {
+		m[levers.MetaRoute] = v
+	}
+	if v := r.Header.Get("X-Firstword-Sim"); v != "" {
+		m["sim"] = v
+	}
+	return m
 }

@@ -246,3 +246,23 @@ func (m Multi) Record(ctx context.Context, r *Record) {
 		mt.Record(ctx, r)
 	}
 }
+
+// Billed is the upstream usage a request is billed for: none for a cache
+// hit; for a stream shared by n identical requests (part = [i, n]) its i-th
+// of n parts, which add up exactly to the whole; none for a sharer that
+// left early (share 0); else all of it.
+func Billed(u chat.Usage, cached bool, share float64, part [2]int) chat.Usage {
+	if cached || share == 0 {
+		return chat.Usage{Estimated: u.Estimated}
+	}
+	i, n := part[0], part[1]
+	if n <= 1 || i < 0 || i >= n {
+		return u
+	}
+	p := func(x int) int { return x*(i+1)/n - x*i/n }
+	return chat.Usage{
+		InputTokens: p(u.InputTokens), OutputTokens: p(u.OutputTokens),
+		CachedInputTokens: p(u.CachedInputTokens), CacheWriteTokens: p(u.CacheWriteTokens),
+		ReasoningTokens: p(u.ReasoningTokens), Estimated: u.Estimated,
+	}
+}

@@ -50,6 +50,22 @@ type Report struct {
 	Attempts   []Attempt
 	// HedgeUsage estimates what losing hedges cost.
 	HedgeUsage *chat.Usage
+
+	// Set by the levers in front of the router (see package levers):
+	// Cached: replayed from the response cache; Coalesced: shared another
+	// identical request's upstream stream; BillShare: the share of the
+	// upstream usage billed to this request (1 unless coalesced); Rule:
+	// the routing rule that chose the alias that served ("" if none).
+	Cached    bool
+	Coalesced bool
+	BillShare float64
+	// BillPart is this request's part of a shared stream's usage: part
+	// [0] of [1] equal parts ([1] is 0 when it was not shared).
+	BillPart [2]int
+	Rule     string
+	// Requested is the alias the client asked for, when a rule sent the
+	// request to another.
+	Requested string
 }
 
 // Tries counts attempts that reached a provider.

@@ -1,0 +1,175 @@
+package levers
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/router"
+)
+
+// errEveryoneLeft cancels a shared upstream stream nobody reads any more.
+var errEveryoneLeft = errors.New("every client of the shared stream left")
+
+// flight is one upstream stream shared by identical requests. Its own
+// goroutine pulls the upstream (the stream must outlive any one client);
+// subscribers read its chunks from the start, at their own pace.
+type flight struct {
+	cancel context.CancelCauseFunc
+
+	mu     sync.Mutex
+	chunks []chat.Chunk
+	err    error
+	done   bool
+	wake   chan struct{} // closed and replaced at every change
+	subs   int           // subscribers attached now
+	snap   router.Report // the router's report, once the first token came
+	final  int           // subscribers attached when the upstream finished
+}
+
+// coalesce joins the flight for key, starting it if there is none.
+func (l *Levers) coalesce(ctx context.Context, key string, req *chat.Request, a Alias, rep *router.Report, store bool, yield func(chat.Chunk, error) bool) {
+	l.mu.Lock()
+	f := l.flights[key]
+	leader := f == nil
+	if leader {
+		f = &flight{wake: make(chan struct{})}
+		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		if d, ok := ctx.Deadline(); ok {
+			var cancelDeadline context.CancelFunc
+			fctx, cancelDeadline = context.WithDeadlineCause(fctx, d, chat.ErrDeadline)
+			inner := cancel
+			cancel = func(cause error) { inner(cause); cancelDeadline() }
+		}
+		f.cancel = cancel
+		l.flights[key] = f
+		go l.fly(fctx, key, req, a, f, store)
+	}
+	f.mu.Lock()
+	f.subs++
+	f.mu.Unlock()
+	l.mu.Unlock()
+	if !leader {
+		rep.Coalesced = true
+		l.opt.Events(req.Model, "coalesced")
+	}
+	f.follow(ctx, rep, yield)
+}
+
+// fly pulls the upstream into the flight, then stores a complete answer.
+func (l *Levers) fly(ctx context.Context, key string, req *chat.Request, a Alias, f *flight, store bool) {
+	defer f.cancel(nil)
+	var rep router.Report
+	published := false
+	for c, err := range l.opt.Inner.StreamReport(ctx, req, &rep) {
+		f.mu.Lock()
+		if err != nil {
+			f.err = err
+		} else {
+			f.chunks = append(f.chunks, c)
+			if !published && !rep.FirstToken.IsZero() {
+				f.snap, published = snapshot(&rep), true
+			}
+		}
+		f.broadcast()
+		f.mu.Unlock()
+		if err != nil {
+			break
+		}
+	}
+	// Late joiners must not find a finished flight: from here on they
+	// start their own (or hit the cache).
+	l.mu.Lock()
+	delete(l.flights, key)
+	l.mu.Unlock()
+	f.mu.Lock()
+	f.done, f.snap, f.final = true, snapshot(&rep), f.subs
+	f.broadcast()
+	chunks, failed := f.chunks, f.err != nil
+	f.mu.Unlock()
+	if store && !failed {
+		l.save(ctx, key, req.Model, a, &rep, chunks)
+	}
+}
+
+// snapshot copies a report the router may still be writing.
+func snapshot(rep *router.Report) router.Report {
+	s := *rep
+	s.Attempts = slices.Clone(rep.Attempts)
+	return s
+}
+
+// broadcast wakes every subscriber. Call with mu held.
+func (f *flight) broadcast() {
+	close(f.wake)
+	f.wake = make(chan struct{})
+}
+
+// follow delivers the flight's chunks to one subscriber, from the first.
+func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat.Chunk, error) bool) {
+	coalesced := rep.Coalesced
+	copyReport := func() {
+		share, part := rep.BillShare, rep.BillPart
+		*rep = f.snap
+		rep.Attempts = slices.Clone(f.snap.Attempts)
+		rep.Coalesced, rep.BillShare, rep.BillPart = coalesced, share, part
+	}
+	leave := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.subs--
+		if f.done {
+			return
+		}
+		if f.subs == 0 {
+			// The last one pays for what the upstream did.
+			f.cancel(errEveryoneLeft)
+			return
+		}
+		rep.BillShare, rep.BillPart = 0, [2]int{0, 0}
+	}
+	i := 0
+	for {
+		f.mu.Lock()
+		if i < len(f.chunks) {
+			c := f.chunks[i]
+			i++
+			if !f.snap.FirstToken.IsZero() {
+				copyReport()
+			}
+			f.mu.Unlock()
+			if !yield(c, nil) {
+				leave()
+				return
+			}
+			continue
+		}
+		if f.done {
+			copyReport()
+			if f.final > 0 {
+				// Each of the final subscribers is billed its part of
+				// the one upstream usage; the parts add up exactly.
+				rep.BillShare = 1 / float64(f.final)
+				rep.BillPart = [2]int{f.final - f.subs, f.final}
+			}
+			err := f.err
+			f.subs--
+			f.mu.Unlock()
+			if err != nil {
+				yield(chat.Chunk{}, err)
+			}
+			return
+		}
+		wake := f.wake
+		f.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			leave()
+			yield(chat.Chunk{}, context.Cause(ctx))
+			return
+		}
+	}
+}

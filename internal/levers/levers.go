@@ -1,0 +1,404 @@
+// Package levers applies the lesson's levers between the surfaces and the
+// router: ask for less (answer caps and a brevity instruction), use a
+// smaller model where it is good enough (routing rules), cache (replay a
+// complete answer as a stream), share identical requests in flight (one
+// upstream stream, many subscribers), and mark the stable prompt prefix for
+// provider prompt caching. *Levers is used exactly like the router.
+package levers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/firstword/firstword/internal/cache"
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/router"
+)
+
+// Meta keys a surface sets on chat.Request.Meta for the levers.
+const (
+	// MetaTenant scopes cache keys, so tenants never share answers.
+	MetaTenant = "firstword.tenant"
+	// MetaCache is the client's cache policy: "bypass" (read nothing,
+	// from Cache-Control: no-cache), "no-store", or "on" (cache even a
+	// non-deterministic request, from X-Firstword-Cache: on).
+	MetaCache = "firstword.cache"
+	// MetaHint is the client's routing hint (X-Firstword-Hint), e.g. "fast".
+	MetaHint = "firstword.hint"
+	// MetaRoute is the request's route or tag (X-Firstword-Route-Tag).
+	MetaRoute = "firstword.route"
+)
+
+// Inner is the router the levers sit in front of.
+type Inner interface {
+	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	Timeout(alias string) (time.Duration, bool)
+	Aliases() []string
+	Health() []router.Status
+}
+
+// Alias is an alias's levers.
+type Alias struct {
+	// MaxTokens caps every request's answer; DefaultMaxTokens applies when
+	// the client sets none. Clients may ask for less, never more.
+	MaxTokens, DefaultMaxTokens int
+	// Brevity is appended to the system prompt.
+	Brevity string
+	// PromptCaching marks the stable prompt prefix (the leading system
+	// messages) as a cache breakpoint for providers that need one.
+	PromptCaching bool
+	// Cache: Enabled for deterministic requests (temperature 0);
+	// Nondeterministic caches the others too. TTL bounds an entry's life.
+	Cache struct {
+		Enabled, Nondeterministic bool
+		TTL                       time.Duration
+	}
+	// Coalesce shares identical cacheable requests in flight.
+	Coalesce bool
+	// Rules pick another alias (a smaller tier) for some requests; the
+	// first that matches wins.
+	Rules []Rule
+}
+
+// Rule routes a request to another alias when all its set conditions hold.
+type Rule struct {
+	Name string
+	// MaxInputTokens matches prompts of at most this many (estimated)
+	// tokens.
+	MaxInputTokens int
+	// Keywords match the last user message (case-insensitive words).
+	Keywords []string
+	// Hint matches the client's X-Firstword-Hint; Route its
+	// X-Firstword-Route-Tag.
+	Hint, Route string
+	// Use is the alias to route to.
+	Use string
+}
+
+// Options configures Levers.
+type Options struct {
+	Inner   Inner
+	Aliases map[string]Alias
+	// Cache stores answers (nil: no response cache).
+	Cache cache.Cache
+	// ReplayTokensPerSecond paces cache hits for UIs that want the typing
+	// feel (0: as fast as the client reads).
+	ReplayTokensPerSecond float64
+	// Events counts lever events for metrics (may be nil).
+	Events func(alias, event string)
+	Log    *slog.Logger
+}
+
+// Levers wraps a router. Safe for concurrent use.
+type Levers struct {
+	opt Options
+
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+// New returns Levers.
+func New(opt Options) *Levers {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.Events == nil {
+		opt.Events = func(string, string) {}
+	}
+	return &Levers{opt: opt, flights: map[string]*flight{}}
+}
+
+// Timeout implements the router's Timeout.
+func (l *Levers) Timeout(alias string) (time.Duration, bool) { return l.opt.Inner.Timeout(alias) }
+
+// Aliases implements the router's Aliases.
+func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
+
+// Health implements the router's Health.
+func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
+
+// StreamReport routes req through the levers to the router.
+func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		if rep == nil {
+			rep = &router.Report{}
+		}
+		rep.BillShare = 1
+		a, ok := l.opt.Aliases[req.Model]
+		if !ok {
+			// Unknown to the levers: straight to the router, which
+			// answers for it.
+			l.forward(ctx, req, rep, yield)
+			return
+		}
+		if to, rule := l.pick(req, a); to != "" {
+			rep.Rule, rep.Requested = rule, req.Model
+			req = req.Clone()
+			req.Model = to
+			a = l.opt.Aliases[to]
+			l.opt.Events(rep.Requested, "routing_rule")
+		}
+		req = shape(req, a)
+		key, cacheable := l.key(req, a)
+		policy := req.Meta[MetaCache]
+		if cacheable && l.opt.Cache != nil && policy != "bypass" {
+			if e, err := l.opt.Cache.Get(ctx, key); err != nil {
+				l.opt.Log.Warn("cache read", "err", err)
+			} else if e != nil {
+				l.replay(ctx, e, rep, yield)
+				return
+			}
+		}
+		store := cacheable && l.opt.Cache != nil && policy != "no-store"
+		if cacheable && a.Coalesce {
+			l.coalesce(ctx, key, req, a, rep, store, yield)
+			return
+		}
+		if !store {
+			l.forward(ctx, req, rep, yield)
+			return
+		}
+		var kept []chat.Chunk
+		var failed bool
+		for c, err := range l.opt.Inner.StreamReport(ctx, req, rep) {
+			if err != nil {
+				failed = true
+				yield(chat.Chunk{}, err)
+				break
+			}
+			kept = append(kept, c)
+			if !yield(c, nil) {
+				failed = true
+				break
+			}
+		}
+		if !failed {
+			l.save(ctx, key, req.Model, a, rep, kept)
+		}
+	}
+}
+
+func (l *Levers) forward(ctx context.Context, req *chat.Request, rep *router.Report, yield func(chat.Chunk, error) bool) {
+	for c, err := range l.opt.Inner.StreamReport(ctx, req, rep) {
+		if !yield(c, err) || err != nil {
+			return
+		}
+	}
+}
+
+// pick applies an alias's routing rules.
+func (l *Levers) pick(req *chat.Request, a Alias) (alias, rule string) {
+	for i, r := range a.Rules {
+		if _, ok := l.opt.Aliases[r.Use]; !ok || !r.matches(req) {
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = "rule" + strconv.Itoa(i+1)
+		}
+		return r.Use, name
+	}
+	return "", ""
+}
+
+func (r *Rule) matches(req *chat.Request) bool {
+	if r.MaxInputTokens > 0 && chat.EstimateInputTokens(req) > r.MaxInputTokens {
+		return false
+	}
+	if r.Hint != "" && req.Meta[MetaHint] != r.Hint {
+		return false
+	}
+	if r.Route != "" && req.Meta[MetaRoute] != r.Route {
+		return false
+	}
+	if len(r.Keywords) > 0 {
+		words := map[string]bool{}
+		for _, w := range strings.FieldsFunc(strings.ToLower(lastUser(req)), func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) }) {
+			words[w] = true
+		}
+		hit := false
+		for _, k := range r.Keywords {
+			hit = hit || words[strings.ToLower(k)]
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+func lastUser(req *chat.Request) string {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == chat.RoleUser {
+			return req.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+// shape applies the answer cap, the brevity instruction and the prompt
+// cache breakpoint, on a copy. A breakpoint the surface set (the /v1/chat
+// system prompt) is kept when the alias enables prompt caching, and
+// otherwise the last leading system message is marked; without prompt
+// caching no breakpoint is sent.
+func shape(req *chat.Request, a Alias) *chat.Request {
+	cap := a.MaxTokens
+	want := req.MaxTokens
+	if want == 0 {
+		want = a.DefaultMaxTokens
+	}
+	if cap > 0 && (want == 0 || want > cap) {
+		want = cap
+	}
+	marked := false
+	for _, m := range req.Messages {
+		marked = marked || m.CacheBreakpoint
+	}
+	if want == req.MaxTokens && a.Brevity == "" && a.PromptCaching == marked {
+		return req
+	}
+	req = req.Clone()
+	req.MaxTokens = want
+	if a.Brevity != "" {
+		i := 0
+		for i < len(req.Messages) && req.Messages[i].Role == chat.RoleSystem {
+			i++
+		}
+		if i > 0 {
+			m := req.Messages[i-1]
+			m.Content = strings.TrimSpace(m.Content + "\n\n" + a.Brevity)
+			m.Parts = nil
+			req.Messages[i-1] = m
+		} else {
+			req.Messages = slices.Insert(req.Messages, 0, chat.Message{Role: chat.RoleSystem, Content: a.Brevity})
+		}
+	}
+	if !a.PromptCaching {
+		for i := range req.Messages {
+			req.Messages[i].CacheBreakpoint = false
+		}
+	} else {
+		if !marked {
+			i := 0
+			for i < len(req.Messages) && req.Messages[i].Role == chat.RoleSystem {
+				i++
+			}
+			if i > 0 {
+				req.Messages[i-1].CacheBreakpoint = true
+			}
+		}
+	}
+	return req
+}
+
+// key is the cache and coalescing key of a request, and whether it may be
+// cached at all: deterministic (temperature 0, n 1) unless the alias or the
+// client opted in.
+func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
+	if !a.Cache.Enabled && req.Meta[MetaCache] != "on" {
+		return "", false
+	}
+	deterministic := req.Temperature != nil && *req.Temperature == 0
+	if !deterministic && !a.Cache.Nondeterministic && req.Meta[MetaCache] != "on" {
+		return "", false
+	}
+	if req.Choices() > 1 {
+		return "", false
+	}
+	// Everything that changes the answer, and the tenant.
+	k := struct {
+		Tenant, Model     string
+		Messages          []chat.Message
+		Tools             []chat.Tool
+		ToolChoice        *chat.ToolChoice
+		MaxTokens         int
+		Temperature, TopP *float64
+		Stop              []string
+		Seed              *int64
+		ParallelToolCalls *bool
+		ResponseFormat    json.RawMessage
+		Extra             map[string]json.RawMessage
+		Sim               string
+	}{req.Meta[MetaTenant], req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
+		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Meta["sim"]}
+	b, err := json.Marshal(k)
+	if err != nil {
+		return "", false
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), true
+}
+
+// save stores a complete, successful answer. A partial, errored,
+// cancelled or cut answer is never stored.
+func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *router.Report, chunks []chat.Chunk) {
+	finished := false
+	for _, c := range chunks {
+		switch c.FinishReason {
+		case chat.FinishStop, chat.FinishLength, chat.FinishToolCalls:
+			finished = true
+		case "":
+		default:
+			return // timeout, content_filter...
+		}
+	}
+	if !finished || rep.Deployment == "" {
+		return
+	}
+	ttl := a.Cache.TTL
+	if ttl <= 0 {
+		ttl = 10 * time.Minute
+	}
+	now := time.Now()
+	e := &cache.Entry{Alias: alias, Model: rep.Model, Deployment: rep.Deployment, Chunks: slices.Clone(chunks), Created: now, Expires: now.Add(ttl)}
+	for i := range e.Chunks {
+		e.Chunks[i].More = false
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := l.opt.Cache.Set(sctx, key, e); err != nil {
+		l.opt.Log.Warn("cache write", "err", err)
+	}
+}
+
+// replay streams a cached answer: immediately, or paced at
+// ReplayTokensPerSecond. It costs no upstream tokens.
+func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *router.Report, yield func(chat.Chunk, error) bool) {
+	now := time.Now()
+	rep.Cached = true
+	rep.Deployment, rep.Model, rep.FirstToken, rep.BillShare = e.Deployment, e.Model, now, 0
+	var gap time.Duration
+	if l.opt.ReplayTokensPerSecond > 0 {
+		gap = time.Duration(float64(time.Second) / l.opt.ReplayTokensPerSecond)
+	}
+	var t *time.Timer
+	for i, c := range e.Chunks {
+		if gap > 0 && i > 0 && c.Visible() {
+			if t == nil {
+				t = time.NewTimer(gap)
+				defer t.Stop()
+			} else {
+				t.Reset(gap)
+			}
+			select {
+			case <-ctx.Done():
+				yield(chat.Chunk{}, context.Cause(ctx))
+				return
+			case <-t.C:
+			}
+		}
+		c.More = gap == 0 && i < len(e.Chunks)-1
+		if !yield(c, nil) {
+			return
+		}
+	}
+}
