@@ -27,6 +27,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = Budget(ctx, env, rest)
 	case "keys":
 		err = Keys(ctx, env, rest)
+	case "levers":
+		err = Levers(ctx, env, rest)
 	case "bench":
 		err = Bench(ctx, env, rest)
 	case "bench-proxy":
@@ -79,6 +81,10 @@ Usage:
         Run the simulated provider alone as an OpenAI-compatible upstream.
   firstword bench [--duration 10s] [--concurrency 32] [--idle-streams 1000]
         Measure the gateway against a direct connection to a fake upstream.
+  firstword levers [--requests 20] [--concurrency 10]
+        Measure the lesson's levers against the sim: first word, total time
+        and cost for streaming, shorter answers, a smaller model, a cache
+        hit, a coalesced duplicate and a cached prompt prefix.
   firstword help
         Show this help.
 `, "\n"))
