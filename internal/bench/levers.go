@@ -106,7 +106,10 @@ func RunLevers(ctx context.Context, url string, o LeverOptions) ([]Lever, error)
 		{"ask for a shorter answer", "streamed, answer capped at 100 tokens", nil, func(i int) string { return body("medium-capped", q(i+2000, ""), true, false, "") }, true},
 		{"smaller model", "streamed, small tier", nil, func(i int) string { return body("small", q(i+3000, ""), true, false, "") }, true},
 		{"cache hit", "streamed, the same deterministic request again",
-			func() error { _, err := leverOne(ctx, client, url, body("medium", q(4000, ""), true, true, ""), o.Cost, true); return err },
+			func() error {
+				_, err := leverOne(ctx, client, url, body("medium", q(4000, ""), true, true, ""), o.Cost, true)
+				return err
+			},
 			func(int) string { return body("medium", q(4000, ""), true, true, "") }, true},
 		{"coalesced duplicate", "streamed, identical deterministic requests in flight together", nil,
 			func(i int) string { return body("medium", q(5000+i/o.Concurrency, " ttft=600ms"), true, true, "") }, true},
