@@ -8,6 +8,8 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
+	./internal/wire/gemini:FuzzReadStream \
+	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \
 	./internal/guard:FuzzScanCards \
 	./internal/guard:FuzzScanEmails \

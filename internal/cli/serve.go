@@ -21,6 +21,8 @@ import (
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/gemini"
+	"github.com/firstword/firstword/internal/provider/ollama"
 	"github.com/firstword/firstword/internal/provider/openai"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/firstword/firstword/internal/router"
@@ -126,6 +128,10 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		switch pc.Type {
 		case "openai":
 			providers[name] = openai.New(openai.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes, MaxTokensField: pc.MaxTokensField})
+		case "gemini":
+			providers[name] = gemini.New(gemini.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
+		case "ollama":
+			providers[name] = ollama.New(ollama.Config{Name: name, BaseURL: pc.BaseURL, Headers: pc.Headers, Client: client, MaxLineSize: cfg.MaxEventBytes})
 		case "sim":
 			sc := sim.Config{Name: name, Seed: pc.Seed}
 			if pc.Fault != nil {

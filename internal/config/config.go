@@ -76,8 +76,8 @@ type Log struct {
 
 // Provider is one upstream.
 type Provider struct {
-	// Type is the wire format: openai, sim (built in), and more as they
-	// are added.
+	// Type is the wire format: openai (any OpenAI-compatible server),
+	// anthropic, gemini, ollama (native /api/chat), or sim (built in).
 	Type string `yaml:"type"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1.
 	BaseURL string `yaml:"base_url"`
@@ -91,6 +91,11 @@ type Provider struct {
 	// MaxTokensField is the request field an openai upstream takes for
 	// the answer cap: max_tokens (default) or max_completion_tokens.
 	MaxTokensField string `yaml:"max_tokens_field"`
+	// AnthropicVersion is the anthropic-version header (default
+	// 2023-06-01); DefaultMaxTokens the max_tokens sent to Anthropic when a
+	// request sets none (it is required there; default 4096).
+	AnthropicVersion string `yaml:"anthropic_version"`
+	DefaultMaxTokens int    `yaml:"default_max_tokens"`
 	// Seed makes a sim provider repeatable (default 1).
 	Seed uint64 `yaml:"seed"`
 	// Fault makes a sim provider fail on purpose: mode is one of 429,
@@ -424,7 +429,7 @@ type Deployment struct {
 }
 
 // ProviderTypes are the provider types this build knows.
-var ProviderTypes = []string{"openai", "sim"}
+var ProviderTypes = []string{"openai", "anthropic", "gemini", "ollama", "sim"}
 
 // Load reads and validates the file at path. getenv resolves API keys and
 // header references.

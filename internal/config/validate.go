@@ -171,6 +171,9 @@ func (c *Config) Validate() error {
 		if p.Type != "sim" && (p.Fault != nil || p.Tiers != nil || p.Seed != 0) {
 			bad(c.line("providers", name), f, "seed, fault and tiers apply to type sim only")
 		}
+		if p.Type != "anthropic" && (p.AnthropicVersion != "" || p.DefaultMaxTokens != 0) {
+			bad(c.line("providers", name), f, "anthropic_version and default_max_tokens apply to type anthropic only")
+		}
 		if p.Type == "openai" && p.MaxTokensField != "max_tokens" && p.MaxTokensField != "max_completion_tokens" {
 			bad(c.line("providers", name, "max_tokens_field"), f+".max_tokens_field", "want max_tokens or max_completion_tokens")
 		}

@@ -287,8 +287,9 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 			s.opt.Log.Error("chat turn failed", "request_id", t.in.RequestID, "err", f.err)
 		}
 	}
+	rec.Complete(time.Now()) // provisional: the last event follows the save
 	m.Timings = rec.JSON()
-	meta := map[string]any{"attempts": f.rep.Tries(), "route": f.rep.Route(), "sources": f.sources}
+	meta := map[string]any{"attempts": f.rep.Tries(), "route": f.rep.Route(), "sources": f.sources, "cached": f.rep.Cached, "fallback": f.rep.Fallbacks() > 0}
 	if len(f.citations) > 0 {
 		meta["citations"] = f.citations
 	}

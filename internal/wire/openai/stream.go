@@ -119,11 +119,12 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		rd := sse.NewReader(r, maxEventSize)
 		var (
-			c      chunk
-			held   []chat.Chunk
-			usage  *chat.Usage
-			model  string
-			chunks int
+			c         chunk
+			held      []chat.Chunk
+			usage     *chat.Usage
+			model     string
+			modelSent bool
+			chunks    int
 		)
 		for {
 			ev, err := rd.Next()
@@ -184,8 +185,10 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 					return
 				}
 				out := chat.Chunk{Choice: ch.Index}
-				if chunks == 1 {
-					out.Model = model
+				if !modelSent && model != "" {
+					// The first chunk after the model is known (Azure's
+					// first chunk carries none).
+					out.Model, modelSent = model, true
 				}
 				if ch.Delta.Content != nil {
 					out.Text = *ch.Delta.Content

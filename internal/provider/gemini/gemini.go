@@ -1,0 +1,115 @@
+// Package gemini is the provider adapter for the Gemini API
+// (generativelanguage.googleapis.com): it streams models.streamGenerateContent
+// as server-sent events.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
+	wire "github.com/firstword/firstword/internal/wire/gemini"
+)
+
+// Config configures a Provider.
+type Config struct {
+	// Name identifies the provider in errors and logs.
+	Name string
+	// BaseURL is the API root, e.g.
+	// https://generativelanguage.googleapis.com/v1beta.
+	BaseURL string
+	// APIKey is sent in the x-goog-api-key header (never in the URL, where
+	// logs and proxies would keep it).
+	APIKey string
+	// Headers are added to every request.
+	Headers map[string]string
+	// Client sends the requests; nil means a client on provider.NewTransport.
+	Client *http.Client
+	// MaxEventSize bounds one upstream event; 0 means 1 MiB.
+	MaxEventSize int
+}
+
+// Provider calls the Gemini API.
+type Provider struct {
+	cfg  Config
+	base string
+}
+
+// New returns a Provider.
+func New(cfg Config) *Provider {
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Transport: provider.NewTransport()}
+	}
+	return &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/")}
+}
+
+// Stream implements provider.Provider. req.Model is the model's name, e.g.
+// gemini-2.5-flash (a "models/" prefix is accepted too).
+func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		body, err := wire.EncodeRequest(req)
+		if err != nil {
+			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()})
+			return
+		}
+		u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse"
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()})
+			return
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "text/event-stream")
+		if p.cfg.APIKey != "" {
+			hreq.Header.Set("x-goog-api-key", p.cfg.APIKey)
+		}
+		for k, v := range p.cfg.Headers {
+			hreq.Header.Set(k, v)
+		}
+		resp, err := provider.Do(p.cfg.Client, hreq)
+		if err != nil {
+			yield(chat.Chunk{}, provider.TransportError(ctx, p.cfg.Name, err))
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			yield(chat.Chunk{}, readError(p.cfg.Name, resp))
+			return
+		}
+		for ch, err := range wire.ReadStream(resp.Body, p.cfg.MaxEventSize) {
+			if err != nil {
+				err = provider.Cause(ctx, err)
+				if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
+					ce.Provider = p.cfg.Name
+				}
+				yield(chat.Chunk{}, err)
+				return
+			}
+			if !yield(ch, nil) {
+				return
+			}
+		}
+		provider.Drain(resp.Body)
+	}
+}
+
+// readError classifies a non-2xx response. Gemini states its retry delay
+// in the body (a RetryInfo detail) more often than in a Retry-After
+// header; the header wins when both are there.
+func readError(name string, resp *http.Response) *chat.Error {
+	var fromBody time.Duration
+	e := provider.ReadError(name, resp, func(status int, body []byte) *chat.Error {
+		ce := wire.DecodeError(status, body)
+		fromBody = ce.RetryAfter
+		return ce
+	})
+	if e.RetryAfter == 0 {
+		e.RetryAfter = fromBody
+	}
+	return e
+}

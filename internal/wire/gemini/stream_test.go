@@ -1,0 +1,415 @@
+package gemini
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// Sources of the files in testdata: testdata/SOURCES.md.
+
+// readers feeds raw whole, one byte at a time and at random splits.
+func readers(raw []byte) map[string]func() io.Reader {
+	return map[string]func() io.Reader{
+		"whole":   func() io.Reader { return bytes.NewReader(raw) },
+		"onebyte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(raw)) },
+		"random":  func() io.Reader { return &splitReader{b: raw, rng: rand.New(rand.NewPCG(1, 2))} },
+	}
+}
+
+type splitReader struct {
+	b   []byte
+	rng *rand.Rand
+}
+
+func (r *splitReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[:1+r.rng.IntN(min(len(r.b), len(p), 40))])
+	r.b = r.b[n:]
+	return n, nil
+}
+
+// chunks drains a stream; More depends on how the bytes were split, so it
+// is checked apart.
+func chunks(s chat.Stream) ([]chat.Chunk, error) {
+	var out []chat.Chunk
+	for ch, err := range s {
+		if err != nil {
+			return out, err
+		}
+		ch.More = false
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+var streamRows = []struct {
+	name string
+	file string // or in
+	in   string
+	want []chat.Chunk
+}{
+	{
+		name: "shared fixture",
+		file: "gemini_stream.sse",
+		want: []chat.Chunk{
+			{Text: "The", Model: "gemini-2.0-flash"},
+			{Text: " capital of Wyoming"},
+			{Text: " is **Cheyenne**.\n"},
+			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 7, OutputTokens: 10}},
+		},
+	},
+	{
+		name: "thinking then text",
+		file: "gemini_thinking_text.sse",
+		want: []chat.Chunk{
+			{Model: "gemini-2.5-flash-lite"},
+			{Text: "Hello."},
+			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 9, OutputTokens: 29, ReasoningTokens: 28}},
+		},
+	},
+	{
+		name: "max tokens spent thinking",
+		file: "gemini_thinking_max_tokens.sse",
+		want: []chat.Chunk{
+			{Model: "gemini-2.5-flash-lite"},
+			{FinishReason: chat.FinishLength, Usage: &chat.Usage{InputTokens: 10, OutputTokens: 13, ReasoningTokens: 13}},
+		},
+	},
+	{
+		name: "function call",
+		file: "gemini_tool_call.sse",
+		want: []chat.Chunk{
+			{Model: "gemini-2.5-flash-lite"},
+			{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_0", Name: "square_root", Arguments: `{"number":132413}`}}},
+			{FinishReason: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 117, OutputTokens: 123, ReasoningTokens: 105}},
+		},
+	},
+	{
+		name: "parallel function calls",
+		file: "gemini_parallel_tool_calls.sse",
+		want: []chat.Chunk{
+			{Model: "gemini-2.5-flash-lite"},
+			{ToolCalls: []chat.ToolCallDelta{
+				{Index: 0, ID: "call_0", Name: "best_country", Arguments: `{"country":"Canada"}`},
+				{Index: 1, ID: "call_1", Name: "best_country", Arguments: `{"country":"USA"}`},
+			}},
+			{FinishReason: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 115, OutputTokens: 321, ReasoningTokens: 293}},
+		},
+	},
+	{
+		name: "multi-byte text, LF framing, no index, cached tokens",
+		in: "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Grüße, \"}],\"role\": \"model\"}}],\"modelVersion\": \"gemini-2.5-flash\"}\n\n" +
+			"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"世界 🌍\"}, {\"text\": \"!\"}],\"role\": \"model\"},\"finishReason\": \"STOP\"}]," +
+			"\"usageMetadata\": {\"promptTokenCount\": 2100,\"cachedContentTokenCount\": 2048,\"candidatesTokenCount\": 6,\"totalTokenCount\": 2106}}\n\n",
+		want: []chat.Chunk{
+			{Text: "Grüße, ", Model: "gemini-2.5-flash"},
+			{Text: "世界 🌍!"},
+			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 2100, OutputTokens: 6, CachedInputTokens: 2048}},
+		},
+	},
+	{
+		name: "two candidates, usage in a later event",
+		in: "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"A\"}],\"role\": \"model\"},\"index\": 0},{\"content\": {\"parts\": [{\"text\": \"B\"}],\"role\": \"model\"},\"index\": 1}]}\r\n\r\n" +
+			"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"b\"}],\"role\": \"model\"},\"finishReason\": \"MAX_TOKENS\",\"index\": 1}]}\r\n\r\n" +
+			"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"a\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}]}\r\n\r\n" +
+			"data: {\"usageMetadata\": {\"promptTokenCount\": 4,\"candidatesTokenCount\": 4,\"toolUsePromptTokenCount\": 3,\"totalTokenCount\": 11}}\r\n\r\n",
+		want: []chat.Chunk{
+			{Text: "A"},
+			{Choice: 1, Text: "B"},
+			{Choice: 1, Text: "b"},
+			{Text: "a"},
+			{Choice: 1, FinishReason: chat.FinishLength},
+			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 7, OutputTokens: 4}},
+		},
+	},
+	{
+		name: "function call with an id, after text",
+		in:   "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Let me look.\"},{\"functionCall\": {\"id\": \"fc-7\",\"name\": \"lookup\"}}],\"role\": \"model\"},\"finishReason\": \"STOP\"}]}\n\n",
+		want: []chat.Chunk{
+			{Text: "Let me look.", ToolCalls: []chat.ToolCallDelta{{ID: "fc-7", Name: "lookup", Arguments: "{}"}}},
+			{FinishReason: chat.FinishToolCalls},
+		},
+	},
+	{
+		name: "safety stop",
+		in:   "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Sure, here\"}],\"role\": \"model\"}}]}\n\ndata: {\"candidates\": [{\"finishReason\": \"SAFETY\",\"index\": 0,\"safetyRatings\": [{\"category\": \"HARM_CATEGORY_DANGEROUS_CONTENT\",\"probability\": \"HIGH\",\"blocked\": true}]}]}\n\n",
+		want: []chat.Chunk{{Text: "Sure, here"}, {FinishReason: chat.FinishContentFilter}},
+	},
+	{
+		name: "unknown finish reasons pass through in lower case",
+		in:   "data: {\"candidates\": [{\"finishReason\": \"MALFORMED_FUNCTION_CALL\",\"finishMessage\": \"Malformed function call: print(1\"}]}\n\n",
+		want: []chat.Chunk{{FinishReason: "malformed_function_call"}},
+	},
+	{
+		name: "comments, BOM and empty events",
+		in:   "\xEF\xBB\xBF: hello\n\ndata:\n\ndata: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"ok\"}]},\"finishReason\": \"STOP\"}]}\n\n",
+		want: []chat.Chunk{{Text: "ok"}, {FinishReason: chat.FinishStop}},
+	},
+}
+
+func TestReadStream(t *testing.T) {
+	for _, tt := range streamRows {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := []byte(tt.in)
+			if tt.file != "" {
+				var err error
+				if raw, err = os.ReadFile("testdata/" + tt.file); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, mk := range readers(raw) {
+				got, err := chunks(ReadStream(mk(), 0))
+				if err != nil {
+					t.Fatalf("%s: error = %v", name, err)
+				}
+				if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("%s: chunks (-want +got):\n%s", name, diff)
+				}
+			}
+		})
+	}
+}
+
+// Every proper prefix of a capture is a broken stream: it must end in a
+// protocol error, with no finish reason reported.
+func TestReadStreamEveryPrefix(t *testing.T) {
+	for _, file := range []string{"gemini_stream.sse", "gemini_tool_call.sse"} {
+		raw, _ := os.ReadFile("testdata/" + file)
+		// The last byte is the LF of a CRLF; without it the final CR
+		// still ends the event.
+		for n := range len(raw) - 1 {
+			got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
+			var ce *chat.Error
+			if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) {
+				t.Fatalf("%s[:%d]: error = %v, want a truncation", file, n, err)
+			}
+			for _, ch := range got {
+				if ch.FinishReason != "" || ch.Usage != nil {
+					t.Fatalf("%s[:%d]: a broken stream reported %+v", file, n, ch)
+				}
+			}
+		}
+	}
+}
+
+func TestReadStreamMore(t *testing.T) {
+	raw, _ := os.ReadFile("testdata/gemini_stream.sse")
+	var more []bool
+	for ch, err := range ReadStream(bytes.NewReader(raw), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, ch.More)
+	}
+	// Whole, every event but the last is followed by a buffered one; the
+	// finish chunk comes after EOF.
+	if diff := cmp.Diff([]bool{true, true, false, false}, more); diff != "" {
+		t.Errorf("More (-want +got):\n%s", diff)
+	}
+	more = more[:0]
+	for ch, err := range ReadStream(iotest.OneByteReader(bytes.NewReader(raw)), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, ch.More)
+	}
+	if diff := cmp.Diff([]bool{false, false, false, false}, more); diff != "" {
+		t.Errorf("More one byte at a time (-want +got):\n%s", diff)
+	}
+}
+
+func TestReadStreamErrors(t *testing.T) {
+	ok := "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"hi\"}],\"role\": \"model\"}}]}\r\n\r\n"
+	tests := []struct {
+		name      string
+		in        string
+		cat       chat.Category
+		retryable bool
+		text      string // delivered before the error
+	}{
+		{"missing finish", ok, chat.CategoryProtocol, true, "hi"},
+		{"one candidate of two unfinished", strings.Replace(ok, `"role": "model"}}`, `"role": "model"}},{"index": 1}`, 1) +
+			"data: {\"candidates\": [{\"finishReason\": \"STOP\"}]}\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"truncated json", ok + "data: {\"candidates\": [{\"content\"\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"truncated mid event", ok + "data: {\"candidates\": [{\"finishReason\": \"STOP\"}]}\r\n", chat.CategoryProtocol, true, "hi"},
+		{"finish then a broken event", ok + "data: {\"candidates\": [{\"finishReason\": \"STOP\"}]}\r\n\r\ndata: {\"usageMeta", chat.CategoryProtocol, true, "hi"},
+		{"finish then malformed", ok + "data: {\"candidates\": [{\"finishReason\": \"STOP\"}]}\r\n\r\ndata: [DONE]\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"invalid utf8", ok + "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\xff\xfe\"}]}}]}\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"huge line", ok + "data: " + strings.Repeat("x", 10<<20) + "\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"candidate index out of range", ok + "data: {\"candidates\": [{\"index\": 500}]}\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"no candidates", "data: {\"usageMetadata\": {\"promptTokenCount\": 3}}\r\n\r\n", chat.CategoryProtocol, true, ""},
+		{"empty body", "", chat.CategoryProtocol, true, ""},
+		{"prompt blocked", "data: {\"promptFeedback\": {\"blockReason\": \"PROHIBITED_CONTENT\"},\"usageMetadata\": {\"promptTokenCount\": 8,\"totalTokenCount\": 8},\"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n", chat.CategoryContentFilter, false, ""},
+		{"overloaded", ok + "data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded. Please try again later.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n", chat.CategoryOverloaded, true, "hi"},
+		{"quota", "data: {\"error\": {\"code\": 429,\"message\": \"Resource has been exhausted (e.g. check quota).\",\"status\": \"RESOURCE_EXHAUSTED\"}}\r\n\r\n", chat.CategoryRateLimited, true, ""},
+		{"internal", ok + "data: {\"error\": {\"code\": 500,\"message\": \"An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting\",\"status\": \"INTERNAL\"}}\r\n\r\n", chat.CategoryUpstreamUnavailable, true, "hi"},
+		{"invalid argument", "data: {\"error\": {\"code\": 400,\"message\": \"Request contains an invalid argument.\",\"status\": \"INVALID_ARGUMENT\"}}\r\n\r\n", chat.CategoryInvalidRequest, false, ""},
+		{"permission denied", "data: {\"error\": {\"code\": 403,\"message\": \"Permission denied\",\"status\": \"PERMISSION_DENIED\"}}\r\n\r\n", chat.CategoryAuth, false, ""},
+		{"unauthenticated", "data: {\"error\": {\"code\": 401,\"message\": \"Request had invalid authentication credentials.\",\"status\": \"UNAUTHENTICATED\"}}\r\n\r\n", chat.CategoryAuth, false, ""},
+		{"not found", "data: {\"error\": {\"code\": 404,\"message\": \"models/x is not found\",\"status\": \"NOT_FOUND\"}}\r\n\r\n", chat.CategoryNotFound, false, ""},
+		{"deadline", ok + "data: {\"error\": {\"code\": 504,\"message\": \"The request timed out. Please try again.\",\"status\": \"DEADLINE_EXCEEDED\"}}\r\n\r\n", chat.CategoryTimeout, true, "hi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, mk := range readers([]byte(tt.in)) {
+				resp, err := chat.Collect(ReadStream(mk(), 1<<20))
+				var ce *chat.Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("%s: error = %v, want *chat.Error", name, err)
+				}
+				if ce.Category != tt.cat || ce.Retryable != tt.retryable {
+					t.Errorf("%s: error = %s retryable=%v, want %s retryable=%v (%v)", name, ce.Category, ce.Retryable, tt.cat, tt.retryable, err)
+				}
+				text := ""
+				for _, ch := range resp.Choices {
+					text += ch.Text
+					if ch.FinishReason != "" {
+						t.Errorf("%s: a failed stream reported finish %q", name, ch.FinishReason)
+					}
+				}
+				if text != tt.text {
+					t.Errorf("%s: text before the error = %q, want %q", name, text, tt.text)
+				}
+				if resp.Usage != nil {
+					t.Errorf("%s: a failed stream reported usage %+v", name, resp.Usage)
+				}
+			}
+		})
+	}
+}
+
+func TestReadStreamBreak(t *testing.T) {
+	raw, _ := os.ReadFile("testdata/gemini_stream.sse")
+	for stop := range 4 {
+		n := 0
+		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == stop {
+				break
+			}
+			n++
+		}
+		if n != stop {
+			t.Errorf("break after %d: iterated %d", stop, n)
+		}
+	}
+}
+
+func TestDecodeError(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		file   string
+		want   *chat.Error
+	}{
+		{
+			name: "not found", status: 404, file: "gemini_error_404.json",
+			want: &chat.Error{Category: chat.CategoryNotFound, Status: 404, Message: "models/gemini-exp-1206 is not found for API version v1beta, or is not supported for generateContent. Call ModelService.ListModels to see the list of available models and their supported methods."},
+		},
+		{
+			name: "quota with retry delay", status: 429, file: "gemini_error_429.json",
+			want: &chat.Error{Category: chat.CategoryRateLimited, Status: 429, Retryable: true, RetryAfter: 46 * time.Second,
+				Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."},
+		},
+		{
+			name: "array form", status: 429, file: "gemini_error_429_array.json",
+			want: &chat.Error{Category: chat.CategoryRateLimited, Status: 429, Retryable: true,
+				Message: "Resource exhausted. Please try again later. Please refer to https://cloud.google.com/vertex-ai/generative-ai/docs/error-code-429 for more details."},
+		},
+		{
+			name: "invalid key", status: 400,
+			body: `{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}]}}`,
+			want: &chat.Error{Category: chat.CategoryAuth, Status: 400, Message: "API key not valid. Please pass a valid API key."},
+		},
+		{
+			name: "context too long", status: 400,
+			body: `{"error": {"code": 400, "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}`,
+			want: &chat.Error{Category: chat.CategoryContextLength, Status: 400, Message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."},
+		},
+		{
+			name: "location not supported", status: 400,
+			body: `{"error": {"code": 400, "message": "User location is not supported for the API use.", "status": "FAILED_PRECONDITION"}}`,
+			want: &chat.Error{Category: chat.CategoryInvalidRequest, Status: 400, Message: "User location is not supported for the API use."},
+		},
+		{
+			name: "overloaded", status: 503,
+			body: `{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}`,
+			want: &chat.Error{Category: chat.CategoryOverloaded, Status: 503, Retryable: true, Message: "The model is overloaded. Please try again later."},
+		},
+		{
+			name: "not json", status: 502, body: "<html>Bad Gateway</html>",
+			want: &chat.Error{Category: chat.CategoryUpstreamUnavailable, Status: 502, Retryable: true, Message: "<html>Bad Gateway</html>"},
+		},
+		{
+			name: "empty", status: 500,
+			want: &chat.Error{Category: chat.CategoryUpstreamUnavailable, Status: 500, Retryable: true, Message: "upstream answered 500"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := []byte(tt.body)
+			if tt.file != "" {
+				var err error
+				if body, err = os.ReadFile("testdata/" + tt.file); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := DecodeError(tt.status, body)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("DecodeError(%d) (-want +got):\n%s", tt.status, diff)
+			}
+		})
+	}
+}
+
+func FuzzReadStream(f *testing.F) {
+	for _, tt := range streamRows {
+		if tt.file != "" {
+			b, _ := os.ReadFile("testdata/" + tt.file)
+			f.Add(b)
+			continue
+		}
+		f.Add([]byte(tt.in))
+	}
+	f.Add([]byte("data: {\"candidates\": [{\"index\": -1}]}\n\n"))
+	f.Add([]byte("data: {\"error\": {\"code\": 429, \"status\": \"RESOURCE_EXHAUSTED\"}}\n\n"))
+	f.Add([]byte("data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"}}\n\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var c chat.Collector
+		for ch, err := range ReadStream(bytes.NewReader(in), 1<<16) {
+			if err != nil {
+				var ce *chat.Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("error %v is not a *chat.Error", err)
+				}
+				return
+			}
+			if ch.Choice < 0 || ch.Choice >= chat.MaxChoices {
+				t.Fatalf("choice %d out of range", ch.Choice)
+			}
+			c.Add(ch)
+		}
+		// A stream that ended without an error finished every choice.
+		for _, ch := range c.Response().Choices {
+			if ch.FinishReason == "" && (ch.Text != "" || len(ch.ToolCalls) > 0) {
+				t.Fatalf("choice %d ended without a finish reason", ch.Index)
+			}
+		}
+	})
+}
