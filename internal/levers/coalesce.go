@@ -79,19 +79,23 @@ func (l *Levers) fly(ctx context.Context, key string, req *chat.Request, a Alias
 			break
 		}
 	}
-	// Late joiners must not find a finished flight: from here on they
-	// start their own (or hit the cache).
+	// The answer is in the cache before anyone is told it is finished, so
+	// a request that follows a finished one finds it there; and late
+	// joiners must not find a finished flight: from here on they start
+	// their own (or hit the cache).
+	f.mu.Lock()
+	chunks, failed := f.chunks, f.err != nil
+	f.mu.Unlock()
+	if store && !failed {
+		l.save(ctx, key, req.Model, a, &rep, chunks)
+	}
 	l.mu.Lock()
 	delete(l.flights, key)
 	l.mu.Unlock()
 	f.mu.Lock()
 	f.done, f.snap, f.final = true, snapshot(&rep), f.subs
 	f.broadcast()
-	chunks, failed := f.chunks, f.err != nil
 	f.mu.Unlock()
-	if store && !failed {
-		l.save(ctx, key, req.Model, a, &rep, chunks)
-	}
 }
 
 // snapshot copies a report the router may still be writing.
