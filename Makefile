@@ -9,6 +9,9 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
 	./internal/wire/gemini:FuzzReadStream \
+	./internal/wire/anthropic:FuzzReadStream \
+	./internal/wire/anthropic:FuzzParseRequest \
+	./internal/wire/anthropic:FuzzDecodeEvent \
 	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \
 	./internal/guard:FuzzScanCards \

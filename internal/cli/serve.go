@@ -21,6 +21,7 @@ import (
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/anthropic"
 	"github.com/firstword/firstword/internal/provider/gemini"
 	"github.com/firstword/firstword/internal/provider/ollama"
 	"github.com/firstword/firstword/internal/provider/openai"
@@ -128,6 +129,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		switch pc.Type {
 		case "openai":
 			providers[name] = openai.New(openai.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes, MaxTokensField: pc.MaxTokensField})
+		case "anthropic":
+			providers[name] = anthropic.New(anthropic.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client,
+				MaxEventSize: cfg.MaxEventBytes, Version: pc.AnthropicVersion, DefaultMaxTokens: pc.DefaultMaxTokens, PromptCaching: true})
 		case "gemini":
 			providers[name] = gemini.New(gemini.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
 		case "ollama":

@@ -22,7 +22,12 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, code, param, msg s
 // one table from error category to HTTP status is chat.Error.HTTPStatus.
 func writeChatError(w http.ResponseWriter, e *chat.Error) {
 	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+		w.Header().Set("Retry-After", retryAfterSeconds(e))
 	}
 	writeJSON(w, e.HTTPStatus(), map[string]any{"error": wire.ErrorFromChat(e)})
+}
+
+// retryAfterSeconds is a Retry-After value, rounded up to a second.
+func retryAfterSeconds(e *chat.Error) string {
+	return strconv.Itoa(int((e.RetryAfter + time.Second - 1) / time.Second))
 }

@@ -1,50 +1,16 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
-	"io"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/conversation"
-	"github.com/firstword/firstword/internal/metering"
-	"github.com/firstword/firstword/internal/router"
-	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
-// exchange is one request's state, shared by the surfaces: what was asked,
-// what the router did, what was delivered, and how it ended.
-type exchange struct {
-	id      string
-	surface string
-	start   time.Time
-	req     *chat.Request
-	stream  bool
-	rep     router.Report
-	tally   metering.Tally
-	ttfw    time.Time // first visible byte flushed
-	err     error
-	cancel  context.CancelCauseFunc
-	tenant  string
-	rec     *budget.Recorder
-	trace   tracing.ID
-	routeAt time.Time // when the request was handed to the router
-	parent  string    // the client's traceparent
-}
-
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{id: newID("chatcmpl-"), surface: "openai", start: time.Now()}
-	x.rec = budget.New(x.start)
-	x.trace, x.parent = tracing.FromRequest(r), r.Header.Get("Traceparent")
-	h := w.Header()
-	h.Set("X-Request-Id", x.id)
-	h.Set("X-Trace-Id", x.trace.String())
+	x := newExchange(w, r, "openai", "chatcmpl-")
 	p, ok := s.authenticate(w, r, x.rec)
 	if !ok {
 		return
@@ -72,7 +38,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	x.req, x.stream = pr.Request, pr.Stream
-	ctx, cancel, ok := s.begin(w, r, x)
+	ctx, cancel, ok := s.begin(w, r, x, func(msg string) {
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
+	})
 	if !ok {
 		return
 	}
@@ -82,290 +50,39 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	x.routeAt = time.Now()
 	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	sf := &openaiSurface{enc: wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: pr.IncludeUsage}, includeUsage: pr.IncludeUsage}
 	if pr.Stream {
-		s.streamOpenAI(w, r, x, seq, pr.IncludeUsage)
+		s.stream(w, r, x, seq, sf)
 	} else {
-		s.completeOpenAI(w, r, x, seq)
+		s.complete(w, r, x, seq, sf)
 	}
 	s.finish(r, x)
 }
 
-// readBody reads a bounded request body, answering 413 or 400 itself.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxRequestBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "",
-				"request body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
-			return nil, false
-		}
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_body", "", "could not read the request body: "+err.Error())
-		return nil, false
-	}
-	return body, true
+// openaiSurface renders OpenAI's Chat Completions format.
+type openaiSurface struct {
+	enc          wire.ChunkEncoder
+	includeUsage bool
 }
 
-// begin checks the alias and derives the request's context: its deadline
-// is the alias's timeout from when the request arrived, or the client's
-// tighter X-Request-Timeout; every attempt inside shares it.
-func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, bool) {
-	timeout, ok := s.opt.Router.Timeout(x.req.Model)
-	if !ok {
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			"the model "+strconv.Quote(x.req.Model)+" does not exist; GET /v1/models lists the available ones")
-		return nil, nil, false
-	}
-	if d := clientDeadline(r.Header); d > 0 && d < timeout {
-		timeout = d
-	}
-	x.req.Meta = requestMeta(r, x.tenant)
-	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
-	ctx, cancel := context.WithCancelCause(ctx)
-	x.cancel = cancel
-	return ctx, func(err error) { cancel(err); cancelDeadline() }, true
-}
+func (o *openaiSurface) setModel(m string) { o.enc.Model = m }
 
-// commitHeaders are set when the response commits: the route, and the
-// stages completed so far as Server-Timing.
-func (x *exchange) commitHeaders(h http.Header) {
-	routeHeaders(h, &x.rep)
-	now := time.Now()
-	st := x.rec.ServerTiming(now)
-	if len(x.rep.Attempts) > 0 {
-		extra := "route;dur=" + msString(x.rep.Attempts[0].Start.Sub(x.routeAt))
-		if !x.rep.FirstToken.IsZero() {
-			last := x.rep.Attempts[len(x.rep.Attempts)-1]
-			extra += ", ttft;dur=" + msString(x.rep.FirstToken.Sub(last.Start)) + `;desc="` + last.Deployment + `"`
-		}
-		if st != "" {
-			st += ", "
-		}
-		st += extra
-	}
-	if st != "" {
-		h.Set("Server-Timing", st)
-	}
-}
+func (o *openaiSurface) chunk(b []byte, c *chat.Chunk) []byte { return o.enc.AppendChunk(b, c) }
 
-func msString(d time.Duration) string {
-	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64)
-}
-
-// routeHeaders says which deployment served and how it got there.
-func routeHeaders(h http.Header, rep *router.Report) {
-	if rep.Deployment != "" {
-		h.Set("X-Firstword-Deployment", rep.Deployment)
-	}
-	h.Set("X-Firstword-Attempts", strconv.Itoa(rep.Tries()))
-	if len(rep.Attempts) > 1 {
-		h.Set("X-Firstword-Route", rep.Route())
-	}
-	if rep.Cached {
-		h.Set("X-Firstword-Cache", "hit")
-	}
-	if rep.Coalesced {
-		h.Set("X-Firstword-Coalesced", "1")
-	}
-	if rep.Rule != "" {
-		h.Set("X-Firstword-Rule", rep.Rule+" ("+rep.Requested+" → "+rep.Alias+")")
-	}
-}
-
-func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, includeUsage bool) {
-	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
-	defer es.Close()
-	enc := wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: includeUsage}
-	// A pooled buffer is held only while events are being encoded and
-	// written, so an open stream waiting on its upstream holds none.
-	var out writeBuf
-	defer out.release()
-	visible := false
-	for c, err := range seq {
-		if err != nil {
-			x.err = err
-			break
-		}
-		if c.Model != "" && enc.Model == x.req.Model {
-			enc.Model = c.Model
-		}
-		x.tally.Add(&c)
-		out.b = enc.AppendChunk(out.get(), &c)
-		visible = visible || c.Visible()
-		if len(out.b) == 0 || (c.More && len(out.b) < maxCoalesce) {
-			continue // the next chunk is already here: one write for both
-		}
-		if !es.Committed() {
-			es.Header(x.commitHeaders)
-		}
-		err := es.Write(out.b)
-		out.release()
-		if err != nil {
-			x.err = err
-			x.cancel(chat.ErrClientGone)
-			break
-		}
-		if x.ttfw.IsZero() && visible {
-			x.ttfw = time.Now()
-		}
-	}
-	if x.err != nil {
-		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
-			return
-		}
-		ce := chat.AsError(x.err)
-		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
-			x.commitHeaders(w.Header())
-			writeChatError(w, ce)
-		}) {
-			return
-		}
-		es.Write(wire.AppendErrorEvent(out.get(), wire.ErrorFromChat(ce)))
-		return
-	}
-	b := out.get()
-	if includeUsage {
+func (o *openaiSurface) end(b []byte, x *exchange) []byte {
+	if o.includeUsage {
 		u := x.tally.Usage(x.req)
-		b = enc.AppendUsage(b, &u)
+		b = o.enc.AppendUsage(b, &u)
 	}
-	out.b = wire.AppendDone(b)
-	if !es.Committed() {
-		es.Header(x.commitHeaders)
-	}
-	if err := es.Write(out.b); err != nil {
-		x.err = err
-	}
+	return wire.AppendDone(b)
 }
 
-// writeBuf is an output buffer taken from a pool when needed.
-type writeBuf struct {
-	b      []byte
-	pooled *[]byte
+func (o *openaiSurface) errorEvent(b []byte, e *chat.Error) []byte {
+	return wire.AppendErrorEvent(b, wire.ErrorFromChat(e))
 }
 
-// get returns the buffer to append to, taking one from the pool if none
-// is held.
-func (w *writeBuf) get() []byte {
-	if w.pooled == nil {
-		w.pooled = bufPool.Get().(*[]byte)
-		w.b = (*w.pooled)[:0]
-	}
-	return w.b
+func (o *openaiSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
+
+func (o *openaiSurface) response(x *exchange, model string, r *chat.Response) any {
+	return wire.EncodeCompletion(x.id, x.start.Unix(), model, r)
 }
-
-// release returns the buffer to the pool.
-func (w *writeBuf) release() {
-	if w.pooled == nil {
-		return
-	}
-	if cap(w.b) <= 64<<10 {
-		*w.pooled = w.b[:0]
-		bufPool.Put(w.pooled)
-	}
-	w.pooled, w.b = nil, nil
-}
-
-func (s *Server) completeOpenAI(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream) {
-	var col chat.Collector
-	model := ""
-	for c, err := range seq {
-		if err != nil {
-			x.err = err
-			break
-		}
-		if c.Model != "" && model == "" {
-			model = c.Model
-		}
-		x.tally.Add(&c)
-		col.Add(c)
-	}
-	if x.err != nil {
-		if clientGone(r) {
-			return
-		}
-		x.commitHeaders(w.Header())
-		writeChatError(w, chat.AsError(x.err))
-		return
-	}
-	if model == "" {
-		model = x.req.Model
-	}
-	resp := col.Response()
-	u := x.tally.Usage(x.req)
-	resp.Usage = &u
-	x.commitHeaders(w.Header())
-	writeJSON(w, http.StatusOK, wire.EncodeCompletion(x.id, x.start.Unix(), model, resp))
-	x.ttfw = time.Now()
-}
-
-// finish meters and logs the request.
-func (s *Server) finish(r *http.Request, x *exchange) {
-	end := time.Now()
-	conversation.RecordAttempts(x.rec, &x.rep, x.routeAt, end)
-	if !x.ttfw.IsZero() {
-		x.rec.FirstWord(x.ttfw)
-	}
-	x.rec.Complete(end)
-	rec := &metering.Record{
-		RequestID:    x.id,
-		Time:         x.start,
-		Surface:      x.surface,
-		Tenant:       x.tenant,
-		Alias:        x.req.Model,
-		Deployment:   x.rep.Deployment,
-		Model:        x.rep.Model,
-		Stream:       x.stream,
-		FinishReason: string(x.tally.Finish),
-		Usage:        metering.Billed(x.tally.Usage(x.req), x.rep.Cached, x.rep.BillShare, x.rep.BillPart),
-		Cached:       x.rep.Cached,
-		Total:        end.Sub(x.start),
-		Attempts:     x.rep.Tries(),
-		Fallbacks:    x.rep.Fallbacks(),
-		HedgeUsage:   x.rep.HedgeUsage,
-		Hedged:       x.rep.Hedged(),
-		Retries:      x.rep.Retries(),
-		Gaps:         &x.tally.Gaps,
-		Timings:      x.rec,
-		TraceID:      x.trace.String(),
-		TraceParent:  x.parent,
-	}
-	if x.tally.Visible {
-		rec.StreamMs = float64(x.tally.Last.Sub(x.tally.First).Microseconds()) / 1000
-	}
-	if len(x.rep.Attempts) > 1 {
-		rec.Route = x.rep.Route()
-	}
-	if !x.rep.FirstToken.IsZero() {
-		rec.TTFT = x.rep.FirstToken.Sub(x.start)
-	}
-	rec.Cost = s.opt.Prices.Cost(rec.Deployment, rec.Usage)
-	if !x.ttfw.IsZero() {
-		rec.TTFW = x.ttfw.Sub(x.start)
-	}
-	switch {
-	case x.err == nil && x.tally.Finish == chat.FinishTimeout:
-		rec.Status = metering.StatusTimeout
-	case x.err == nil:
-		rec.Status = metering.StatusComplete
-		rec.UsageMissing = x.tally.Reported == nil && !x.rep.Cached
-	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
-		rec.Status = metering.StatusCancelled
-	default:
-		ce := chat.AsError(x.err)
-		rec.Status = metering.StatusError
-		if ce.Category == chat.CategoryTimeout {
-			rec.Status = metering.StatusTimeout
-		}
-		rec.ErrorCode = string(ce.Category)
-		rec.Error = ce.Error()
-	}
-	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// maxCoalesce bounds how much a stream holds back while later chunks that
-// arrived together are appended to one write.
-const maxCoalesce = 16 << 10
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}

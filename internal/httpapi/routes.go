@@ -13,6 +13,7 @@ import (
 // routes is the whole API surface.
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
+	s.mux.HandleFunc("POST /v1/messages", s.messages)
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	if s.opt.Chat != nil && s.opt.Store != nil {
 		s.mux.HandleFunc("POST /v1/chat", s.chat)

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/anthropic"
+)
+
+// messages serves POST /v1/messages, Anthropic's Messages API, so clients
+// using Anthropic's SDKs can use firstword and be routed to any provider,
+// with the same deadlines, cancellation, metering and error contract as
+// /v1/chat/completions (errors mid-stream are Anthropic's event: error).
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	x := newExchange(w, r, "anthropic", "msg_")
+	p, ok := s.authenticate(w, r, x.rec)
+	if !ok {
+		return
+	}
+	x.tenant = p.TenantID
+	endParse := x.rec.Begin("parse")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	pr, err := anthropic.ParseRequest(body)
+	endParse("")
+	if err != nil {
+		msg := err.Error()
+		var re *anthropic.RequestError
+		if errors.As(err, &re) && re.Param != "" {
+			msg = re.Param + ": " + re.Message
+		}
+		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	x.req, x.stream = pr.Request, pr.Stream
+	ctx, cancel, ok := s.begin(w, r, x, func(msg string) {
+		writeAnthropicError(w, http.StatusNotFound, "not_found_error", msg)
+	})
+	if !ok {
+		return
+	}
+	defer cancel(nil)
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open("anthropic")()
+	}
+	x.routeAt = time.Now()
+	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	sf := &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}
+	if pr.Stream {
+		s.stream(w, r, x, seq, sf)
+	} else {
+		s.complete(w, r, x, seq, sf)
+	}
+	s.finish(r, x)
+}
+
+// anthropicSurface renders Anthropic's Messages API.
+type anthropicSurface struct {
+	enc anthropic.EventEncoder
+}
+
+func (a *anthropicSurface) setModel(m string) { a.enc.Model = m }
+
+func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
+	if !c.Visible() {
+		return b // the finish and usage are written by end
+	}
+	return a.enc.Chunk(b, c)
+}
+
+func (a *anthropicSurface) end(b []byte, x *exchange) []byte {
+	u := x.tally.Usage(x.req)
+	return a.enc.Finish(b, x.tally.Finish, &u)
+}
+
+func (a *anthropicSurface) errorEvent(b []byte, e *chat.Error) []byte { return a.enc.Error(b, e) }
+
+func (a *anthropicSurface) writeError(w http.ResponseWriter, e *chat.Error) {
+	typ, status := anthropic.ErrorType(e.Category)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfterSeconds(e))
+	}
+	writeAnthropicError(w, status, typ, e.Message)
+}
+
+func (a *anthropicSurface) response(x *exchange, model string, r *chat.Response) any {
+	return anthropic.EncodeMessage(x.id, model, r)
+}
+
+func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(anthropic.ErrorResponse(typ, msg))
+}

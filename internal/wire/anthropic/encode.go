@@ -1,0 +1,317 @@
+package anthropic
+
+import (
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// StopReason is the Anthropic stop_reason for a finish reason. A timeout
+// (firstword's own deadline cut the answer) is an end_turn here: the cut is
+// reported to the client by firstword's own means, and no Anthropic stop
+// reason says it. Anthropic's own values pass through; anything else is
+// end_turn.
+func StopReason(r chat.FinishReason) string {
+	switch r {
+	case chat.FinishLength:
+		return "max_tokens"
+	case chat.FinishToolCalls:
+		return "tool_use"
+	case chat.FinishContentFilter:
+		return "refusal"
+	case "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal", "model_context_window_exceeded":
+		return string(r)
+	}
+	return "end_turn"
+}
+
+// EventEncoder writes a Messages API event stream for a client, emitting
+// the events Anthropic emits. Set ID, Model and InputTokens (the prompt's
+// estimated size, reported in message_start); the encoder then tracks the
+// open content block. Each method appends complete events
+// ("event: <type>\ndata: <json>\n\n") to b and returns it. Only choice 0 is
+// encoded. Not safe for concurrent use.
+type EventEncoder struct {
+	ID          string
+	Model       string
+	InputTokens int
+
+	started bool
+	blocks  int  // content blocks opened so far
+	open    int  // the open block's index, or -1 (valid once started)
+	text    bool // the open block is a text block
+	// tools maps a chat tool-call index to its block index plus one.
+	tools []int
+}
+
+// Start appends message_start: a message with no content yet. Chunk and
+// Finish call it when it was not called, so a caller may wait for the
+// first chunk to learn the upstream model.
+func (e *EventEncoder) Start(b []byte) []byte {
+	if e.started {
+		return b
+	}
+	e.started, e.open = true, -1
+	b = append(b, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = appendString(b, e.Model)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(max(e.InputTokens, 0)), 10)
+	return append(b, ",\"output_tokens\":0}}}\n\n"...)
+}
+
+// Chunk appends the events for c: text deltas go to a text block and tool
+// calls to a tool_use block each, opening a block (content_block_start)
+// and closing the previous one (content_block_stop) as needed. A refusal
+// is encoded as text. Chunks of other choices, and chunks with nothing
+// visible, append nothing but message_start, if it was not yet sent.
+//
+// Arguments for a tool call whose block was already closed (an upstream
+// that interleaves calls) are sent to that block's index: Anthropic's
+// SDKs, and ReadStream, accumulate them correctly.
+func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
+	b = e.Start(b)
+	if c.Choice != 0 {
+		return b
+	}
+	if c.Text != "" {
+		b = e.textDelta(b, c.Text)
+	}
+	if c.Refusal != "" {
+		b = e.textDelta(b, c.Refusal)
+	}
+	for i := range c.ToolCalls {
+		b = e.toolDelta(b, &c.ToolCalls[i])
+	}
+	return b
+}
+
+func (e *EventEncoder) textDelta(b []byte, text string) []byte {
+	if e.open < 0 || !e.text {
+		b = e.stop(b)
+		e.open, e.text = e.blocks, true
+		e.blocks++
+		b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+		b = strconv.AppendInt(b, int64(e.open), 10)
+		b = append(b, ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"...)
+	}
+	b = append(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(e.open), 10)
+	b = append(b, `,"delta":{"type":"text_delta","text":`...)
+	b = appendString(b, text)
+	return append(b, "}}\n\n"...)
+}
+
+func (e *EventEncoder) toolDelta(b []byte, d *chat.ToolCallDelta) []byte {
+	if d.Index < 0 || d.Index >= chat.MaxToolCalls {
+		return b
+	}
+	for len(e.tools) <= d.Index {
+		e.tools = append(e.tools, 0)
+	}
+	idx := e.tools[d.Index] - 1
+	if idx < 0 {
+		b = e.stop(b)
+		idx = e.blocks
+		e.blocks++
+		e.tools[d.Index] = idx + 1
+		e.open, e.text = idx, false
+		b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+		b = strconv.AppendInt(b, int64(idx), 10)
+		b = append(b, `,"content_block":{"type":"tool_use","id":`...)
+		b = appendString(b, d.ID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, d.Name)
+		b = append(b, ",\"input\":{}}}\n\n"...)
+	}
+	if d.Arguments == "" {
+		return b
+	}
+	b = append(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(idx), 10)
+	b = append(b, `,"delta":{"type":"input_json_delta","partial_json":`...)
+	b = appendString(b, d.Arguments)
+	return append(b, "}}\n\n"...)
+}
+
+// stop closes the open block, if any.
+func (e *EventEncoder) stop(b []byte) []byte {
+	if e.open < 0 {
+		return b
+	}
+	b = append(b, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(e.open), 10)
+	e.open = -1
+	return append(b, "}\n\n"...)
+}
+
+// Finish appends the end of the message: content_block_stop for the open
+// block, message_delta with the stop reason (see StopReason) and the
+// usage, and message_stop. u may be nil.
+func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
+	b = e.Start(b)
+	b = e.stop(b)
+	b = append(b, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"...)
+	b = appendString(b, StopReason(reason))
+	b = append(b, `,"stop_sequence":null},"usage":`...)
+	b = appendUsage(b, e.usage(u))
+	b = append(b, "}\n\n"...)
+	return append(b, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
+}
+
+func (e *EventEncoder) usage(u *chat.Usage) Usage {
+	if u == nil {
+		return Usage{InputTokens: max(e.InputTokens, 0)}
+	}
+	return UsageFromChat(u)
+}
+
+// UsageFromChat converts usage for a client: Anthropic's input_tokens
+// exclude the tokens read from and written to the cache.
+func UsageFromChat(u *chat.Usage) Usage {
+	return Usage{
+		InputTokens:              max(u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens, 0),
+		CacheCreationInputTokens: u.CacheWriteTokens,
+		CacheReadInputTokens:     u.CachedInputTokens,
+		OutputTokens:             u.OutputTokens,
+	}
+}
+
+func appendUsage(b []byte, u Usage) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CacheCreationInputTokens), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CacheReadInputTokens), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+	return append(b, '}')
+}
+
+// Error appends an error event, which Anthropic's SDKs raise as an API
+// error of e's type (see ErrorType).
+func (e *EventEncoder) Error(b []byte, ce *chat.Error) []byte {
+	typ, _ := ErrorType(ce.Category)
+	b = append(b, "event: error\ndata: "...)
+	b = appendErrorBody(b, typ, ce.Message)
+	return append(b, "\n\n"...)
+}
+
+// Ping appends a ping event, Anthropic's keep-alive.
+func (e *EventEncoder) Ping(b []byte) []byte {
+	return append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
+}
+
+// ErrorType returns the Anthropic error type and HTTP status for a
+// category. An upstream's authentication failure is an api_error (502),
+// not an authentication_error: the client's key was fine, and the SDKs
+// would say it was not. Overloaded is Anthropic's 529.
+func ErrorType(c chat.Category) (typ string, status int) {
+	switch c {
+	case chat.CategoryRateLimited:
+		return "rate_limit_error", http.StatusTooManyRequests
+	case chat.CategoryOverloaded:
+		return "overloaded_error", 529
+	case chat.CategoryInvalidRequest, chat.CategoryContextLength, chat.CategoryContentFilter, chat.CategoryBlocked:
+		return "invalid_request_error", http.StatusBadRequest
+	case chat.CategoryNotFound:
+		return "not_found_error", http.StatusNotFound
+	case chat.CategoryTimeout:
+		return "timeout_error", http.StatusGatewayTimeout
+	case chat.CategoryAuth, chat.CategoryUpstreamUnavailable, chat.CategoryProtocol:
+		return "api_error", http.StatusBadGateway
+	}
+	return "api_error", http.StatusInternalServerError
+}
+
+// ErrorResponse is the body of an error response:
+// {"type":"error","error":{"type":...,"message":...}}.
+func ErrorResponse(typ, message string) []byte {
+	return appendErrorBody(nil, typ, message)
+}
+
+func appendErrorBody(b []byte, typ, message string) []byte {
+	b = append(b, `{"type":"error","error":{"type":`...)
+	b = appendString(b, typ)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	return append(b, "}}"...)
+}
+
+// EncodeMessage builds the non-streaming response for a collected answer:
+// choice 0's text (and refusal) as a text block, its tool calls as
+// tool_use blocks whose input is the parsed arguments (see toolInput).
+func EncodeMessage(id, model string, r *chat.Response) *Message {
+	m := &Message{ID: id, Type: "message", Role: "assistant", Model: model, Content: []ContentBlock{}, StopReason: "end_turn"}
+	if len(r.Choices) > 0 {
+		ch := &r.Choices[0]
+		if text := ch.Text + ch.Refusal; text != "" {
+			m.Content = append(m.Content, ContentBlock{Type: "text", Text: &text})
+		}
+		for _, tc := range ch.ToolCalls {
+			m.Content = append(m.Content, ContentBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
+		}
+		m.StopReason = StopReason(ch.FinishReason)
+	}
+	if r.Usage != nil {
+		m.Usage = UsageFromChat(r.Usage)
+	}
+	return m
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does; U+2028 and U+2029 are escaped so that the output is
+// safe in JavaScript too.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

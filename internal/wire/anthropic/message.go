@@ -1,0 +1,254 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// DefaultMaxTokens is the answer cap sent when neither the request nor the
+// options set one: Anthropic requires max_tokens.
+const DefaultMaxTokens = 4096
+
+// maxCacheBreakpoints is how many cache_control marks a request may carry.
+const maxCacheBreakpoints = 4
+
+// EncodeOptions tunes EncodeRequest.
+type EncodeOptions struct {
+	// DefaultMaxTokens is sent as max_tokens when the request sets none;
+	// 0 means DefaultMaxTokens.
+	DefaultMaxTokens int
+	// PromptCaching puts cache_control on the last block of each message
+	// marked chat.Message.CacheBreakpoint (at most the last four), and sends
+	// the system prompt as blocks so that it can carry one.
+	PromptCaching bool
+}
+
+// EncodeRequest encodes req as a streaming Messages API request for an
+// upstream.
+//
+// System messages become the top-level system, joined by blank lines (or,
+// with prompt caching, one text block each). Assistant tool calls become
+// tool_use blocks, tool messages tool_result blocks in a user turn, and
+// consecutive turns of the same role are merged, as the API wants user and
+// assistant to alternate. req.Extra and req.Meta are never sent.
+func EncodeRequest(req *chat.Request, opts EncodeOptions) ([]byte, error) {
+	out := Request{Model: req.Model, MaxTokens: req.MaxTokens, Stream: true, Messages: []MessageParam{}}
+	if out.MaxTokens <= 0 {
+		out.MaxTokens = opts.DefaultMaxTokens
+		if out.MaxTokens <= 0 {
+			out.MaxTokens = DefaultMaxTokens
+		}
+	}
+
+	// A breakpoint is where a marked message's last block ended up: a
+	// system block (turn -1) or a block of a merged turn.
+	type mark struct{ turn, block int }
+	var (
+		system []Block
+		marks  []mark
+	)
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		var blocks []Block
+		role := "user"
+		switch m.Role {
+		case chat.RoleSystem:
+			if text := messageText(m); text != "" {
+				system = append(system, Block{Type: "text", Text: text})
+				if m.CacheBreakpoint {
+					marks = append(marks, mark{-1, len(system) - 1})
+				}
+			}
+			continue
+		case chat.RoleUser:
+			blocks = contentBlocks(m, true)
+		case chat.RoleAssistant:
+			role = "assistant"
+			blocks = contentBlocks(m, false)
+			for j, tc := range m.ToolCalls {
+				if tc.ID == "" || tc.Name == "" {
+					return nil, fmt.Errorf("messages[%d].tool_calls[%d]: a tool call needs an id and a name", i, j)
+				}
+				blocks = append(blocks, Block{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
+			}
+		case chat.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("messages[%d]: a tool message needs a tool_call_id", i)
+			}
+			b := Block{Type: "tool_result", ToolUseID: m.ToolCallID}
+			if len(m.Parts) > 0 {
+				b.Content, _ = marshal(contentBlocks(m, true))
+			} else if m.Content != "" {
+				b.Content, _ = marshal(m.Content)
+			}
+			blocks = []Block{b}
+		default:
+			return nil, fmt.Errorf("messages[%d]: unsupported role %q", i, m.Role)
+		}
+		if len(blocks) == 0 {
+			continue // the API refuses empty turns and empty text blocks
+		}
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+		} else {
+			out.Messages = append(out.Messages, MessageParam{Role: role, Content: blocks})
+		}
+		if m.CacheBreakpoint {
+			last := &out.Messages[len(out.Messages)-1]
+			marks = append(marks, mark{len(out.Messages) - 1, len(last.Content) - 1})
+		}
+	}
+
+	switch {
+	case opts.PromptCaching && len(system) > 0:
+		out.System = system
+	case len(system) > 0:
+		texts := make([]string, len(system))
+		for i, b := range system {
+			texts[i] = b.Text
+		}
+		out.System = strings.Join(texts, "\n\n")
+	}
+	if opts.PromptCaching {
+		if len(marks) > maxCacheBreakpoints {
+			marks = marks[len(marks)-maxCacheBreakpoints:]
+		}
+		for _, mk := range marks {
+			cc := &CacheControl{Type: "ephemeral"}
+			if mk.turn < 0 {
+				system[mk.block].CacheControl = cc
+			} else {
+				out.Messages[mk.turn].Content[mk.block].CacheControl = cc
+			}
+		}
+	}
+
+	if len(req.Tools) > 0 {
+		out.Tools = make([]Tool, len(req.Tools))
+		for i, t := range req.Tools {
+			schema := t.Parameters
+			if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
+				schema = json.RawMessage(`{"type":"object"}`)
+			}
+			out.Tools[i] = Tool{Name: t.Name, Description: t.Description, InputSchema: schema}
+		}
+		if tc := req.ToolChoice; tc != nil {
+			switch tc.Mode {
+			case "", "auto":
+				out.ToolChoice = &ToolChoice{Type: "auto"}
+			case "required":
+				out.ToolChoice = &ToolChoice{Type: "any"}
+			case "none":
+				out.ToolChoice = &ToolChoice{Type: "none"}
+			case "tool":
+				out.ToolChoice = &ToolChoice{Type: "tool", Name: tc.Name}
+			default:
+				return nil, fmt.Errorf("tool_choice: unsupported mode %q", tc.Mode)
+			}
+		}
+		if p := req.ParallelToolCalls; p != nil && !*p {
+			if out.ToolChoice == nil {
+				out.ToolChoice = &ToolChoice{Type: "auto"}
+			}
+			if out.ToolChoice.Type != "none" {
+				out.ToolChoice.DisableParallelToolUse = true
+			}
+		}
+	}
+	if t := req.Temperature; t != nil {
+		v := min(max(*t, 0), 1) // Anthropic's range is [0, 1], OpenAI's [0, 2]
+		out.Temperature = &v
+	}
+	if out.Temperature == nil {
+		// Claude 4.5 and later refuse temperature and top_p together,
+		// which OpenAI clients often send: temperature wins.
+		out.TopP = req.TopP
+	}
+	out.StopSequences = req.Stop
+	if req.User != "" {
+		out.Metadata = &Metadata{UserID: req.User}
+	}
+	return marshal(out)
+}
+
+// marshal encodes v without escaping <, > and &, which the API does not
+// need and which would make prompts harder to read in logs.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// messageText is a message's text: Content, or its text parts joined.
+func messageText(m *chat.Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == chat.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// contentBlocks encodes a message's text and (when images is set) image
+// parts as blocks. Empty text is left out: the API refuses empty text
+// blocks.
+func contentBlocks(m *chat.Message, images bool) []Block {
+	if len(m.Parts) == 0 {
+		if m.Content == "" {
+			return nil
+		}
+		return []Block{{Type: "text", Text: m.Content}}
+	}
+	blocks := make([]Block, 0, len(m.Parts))
+	for _, p := range m.Parts {
+		switch p.Type {
+		case chat.PartText:
+			if p.Text != "" {
+				blocks = append(blocks, Block{Type: "text", Text: p.Text})
+			}
+		case chat.PartImage:
+			if !images {
+				continue
+			}
+			switch {
+			case p.Data != "":
+				blocks = append(blocks, Block{Type: "image", Source: &ImageSource{Type: "base64", MediaType: p.MediaType, Data: p.Data}})
+			case p.ImageURL != "":
+				blocks = append(blocks, Block{Type: "image", Source: &ImageSource{Type: "url", URL: p.ImageURL}})
+			}
+		}
+	}
+	return blocks
+}
+
+// toolInput turns tool-call arguments into a tool_use input, which must be
+// a JSON object: empty arguments are {}, and arguments that are not an
+// object (invalid or truncated JSON, or another JSON value) are wrapped as
+// {"_raw": "<arguments>"} so that the model sees what was sent instead of
+// the request failing.
+func toolInput(args string) json.RawMessage {
+	trimmed := strings.TrimSpace(args)
+	if trimmed == "" {
+		return json.RawMessage("{}")
+	}
+	if trimmed[0] == '{' && json.Valid([]byte(trimmed)) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, []byte(trimmed)) == nil {
+			return buf.Bytes()
+		}
+	}
+	b, _ := marshal(map[string]string{"_raw": args})
+	return b
+}

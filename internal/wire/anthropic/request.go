@@ -1,0 +1,485 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// ParsedRequest is a decoded client request.
+type ParsedRequest struct {
+	Request *chat.Request
+	Stream  bool
+}
+
+// RequestError is a client mistake in a request body. Param names the
+// offending field, in the API's dotted form (messages.1.content.0.type).
+type RequestError struct {
+	Param   string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return e.Message
+	}
+	return e.Param + ": " + e.Message
+}
+
+func reqErr(param, format string, args ...any) error {
+	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// inBlock is a content block as a client sends it.
+type inBlock struct {
+	Type         string          `json:"type"`
+	Text         *string         `json:"text"`
+	Source       *ImageSource    `json:"source"`
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	ToolUseID    string          `json:"tool_use_id"`
+	Content      json.RawMessage `json:"content"`
+	CacheControl json.RawMessage `json:"cache_control"`
+}
+
+func (b *inBlock) cached() bool { return !isNull(b.CacheControl) }
+
+type inMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type inTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// ParseRequest decodes a Messages API request body, checking types and
+// required fields. Errors are *RequestError naming the field.
+//
+// A user turn becomes one chat message per tool_result block (RoleTool,
+// with ToolCallID and the result's text) and one RoleUser message for the
+// other blocks; an assistant turn becomes one message with its text and
+// its tool_use blocks as ToolCalls (Arguments is the input's JSON).
+// The system string, or each system text block, becomes a leading
+// RoleSystem message. A message holding a block with cache_control is
+// marked CacheBreakpoint. Thinking blocks in assistant turns are dropped
+// (firstword does not ask upstreams to think); other block types are
+// refused. metadata.user_id becomes Request.User. Fields firstword does
+// not model (top_k, thinking, service_tier...) are ignored, and not kept in
+// Request.Extra: that holds OpenAI fields, which other adapters forward.
+func ParseRequest(body []byte) (*ParsedRequest, error) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, reqErr("", "request body is not a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, reqErr("", "request body has data after the JSON object")
+	}
+	if raw == nil {
+		return nil, reqErr("", "request body must be a JSON object")
+	}
+	req := &chat.Request{}
+	out := &ParsedRequest{Request: req}
+
+	if err := field(raw, "model", &req.Model); err != nil {
+		return nil, err
+	}
+	if req.Model == "" {
+		return nil, reqErr("model", "required")
+	}
+	var maxTokens *int
+	if err := field(raw, "max_tokens", &maxTokens); err != nil {
+		return nil, err
+	}
+	if maxTokens == nil {
+		return nil, reqErr("max_tokens", "required")
+	}
+	if *maxTokens < 1 {
+		return nil, reqErr("max_tokens", "must be at least 1")
+	}
+	req.MaxTokens = *maxTokens
+	if err := field(raw, "stream", &out.Stream); err != nil {
+		return nil, err
+	}
+
+	if v, ok := raw["system"]; ok && !isNull(v) {
+		msgs, err := parseSystem(v)
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = msgs
+	}
+	v, ok := raw["messages"]
+	if !ok || isNull(v) {
+		return nil, reqErr("messages", "required")
+	}
+	var wm []inMessage
+	if err := json.Unmarshal(v, &wm); err != nil {
+		return nil, reqErr("messages", "must be an array of message objects: %v", typeErr(err))
+	}
+	if len(wm) == 0 {
+		return nil, reqErr("messages", "must contain at least one message")
+	}
+	turns := 0
+	for i := range wm {
+		msgs, err := parseMessage(&wm[i], fmt.Sprintf("messages.%d", i))
+		if err != nil {
+			return nil, err
+		}
+		req.Messages = append(req.Messages, msgs...)
+		turns += len(msgs)
+	}
+	if turns == 0 {
+		return nil, reqErr("messages", "must contain at least one message with content other than thinking")
+	}
+
+	if err := field(raw, "temperature", &req.Temperature); err != nil {
+		return nil, err
+	}
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
+		return nil, reqErr("temperature", "must be between 0 and 1")
+	}
+	if err := field(raw, "top_p", &req.TopP); err != nil {
+		return nil, err
+	}
+	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
+		return nil, reqErr("top_p", "must be between 0 and 1")
+	}
+	if err := field(raw, "stop_sequences", &req.Stop); err != nil {
+		return nil, err
+	}
+	if v, ok := raw["metadata"]; ok && !isNull(v) {
+		var md struct {
+			UserID *string `json:"user_id"`
+		}
+		if err := json.Unmarshal(v, &md); err != nil {
+			return nil, reqErr("metadata", "%v", typeErr(err))
+		}
+		if md.UserID != nil {
+			req.User = *md.UserID
+		}
+	}
+	if v, ok := raw["tools"]; ok && !isNull(v) {
+		var tools []inTool
+		if err := json.Unmarshal(v, &tools); err != nil {
+			return nil, reqErr("tools", "must be an array of tool objects: %v", typeErr(err))
+		}
+		for i, t := range tools {
+			if t.Type != "" && t.Type != "custom" {
+				return nil, reqErr(fmt.Sprintf("tools.%d.type", i), "unsupported tool type %q: only client tools (name, description, input_schema) are supported", t.Type)
+			}
+			if t.Name == "" {
+				return nil, reqErr(fmt.Sprintf("tools.%d.name", i), "required")
+			}
+			var schema json.RawMessage
+			if !isNull(t.InputSchema) {
+				if t.InputSchema[0] != '{' {
+					return nil, reqErr(fmt.Sprintf("tools.%d.input_schema", i), "must be an object")
+				}
+				schema = t.InputSchema
+			}
+			req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: schema})
+		}
+	}
+	if v, ok := raw["tool_choice"]; ok && !isNull(v) {
+		var tc ToolChoice
+		if err := json.Unmarshal(v, &tc); err != nil {
+			return nil, reqErr("tool_choice", "must be an object: %v", typeErr(err))
+		}
+		switch tc.Type {
+		case "auto":
+			req.ToolChoice = &chat.ToolChoice{Mode: "auto"}
+		case "any":
+			req.ToolChoice = &chat.ToolChoice{Mode: "required"}
+		case "none":
+			req.ToolChoice = &chat.ToolChoice{Mode: "none"}
+		case "tool":
+			if tc.Name == "" {
+				return nil, reqErr("tool_choice.name", "required when type is tool")
+			}
+			req.ToolChoice = &chat.ToolChoice{Mode: "tool", Name: tc.Name}
+		default:
+			return nil, reqErr("tool_choice.type", "must be auto, any, tool or none")
+		}
+		if tc.DisableParallelToolUse {
+			no := false
+			req.ParallelToolCalls = &no
+		}
+	}
+	return out, nil
+}
+
+// parseSystem decodes the system prompt: a string or text blocks.
+func parseSystem(v json.RawMessage) ([]chat.Message, error) {
+	if v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return nil, reqErr("system", "%v", err)
+		}
+		return []chat.Message{{Role: chat.RoleSystem, Content: s}}, nil
+	}
+	var blocks []inBlock
+	if err := json.Unmarshal(v, &blocks); err != nil {
+		return nil, reqErr("system", "must be a string or an array of text blocks: %v", typeErr(err))
+	}
+	msgs := make([]chat.Message, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return nil, reqErr(fmt.Sprintf("system.%d.type", i), "must be text, not %q", b.Type)
+		}
+		if b.Text == nil {
+			return nil, reqErr(fmt.Sprintf("system.%d.text", i), "required")
+		}
+		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: *b.Text, CacheBreakpoint: b.cached()})
+	}
+	return msgs, nil
+}
+
+// parseMessage decodes one turn into the chat messages it stands for.
+func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
+	var role chat.Role
+	switch m.Role {
+	case "user":
+		role = chat.RoleUser
+	case "assistant":
+		role = chat.RoleAssistant
+	case "":
+		return nil, reqErr(param+".role", "required")
+	case "system":
+		return nil, reqErr(param+".role", "must be user or assistant: the system prompt goes in the top-level system field")
+	default:
+		return nil, reqErr(param+".role", "must be user or assistant, not %q", m.Role)
+	}
+	if isNull(m.Content) {
+		return nil, reqErr(param+".content", "required")
+	}
+	if m.Content[0] == '"' {
+		var s string
+		if err := json.Unmarshal(m.Content, &s); err != nil {
+			return nil, reqErr(param+".content", "%v", err)
+		}
+		return []chat.Message{{Role: role, Content: s}}, nil
+	}
+	var blocks []inBlock
+	if err := json.Unmarshal(m.Content, &blocks); err != nil {
+		return nil, reqErr(param+".content", "must be a string or an array of content blocks: %v", typeErr(err))
+	}
+	if len(blocks) == 0 {
+		return nil, reqErr(param+".content", "must contain at least one content block")
+	}
+
+	var (
+		out []chat.Message
+		cur *chat.Message // the user or assistant message being filled
+	)
+	current := func() *chat.Message {
+		if cur == nil {
+			out = append(out, chat.Message{Role: role})
+			cur = &out[len(out)-1]
+		}
+		return cur
+	}
+	for j := range blocks {
+		b := &blocks[j]
+		bp := fmt.Sprintf("%s.content.%d", param, j)
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return nil, reqErr(bp+".text", "required")
+			}
+			c := current()
+			c.Parts = append(c.Parts, chat.Part{Type: chat.PartText, Text: *b.Text})
+		case "image":
+			if role != chat.RoleUser {
+				return nil, reqErr(bp+".type", "image blocks are allowed only in user messages")
+			}
+			p, err := imagePart(b.Source, bp+".source")
+			if err != nil {
+				return nil, err
+			}
+			c := current()
+			c.Parts = append(c.Parts, p)
+		case "tool_use":
+			if role != chat.RoleAssistant {
+				return nil, reqErr(bp+".type", "tool_use blocks are allowed only in assistant messages")
+			}
+			if b.ID == "" {
+				return nil, reqErr(bp+".id", "required")
+			}
+			if b.Name == "" {
+				return nil, reqErr(bp+".name", "required")
+			}
+			args := "{}"
+			if !isNull(b.Input) {
+				if b.Input[0] != '{' {
+					return nil, reqErr(bp+".input", "must be an object")
+				}
+				args = string(b.Input)
+			}
+			c := current()
+			c.ToolCalls = append(c.ToolCalls, chat.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		case "tool_result":
+			if role != chat.RoleUser {
+				return nil, reqErr(bp+".type", "tool_result blocks are allowed only in user messages")
+			}
+			if b.ToolUseID == "" {
+				return nil, reqErr(bp+".tool_use_id", "required")
+			}
+			tm := chat.Message{Role: chat.RoleTool, ToolCallID: b.ToolUseID}
+			if err := toolResultContent(&tm, b.Content, bp+".content"); err != nil {
+				return nil, err
+			}
+			out = append(out, tm)
+			cur = nil // blocks after a tool result start a new user message
+		case "thinking", "redacted_thinking":
+			if role != chat.RoleAssistant {
+				return nil, reqErr(bp+".type", "%s blocks are allowed only in assistant messages", b.Type)
+			}
+			continue
+		case "":
+			return nil, reqErr(bp+".type", "required")
+		default:
+			return nil, reqErr(bp+".type", "unsupported content block type %q: firstword accepts text, image, tool_use and tool_result blocks", b.Type)
+		}
+		if b.cached() {
+			out[len(out)-1].CacheBreakpoint = true
+		}
+	}
+	for i := range out {
+		flattenParts(&out[i])
+	}
+	return out, nil
+}
+
+// flattenParts sets Content to the text of Parts, and drops Parts when a
+// single text part says it all.
+func flattenParts(m *chat.Message) {
+	if len(m.Parts) == 0 {
+		return
+	}
+	var text strings.Builder
+	images := false
+	for _, p := range m.Parts {
+		if p.Type == chat.PartText {
+			text.WriteString(p.Text)
+		} else {
+			images = true
+		}
+	}
+	m.Content = text.String()
+	if len(m.Parts) == 1 && !images {
+		m.Parts = nil
+	}
+}
+
+// toolResultContent decodes a tool_result's content: a string, or text and
+// image blocks.
+func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
+	if isNull(v) {
+		return nil
+	}
+	if v[0] == '"' {
+		if err := json.Unmarshal(v, &m.Content); err != nil {
+			return reqErr(param, "%v", err)
+		}
+		return nil
+	}
+	var blocks []inBlock
+	if err := json.Unmarshal(v, &blocks); err != nil {
+		return reqErr(param, "must be a string or an array of text and image blocks: %v", typeErr(err))
+	}
+	for k, b := range blocks {
+		switch b.Type {
+		case "text":
+			if b.Text == nil {
+				return reqErr(fmt.Sprintf("%s.%d.text", param, k), "required")
+			}
+			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: *b.Text})
+		case "image":
+			p, err := imagePart(b.Source, fmt.Sprintf("%s.%d.source", param, k))
+			if err != nil {
+				return err
+			}
+			m.Parts = append(m.Parts, p)
+		default:
+			return reqErr(fmt.Sprintf("%s.%d.type", param, k), "unsupported tool_result content block type %q: text and image are supported", b.Type)
+		}
+	}
+	flattenParts(m)
+	return nil
+}
+
+func imagePart(src *ImageSource, param string) (chat.Part, error) {
+	if src == nil {
+		return chat.Part{}, reqErr(param, "required")
+	}
+	switch src.Type {
+	case "base64":
+		if src.MediaType == "" {
+			return chat.Part{}, reqErr(param+".media_type", "required")
+		}
+		if src.Data == "" {
+			return chat.Part{}, reqErr(param+".data", "required")
+		}
+		return chat.Part{Type: chat.PartImage, MediaType: src.MediaType, Data: src.Data, ImageURL: "data:" + src.MediaType + ";base64," + src.Data}, nil
+	case "url":
+		if src.URL == "" {
+			return chat.Part{}, reqErr(param+".url", "required")
+		}
+		return chat.Part{Type: chat.PartImage, ImageURL: src.URL}, nil
+	case "":
+		return chat.Part{}, reqErr(param+".type", "required")
+	}
+	return chat.Part{}, reqErr(param+".type", "unsupported image source %q: base64 and url are supported", src.Type)
+}
+
+func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+
+// field decodes raw[name] into dst when present and not null.
+func field(raw map[string]json.RawMessage, name string, dst any) error {
+	v, ok := raw[name]
+	if !ok || isNull(v) {
+		return nil
+	}
+	if err := json.Unmarshal(v, dst); err != nil {
+		return reqErr(name, "%v", typeErr(err))
+	}
+	return nil
+}
+
+// typeErr rewrites encoding/json's type errors into a sentence a client can
+// act on.
+func typeErr(err error) error {
+	if te, ok := err.(*json.UnmarshalTypeError); ok {
+		if te.Field != "" {
+			return fmt.Errorf("%s: expected %s, got %s", te.Field, friendlyType(te.Type.String()), te.Value)
+		}
+		return fmt.Errorf("expected %s, got %s", friendlyType(te.Type.String()), te.Value)
+	}
+	return err
+}
+
+func friendlyType(t string) string {
+	t = strings.TrimPrefix(t, "*")
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "array"
+	case t == "string":
+		return "string"
+	case t == "bool":
+		return "boolean"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "float"):
+		return "number"
+	case strings.HasPrefix(t, "map") || strings.Contains(t, "."):
+		return "object"
+	}
+	return t
+}

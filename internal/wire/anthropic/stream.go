@@ -1,0 +1,491 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/sse"
+)
+
+// maxBlocks bounds the content block indexes a stream may use. Answers
+// with server tools and citations use a few dozen.
+const maxBlocks = 4096
+
+// noIndex marks an event without an index field.
+const noIndex = -1
+
+// event is one decoded stream event. Delta is a value, not a pointer, so
+// that decoding a content_block_delta allocates nothing but its text.
+type event struct {
+	Type         string        `json:"type"`
+	Index        int           `json:"index"`
+	Message      *startMessage `json:"message"`
+	ContentBlock *startBlock   `json:"content_block"`
+	Delta        eventDelta    `json:"delta"`
+	Usage        *streamUsage  `json:"usage"`
+	Error        *ErrorBody    `json:"error"`
+}
+
+// startMessage is message_start's message, empty but for its model and
+// usage.
+type startMessage struct {
+	Model string       `json:"model"`
+	Usage *streamUsage `json:"usage"`
+}
+
+// startBlock is content_block_start's content_block.
+type startBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// eventDelta is the delta of content_block_delta and of message_delta.
+type eventDelta struct {
+	Type        string  `json:"type"`
+	Text        string  `json:"text"`
+	PartialJSON string  `json:"partial_json"`
+	StopReason  *string `json:"stop_reason"`
+}
+
+// streamUsage is a usage object whose counts may each be absent:
+// message_delta's carries output_tokens and, in newer versions, repeats
+// the input counts.
+type streamUsage struct {
+	InputTokens              *int `json:"input_tokens"`
+	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
+	OutputTokens             *int `json:"output_tokens"`
+}
+
+// NormalizeStopReason maps an Anthropic stop_reason onto firstword's
+// finish reasons. pause_turn (a server-tool loop paused; the client may
+// send the turn back to continue) ends the answer as far as a chat client
+// is concerned, so it is a stop; model_context_window_exceeded is a
+// length. Unknown values pass through unchanged.
+func NormalizeStopReason(s string) chat.FinishReason {
+	switch s {
+	case "end_turn", "stop_sequence", "pause_turn":
+		return chat.FinishStop
+	case "max_tokens", "model_context_window_exceeded":
+		return chat.FinishLength
+	case "tool_use":
+		return chat.FinishToolCalls
+	case "refusal":
+		return chat.FinishContentFilter
+	}
+	return chat.FinishReason(s)
+}
+
+type blockKind uint8
+
+const (
+	blockUnused blockKind = iota
+	blockText
+	blockTool
+	blockOther // thinking, server tools, citations, kinds yet to come
+)
+
+// block is the state of one content block of the stream.
+type block struct {
+	kind blockKind
+	open bool
+	tool int  // ordinal among the stream's tool_use blocks
+	args bool // a non-empty input_json_delta arrived
+	// input is content_block_start's input when it was not empty: sent as
+	// the arguments at message_stop if no delta came.
+	input string
+}
+
+// streamState decodes one stream's events into chunks.
+type streamState struct {
+	ev       event
+	started  bool
+	model    string
+	blocks   []block
+	tools    int
+	finish   chat.FinishReason
+	hasUsage bool
+	in       int // input_tokens, without the cache's
+	cacheR   int
+	cacheW   int
+	out      int
+	events   int
+}
+
+// ReadStream decodes an upstream's Messages API event stream from r.
+//
+// Text deltas become Chunk.Text; a tool_use block becomes tool-call deltas
+// whose Index is the block's ordinal among the stream's tool_use blocks,
+// the first carrying ID and Name and the others Arguments (a call whose
+// input came in no delta gets {}, or the start's input, with the finish).
+// Thinking and other blocks are skipped. The finish reason and the usage
+// (input tokens include the cache's) are held back
+// until message_stop, so that a stream that breaks after message_delta is
+// still reported as broken: a stream that ends without message_stop, or
+// that carries malformed JSON, invalid UTF-8, an oversized event or
+// events out of order, yields a *chat.Error of CategoryProtocol, and an
+// error event a *chat.Error classified by its type. The first chunk
+// carries the model.
+//
+// A chunk is held back only while the next event is already buffered,
+// and Chunk.More is set when the next chunk followed without waiting.
+func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		rd := sse.NewReader(r, maxEventSize)
+		var (
+			s       streamState
+			pending chat.Chunk
+			held    bool
+		)
+		// flush yields the held chunk, if any.
+		flush := func(more bool) bool {
+			if !held {
+				return true
+			}
+			held = false
+			pending.More = more
+			return yield(pending, nil)
+		}
+		fail := func(err error) {
+			if flush(false) {
+				yield(chat.Chunk{}, err)
+			}
+		}
+		for {
+			if held && !rd.EventBuffered() {
+				// Never wait on the upstream with a chunk in hand.
+				if !flush(false) {
+					return
+				}
+			}
+			ev, err := rd.Next()
+			if err != nil {
+				if err == io.EOF || err == io.ErrUnexpectedEOF {
+					err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, s.events)
+				}
+				fail(protocolError(err))
+				return
+			}
+			c, emit, done, err := s.step(ev)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if emit {
+				if !flush(true) {
+					return
+				}
+				pending, held = c, true
+			}
+			if done {
+				flush(false)
+				return
+			}
+		}
+	}
+}
+
+// step applies one event. It returns the chunk the event produced, if
+// any, and whether the stream is done.
+func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err error) {
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return c, false, false, nil
+	}
+	s.events++
+	if ev.Type == "error" {
+		return c, false, false, decodeErrorEvent(data)
+	}
+	if !utf8.Valid(data) {
+		return c, false, false, protocolError(errors.New("upstream sent invalid UTF-8"))
+	}
+	if data[0] != '{' {
+		return c, false, false, protocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
+	}
+	e := &s.ev
+	if err := decodeEvent(data, e); err != nil {
+		return c, false, false, protocolError(fmt.Errorf("upstream sent a malformed %s event: %v", ev.Type, err))
+	}
+	typ := e.Type
+	if typ == "" {
+		typ = ev.Type
+	}
+	switch typ {
+	case "ping":
+		return c, false, false, nil
+	case "error":
+		return c, false, false, errorFromBody(0, e.Error, data)
+	case "message_start":
+		if s.started {
+			return c, false, false, protocolError(errors.New("upstream sent a second message_start"))
+		}
+		s.started = true
+		if m := e.Message; m != nil {
+			s.model = m.Model
+			s.addUsage(m.Usage)
+		}
+		c.Model = s.model
+		return c, s.model != "", false, nil
+	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
+		if !s.started {
+			return c, false, false, protocolError(fmt.Errorf("upstream sent %s before message_start", typ))
+		}
+	default:
+		// New event types may be added to the API; they are skipped.
+		return c, false, false, nil
+	}
+
+	switch typ {
+	case "content_block_start":
+		b, err := s.startBlock(e.Index)
+		if err != nil {
+			return c, false, false, err
+		}
+		cb := e.ContentBlock
+		if cb == nil {
+			return c, false, false, protocolError(fmt.Errorf("upstream sent content_block_start %d without a content_block", e.Index))
+		}
+		switch cb.Type {
+		case "text":
+			b.kind = blockText
+			c.Text = cb.Text
+			return c, c.Text != "", false, nil
+		case "tool_use":
+			if s.tools >= chat.MaxToolCalls {
+				return c, false, false, protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
+			}
+			b.kind, b.tool = blockTool, s.tools
+			s.tools++
+			if in := bytes.TrimSpace(cb.Input); len(in) > 0 && string(in) != "null" && string(in) != "{}" {
+				b.input = string(in)
+			}
+			c.ToolCalls = []chat.ToolCallDelta{{Index: b.tool, ID: cb.ID, Name: cb.Name}}
+			return c, true, false, nil
+		default:
+			b.kind = blockOther
+		}
+	case "content_block_delta":
+		// A delta for a stopped block is taken, as Anthropic's SDKs take
+		// it: EventEncoder sends one when an upstream interleaves calls.
+		b, err := s.block(e.Index, "content_block_delta")
+		if err != nil {
+			return c, false, false, err
+		}
+		d := &e.Delta
+		switch {
+		case b.kind == blockText && d.Type == "text_delta":
+			c.Text = d.Text
+			return c, c.Text != "", false, nil
+		case b.kind == blockTool && d.Type == "input_json_delta" && d.PartialJSON != "":
+			b.args = true
+			c.ToolCalls = []chat.ToolCallDelta{{Index: b.tool, Arguments: d.PartialJSON}}
+			return c, true, false, nil
+		}
+	case "content_block_stop":
+		b, err := s.block(e.Index, "content_block_stop")
+		if err != nil {
+			return c, false, false, err
+		}
+		if !b.open {
+			return c, false, false, protocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
+		}
+		b.open = false
+	case "message_delta":
+		if r := e.Delta.StopReason; r != nil && *r != "" {
+			s.finish = NormalizeStopReason(*r)
+		}
+		s.addUsage(e.Usage)
+	case "message_stop":
+		// Tool calls whose input came in no delta get the start's input,
+		// or the empty object, with the finish.
+		for i := range s.blocks {
+			if b := &s.blocks[i]; b.kind == blockTool && !b.args {
+				args := b.input
+				if args == "" {
+					args = "{}"
+				}
+				c.ToolCalls = append(c.ToolCalls, chat.ToolCallDelta{Index: b.tool, Arguments: args})
+			}
+		}
+		c.FinishReason = s.finish
+		if c.FinishReason == "" {
+			// message_stop is an explicit, complete end even without a
+			// stop_reason.
+			c.FinishReason = chat.FinishStop
+		}
+		c.Usage = s.usage()
+		return c, true, true, nil
+	}
+	return c, false, false, nil
+}
+
+// startBlock claims the block at index i for a content_block_start.
+func (s *streamState) startBlock(i int) (*block, error) {
+	if i < 0 || i >= maxBlocks {
+		return nil, protocolError(fmt.Errorf("upstream sent content block index %d", i))
+	}
+	if i >= len(s.blocks) {
+		s.blocks = append(s.blocks, make([]block, i+1-len(s.blocks))...)
+	}
+	b := &s.blocks[i]
+	if b.kind != blockUnused {
+		return nil, protocolError(fmt.Errorf("upstream started content block %d twice", i))
+	}
+	b.open = true
+	return b, nil
+}
+
+// block returns the started block at index i.
+func (s *streamState) block(i int, what string) (*block, error) {
+	if i < 0 || i >= len(s.blocks) || s.blocks[i].kind == blockUnused {
+		return nil, protocolError(fmt.Errorf("upstream sent %s for content block %d, which was not started", what, i))
+	}
+	return &s.blocks[i], nil
+}
+
+// addUsage folds a usage object in: each count present replaces the last
+// one (message_delta's counts are cumulative).
+func (s *streamState) addUsage(u *streamUsage) {
+	if u == nil {
+		return
+	}
+	s.hasUsage = true
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&s.in, u.InputTokens)
+	set(&s.cacheR, u.CacheReadInputTokens)
+	set(&s.cacheW, u.CacheCreationInputTokens)
+	set(&s.out, u.OutputTokens)
+}
+
+// usage returns the totals: firstword's input tokens include the cache's.
+func (s *streamState) usage() *chat.Usage {
+	if !s.hasUsage {
+		return nil
+	}
+	return &chat.Usage{
+		InputTokens:       s.in + s.cacheR + s.cacheW,
+		OutputTokens:      s.out,
+		CachedInputTokens: s.cacheR,
+		CacheWriteTokens:  s.cacheW,
+	}
+}
+
+func protocolError(err error) error {
+	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
+}
+
+// decodeErrorEvent classifies an error event, whatever its data holds.
+func decodeErrorEvent(data []byte) error {
+	var env struct {
+		Error *ErrorBody `json:"error"`
+	}
+	if json.Unmarshal(data, &env) == nil && env.Error != nil {
+		return errorFromBody(0, env.Error, data)
+	}
+	return errorFromBody(0, nil, data)
+}
+
+// errorFromBody classifies an error object; raw is shown when there is
+// none.
+func errorFromBody(status int, eb *ErrorBody, raw []byte) *chat.Error {
+	if eb == nil || (eb.Type == "" && eb.Message == "") {
+		cat, retry := chat.CategoryForStatus(status)
+		if status == 0 {
+			cat, retry = chat.CategoryUpstreamUnavailable, true
+		}
+		msg := truncate(string(bytes.TrimSpace(raw)), 200)
+		if msg == "" {
+			msg = fmt.Sprintf("upstream answered %d", status)
+		}
+		return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+	}
+	cat, retry := classify(status, eb.Type, eb.Message)
+	msg := eb.Message
+	if msg == "" {
+		msg = eb.Type
+	}
+	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+}
+
+// classify maps an Anthropic error type onto a category; an unknown type
+// falls back on the HTTP status (none, mid-stream: the upstream failed).
+func classify(status int, typ, msg string) (chat.Category, bool) {
+	switch typ {
+	case "overloaded_error":
+		return chat.CategoryOverloaded, true
+	case "rate_limit_error":
+		return chat.CategoryRateLimited, true
+	case "api_error":
+		return chat.CategoryUpstreamUnavailable, true
+	case "timeout_error":
+		return chat.CategoryTimeout, true
+	case "invalid_request_error":
+		if contextTooLong(msg) {
+			return chat.CategoryContextLength, false
+		}
+		return chat.CategoryInvalidRequest, false
+	case "authentication_error", "permission_error":
+		return chat.CategoryAuth, false
+	case "billing_error":
+		// As OpenAI's insufficient_quota: this account cannot pay.
+		return chat.CategoryRateLimited, false
+	case "not_found_error":
+		return chat.CategoryNotFound, false
+	case "request_too_large":
+		return chat.CategoryContextLength, false
+	}
+	if status == 0 {
+		return chat.CategoryUpstreamUnavailable, true
+	}
+	return chat.CategoryForStatus(status)
+}
+
+// contextTooLong recognises the invalid_request_error messages Anthropic
+// sends when the prompt does not fit the context window.
+func contextTooLong(msg string) bool {
+	return strings.HasPrefix(msg, "prompt is too long") || strings.Contains(msg, "exceed context limit")
+}
+
+// DecodeError classifies an upstream's non-2xx response, whose body is
+// normally {"type":"error","error":{"type":...,"message":...}}. A body
+// that is not falls back on the status (529 is overloaded).
+func DecodeError(status int, body []byte) *chat.Error {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 {
+		var eb ErrorBody
+		if json.Unmarshal(env.Error, &eb) == nil && (eb.Type != "" || eb.Message != "") {
+			return errorFromBody(status, &eb, body)
+		}
+		var s string
+		if json.Unmarshal(env.Error, &s) == nil && s != "" {
+			cat, retry := chat.CategoryForStatus(status)
+			return &chat.Error{Category: cat, Status: status, Message: s, Retryable: retry}
+		}
+	}
+	return errorFromBody(status, nil, body)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
