@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -210,4 +211,15 @@ func mustParseEnv(t testing.TB, yamlText string) *config.Config {
 		t.Fatalf("config: %v", err)
 	}
 	return cfg
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func postPath(t *testing.T, base, path, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
