@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
 var eventSeeds = []string{
@@ -118,16 +122,6 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			fmt.Fprintf(&buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word%d\"}}\n\n", i%10)
 		}
 		buf.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1000}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-		raw := buf.Bytes()
-		b.ReportAllocs()
-		b.SetBytes(int64(len(raw)))
-		for b.Loop() {
-			for _, err := range ReadStream(bytes.NewReader(raw), 0) {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*deltas), "ns/delta")
+		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
 	})
 }

@@ -3,10 +3,12 @@ package gemini
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"testing"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
 // A text event as Gemini sends it (from testdata/gemini_stream.sse).
@@ -27,29 +29,16 @@ func BenchmarkDecodeChunk(b *testing.B) {
 }
 
 // BenchmarkReadStream measures the whole reader, SSE framing included, over
-// a stream of many text events; it reports ns per chunk.
+// a stream of many text events.
 func BenchmarkReadStream(b *testing.B) {
 	var buf bytes.Buffer
-	const events = 200
-	for range events {
+	for range 200 {
 		buf.WriteString("data: ")
 		buf.Write(benchEvent)
 		buf.WriteString("\r\n\r\n")
 	}
 	buf.WriteString(`data: {"candidates": [{"finishReason": "STOP"}]}` + "\r\n\r\n")
-	raw := buf.Bytes()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(raw)))
-	n := 0
-	for b.Loop() {
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			n++
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/chunk")
+	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
 }
 
 func BenchmarkEncodeRequest(b *testing.B) {

@@ -3,9 +3,11 @@ package ollama
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
 // A content line as Ollama sends it (from testdata/ollama_chat.ndjson).
@@ -26,7 +28,7 @@ func BenchmarkDecodeChunk(b *testing.B) {
 }
 
 // BenchmarkReadStream measures the whole reader, line splitting included,
-// over a stream of many content lines; it reports ns per chunk.
+// over a stream of many content lines.
 func BenchmarkReadStream(b *testing.B) {
 	var buf bytes.Buffer
 	for range 200 {
@@ -34,17 +36,5 @@ func BenchmarkReadStream(b *testing.B) {
 		buf.WriteByte('\n')
 	}
 	buf.WriteString(`{"model":"qwen2.5","message":{"role":"assistant","content":""},"done_reason":"stop","done":true,"prompt_eval_count":30,"eval_count":200}` + "\n")
-	raw := buf.Bytes()
-	b.ReportAllocs()
-	b.SetBytes(int64(len(raw)))
-	n := 0
-	for b.Loop() {
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
-			if err != nil {
-				b.Fatal(err)
-			}
-			n++
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/chunk")
+	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
 }

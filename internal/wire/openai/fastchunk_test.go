@@ -1,12 +1,17 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
 var chunkSeeds = []string{
@@ -88,4 +93,14 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		}
 	})
 	_ = data
+	b.Run("ReadStream", func(b *testing.B) {
+		var buf bytes.Buffer
+		for range 1000 {
+			buf.WriteString("data: ")
+			buf.Write(data2)
+			buf.WriteString("\n\n")
+		}
+		buf.WriteString(`data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
+	})
 }
