@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/bench"
 )
 
 const leversConfig = `
@@ -316,5 +319,62 @@ func TestRedisCacheAcrossReplicas(t *testing.T) {
 	}
 	if st := b.Sims["sim"].Stats(); st.Started != 0 {
 		t.Errorf("replica b called its upstream: %+v", st)
+	}
+}
+
+// TestLeverTable runs the lever table against fast sim tiers and checks
+// what it must show whatever the machine: a cache hit costs nothing and
+// is the fastest first word, a coalesced duplicate costs a share of one
+// answer, the cap shortens the answer, and the small tier costs less.
+func TestLeverTable(t *testing.T) {
+	cfg := strings.Replace(bench.LeverConfig, "sim: {type: sim, seed: 7}", `sim:
+    type: sim
+    seed: 7
+    tiers:
+      medium: {ttft: 60ms, tokens_per_second: 3000}
+      small: {ttft: 30ms, tokens_per_second: 6000}`, 1)
+	gw := startApp(t, mustParse(t, cfg))
+	cost := func(id string) float64 {
+		for range 200 {
+			if rec, ok := gw.App.Meter.Find(id); ok {
+				return rec.Cost
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Errorf("request %s was not metered", id)
+		return 0
+	}
+	ls, err := bench.RunLevers(context.Background(), gw.URL, bench.LeverOptions{Requests: 4, Concurrency: 2, Cost: cost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := map[string]bench.Lever{}
+	for _, l := range ls {
+		row[l.Name] = l
+	}
+	stream, hit, dup := row["stream the answer"], row["cache hit"], row["coalesced duplicate"]
+	if len(ls) != 9 || stream.Cost50 == 0 {
+		t.Fatalf("%d rows, stream %+v", len(ls), stream)
+	}
+	if hit.Cost95 != 0 || hit.FirstWord95 >= stream.FirstWord50 {
+		t.Errorf("cache hit %+v, stream %+v", hit, stream)
+	}
+	if r := dup.Cost50 / stream.Cost50; r < 0.45 || r > 0.55 {
+		t.Errorf("a duplicate of two costs %.2f of an answer", r)
+	}
+	if capped := row["ask for a shorter answer"]; capped.Cost50 >= stream.Cost50/2 {
+		t.Errorf("capped answer costs %v, uncapped %v", capped.Cost50, stream.Cost50)
+	}
+	if small := row["smaller model"]; small.Cost50 >= stream.Cost50 {
+		t.Errorf("small tier costs %v, medium %v", small.Cost50, stream.Cost50)
+	}
+	if cached, fresh := row["prefix cache"], row["long prompt, not cached"]; cached.Cost50 >= fresh.Cost50 {
+		t.Errorf("a cached prefix costs %v, the same prompt uncached %v", cached.Cost50, fresh.Cost50)
+	}
+	table := bench.LeverTable(ls, "test")
+	for _, want := range []string{"| cache hit |", "| prefix cache |", "p99"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
 }
