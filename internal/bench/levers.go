@@ -114,7 +114,9 @@ func RunLevers(ctx context.Context, url string, o LeverOptions) ([]Lever, error)
 		{"coalesced duplicate", "streamed, identical deterministic requests in flight together", nil,
 			func(i int) string { return body("medium", q(5000+i/o.Concurrency, " ttft=600ms"), true, true, "") }, true},
 		{"long prompt, not cached", "streamed, a 280-token system prompt new to the provider (the prefix cache's baseline)", nil,
-			func(i int) string { return body("medium", q(7000+i, ""), true, false, fmt.Sprintf("Session %d. ", i)+system) }, true},
+			func(i int) string {
+				return body("medium", q(7000+i, ""), true, false, fmt.Sprintf("Session %d. ", i)+system)
+			}, true},
 		{"prefix cache", "streamed, the same 280-token system prompt, cached by the provider",
 			func() error {
 				_, err := leverOne(ctx, client, url, body("medium", q(6000, ""), true, false, system), o.Cost, true)

@@ -223,3 +223,27 @@ func postPath(t *testing.T, base, path, body string) *http.Response {
 	}
 	return resp
 }
+
+// metricLine waits for /metrics to have a sample line starting with
+// prefix (a name and its labels in the exposition's order) and returns it.
+func metricLine(t *testing.T, gw *gateway, prefix string) string {
+	t.Helper()
+	var last string
+	for range 100 {
+		resp, err := http.Get(gw.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = string(b)
+		for _, line := range strings.Split(last, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("/metrics has no %s", prefix)
+	return ""
+}

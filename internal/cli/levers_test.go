@@ -215,6 +215,9 @@ func TestCoalescing(t *testing.T) {
 	if total != 12 {
 		t.Errorf("output tokens billed across the %d clients: %d, want one answer's 12", n, total)
 	}
+	if got := metricLine(t, gw, `firstword_events_total{alias="chat",event="coalesced"}`); !strings.HasSuffix(got, fmt.Sprintf(" %d", n-1)) {
+		t.Errorf("coalesced events: %q, want %d", got, n-1)
+	}
 }
 
 func TestCoalescedClientsLeaving(t *testing.T) {
@@ -283,6 +286,15 @@ func TestAnswerCapsAndRules(t *testing.T) {
 		_, _, resp := completion(t, gw.URL, body(tc.msg, 0), hdr...)
 		if _, dep := usage(resp); dep != tc.want || !strings.HasPrefix(resp.Header.Get("X-Firstword-Rule"), tc.rule) || (tc.rule == "") != (resp.Header.Get("X-Firstword-Rule") == "") {
 			t.Errorf("%s: served by %s, rule header %q; want %s, rule %q", tc.name, dep, resp.Header.Get("X-Firstword-Rule"), tc.want, tc.rule)
+		}
+		if rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id")); rec.Rule != tc.rule || rec.Alias != "chat" || (tc.rule != "" && rec.RoutedTo != "fast") {
+			t.Errorf("%s: metered rule %q from %q to %q", tc.name, rec.Rule, rec.Alias, rec.RoutedTo)
+		}
+	}
+	// The decisions are counted, by rule.
+	for _, rule := range []string{"short-questions", "translation", "hinted"} {
+		if got := metricLine(t, gw, `firstword_routing_rule_total{alias="chat",rule="`+rule+`",to="fast"}`); !strings.HasSuffix(got, " 1") {
+			t.Errorf("rule %s counted as %q, want 1", rule, got)
 		}
 	}
 }

@@ -225,9 +225,6 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app 
 		app.closers = append(app.closers, mc.Close)
 		opt.Cache = mc
 	}
-	if app.Metrics != nil {
-		opt.Events = app.Metrics.Event
-	}
 	for name, m := range cfg.Models {
 		a := levers.Alias{MaxTokens: m.MaxTokens, DefaultMaxTokens: m.DefaultMaxTokens, Brevity: m.Brevity, PromptCaching: m.PromptCaching, Coalesce: config.Optional(m.Coalesce)}
 		a.Cache.Enabled = true

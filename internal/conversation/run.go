@@ -362,7 +362,10 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 		r.Route = f.rep.Route()
 	}
 	r.UsageMissing = m.Status == store.StatusComplete && f.tally.Reported == nil && !f.rep.Cached
-	r.Cached = f.rep.Cached
+	r.Cached, r.Coalesced, r.Rule = f.rep.Cached, f.rep.Coalesced, f.rep.Rule
+	if r.Rule != "" {
+		r.RoutedTo = f.rep.Alias
+	}
 	if t.s.opt.Meter != nil {
 		t.s.opt.Meter.Record(ctx, r)
 	}

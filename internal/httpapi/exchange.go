@@ -294,6 +294,8 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		FinishReason: string(x.tally.Finish),
 		Usage:        metering.Billed(x.tally.Usage(x.req), x.rep.Cached, x.rep.BillShare, x.rep.BillPart),
 		Cached:       x.rep.Cached,
+		Coalesced:    x.rep.Coalesced,
+		Rule:         x.rep.Rule,
 		Total:        end.Sub(x.start),
 		Attempts:     x.rep.Tries(),
 		Fallbacks:    x.rep.Fallbacks(),
@@ -310,6 +312,9 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	}
 	if len(x.rep.Attempts) > 1 {
 		rec.Route = x.rep.Route()
+	}
+	if x.rep.Rule != "" {
+		rec.RoutedTo = x.rep.Alias
 	}
 	if !x.rep.FirstToken.IsZero() {
 		rec.TTFT = x.rep.FirstToken.Sub(x.start)

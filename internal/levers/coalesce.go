@@ -53,7 +53,6 @@ func (l *Levers) coalesce(ctx context.Context, key string, req *chat.Request, a 
 	l.mu.Unlock()
 	if !leader {
 		rep.Coalesced = true
-		l.opt.Events(req.Model, "coalesced")
 	}
 	f.follow(ctx, rep, yield)
 }

@@ -93,9 +93,7 @@ type Options struct {
 	// ReplayTokensPerSecond paces cache hits for UIs that want the typing
 	// feel (0: as fast as the client reads).
 	ReplayTokensPerSecond float64
-	// Events counts lever events for metrics (may be nil).
-	Events func(alias, event string)
-	Log    *slog.Logger
+	Log                   *slog.Logger
 }
 
 // Levers wraps a router. Safe for concurrent use.
@@ -110,9 +108,6 @@ type Levers struct {
 func New(opt Options) *Levers {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
-	}
-	if opt.Events == nil {
-		opt.Events = func(string, string) {}
 	}
 	return &Levers{opt: opt, flights: map[string]*flight{}}
 }
@@ -145,7 +140,6 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 			req = req.Clone()
 			req.Model = to
 			a = l.opt.Aliases[to]
-			l.opt.Events(rep.Requested, "routing_rule")
 		}
 		req = shape(req, a)
 		key, cacheable := l.key(req, a)

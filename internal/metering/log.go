@@ -34,6 +34,12 @@ func (l Log) Record(ctx context.Context, rec *Record) {
 	if rec.Cached {
 		attrs = append(attrs, slog.Bool("cached", true))
 	}
+	if rec.Coalesced {
+		attrs = append(attrs, slog.Bool("coalesced", true))
+	}
+	if rec.Rule != "" {
+		attrs = append(attrs, slog.String("rule", rec.Rule), slog.String("routed_to", rec.RoutedTo))
+	}
 	if rec.TraceID != "" {
 		attrs = append(attrs, slog.String("trace_id", rec.TraceID))
 	}

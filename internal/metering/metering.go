@@ -25,29 +25,35 @@ const (
 
 // Record is one request's metering.
 type Record struct {
-	RequestID    string        `json:"request_id"`
-	Time         time.Time     `json:"time"`
-	Surface      string        `json:"surface"`
-	Tenant       string        `json:"tenant,omitempty"`
-	Alias        string        `json:"alias"`
-	Deployment   string        `json:"deployment,omitempty"`
-	Model        string        `json:"model,omitempty"`
-	Stream       bool          `json:"stream"`
-	Status       Status        `json:"status"`
-	FinishReason string        `json:"finish_reason,omitempty"`
-	Usage        chat.Usage    `json:"usage"`
-	UsageMissing bool          `json:"usage_missing,omitempty"`
-	Cost         float64       `json:"cost,omitempty"`
-	Cached       bool          `json:"cached,omitempty"`
-	TTFT         time.Duration `json:"ttft"`
-	TTFW         time.Duration `json:"ttfw"`
-	Total        time.Duration `json:"total"`
-	Attempts     int           `json:"attempts"`
-	Fallbacks    int           `json:"fallbacks,omitempty"`
-	Route        string        `json:"route,omitempty"`
-	HedgeUsage   *chat.Usage   `json:"hedge_usage,omitempty"`
-	ErrorCode    string        `json:"error_code,omitempty"`
-	Error        string        `json:"error,omitempty"`
+	RequestID    string     `json:"request_id"`
+	Time         time.Time  `json:"time"`
+	Surface      string     `json:"surface"`
+	Tenant       string     `json:"tenant,omitempty"`
+	Alias        string     `json:"alias"`
+	Deployment   string     `json:"deployment,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	Stream       bool       `json:"stream"`
+	Status       Status     `json:"status"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+	Usage        chat.Usage `json:"usage"`
+	UsageMissing bool       `json:"usage_missing,omitempty"`
+	Cost         float64    `json:"cost,omitempty"`
+	Cached       bool       `json:"cached,omitempty"`
+	// Coalesced: shared another identical request's upstream stream.
+	Coalesced bool `json:"coalesced,omitempty"`
+	// Rule is the routing rule that sent the request from Alias (the
+	// client's) to alias RoutedTo ("" if none).
+	Rule       string        `json:"rule,omitempty"`
+	RoutedTo   string        `json:"routed_to,omitempty"`
+	TTFT       time.Duration `json:"ttft"`
+	TTFW       time.Duration `json:"ttfw"`
+	Total      time.Duration `json:"total"`
+	Attempts   int           `json:"attempts"`
+	Fallbacks  int           `json:"fallbacks,omitempty"`
+	Route      string        `json:"route,omitempty"`
+	HedgeUsage *chat.Usage   `json:"hedge_usage,omitempty"`
+	ErrorCode  string        `json:"error_code,omitempty"`
+	Error      string        `json:"error,omitempty"`
 	// Hedged, Retries: what the router did beyond the first attempt.
 	Hedged  bool `json:"hedged,omitempty"`
 	Retries int  `json:"retries,omitempty"`

@@ -33,6 +33,7 @@ type Metrics struct {
 	tokens          *prometheus.CounterVec
 	cost            *prometheus.CounterVec
 	events          *prometheus.CounterVec
+	rules           *prometheus.CounterVec
 	open            *prometheus.GaugeVec
 	gaps            *gapCollector
 }
@@ -57,11 +58,13 @@ func New(health func() []router.Status) *Metrics {
 		tokens:   prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "tokens_total", Help: "Tokens metered, by kind: input, output, cached (cached are included in input)."}, []string{"alias", "deployment", "kind"}),
 		cost:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "cost_usd_total", Help: "Cost of the metered tokens, in USD."}, []string{"alias", "deployment"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "events_total",
-			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, cache_hit, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
+			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, cache_hit, coalesced, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
+		rules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_total",
+			Help: "Requests a routing rule sent from the alias asked for to another (to)."}, []string{"alias", "rule", "to"}),
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "firstword", Name: "open_streams", Help: "Streams open now."}, []string{"surface"}),
 		gaps: newGapCollector(),
 	}
-	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.open, m.gaps,
+	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.rules, m.open, m.gaps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if health != nil {
 		reg.MustRegister(&healthCollector{health: health})
@@ -70,7 +73,7 @@ func New(health func() []router.Status) *Metrics {
 }
 
 // Events are the names counted by firstword_events_total.
-var Events = []string{"cancellation", "timeout", "fallback", "retry", "hedge", "cache_hit", "guardrail_block", "usage_missing", "usage_estimated"}
+var Events = []string{"cancellation", "timeout", "fallback", "retry", "hedge", "cache_hit", "coalesced", "guardrail_block", "usage_missing", "usage_estimated"}
 
 // Init creates the event counters of every alias at zero, so that rates
 // and dashboards see them before the first event.
@@ -92,11 +95,6 @@ func (m *Metrics) Open(surface string) func() {
 	g := m.open.WithLabelValues(surface)
 	g.Inc()
 	return g.Dec
-}
-
-// Event counts something that happened to a request of alias.
-func (m *Metrics) Event(alias, event string) {
-	m.events.WithLabelValues(alias, event).Inc()
 }
 
 // Record implements metering.Meter: everything about a finished request.
@@ -141,6 +139,10 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	event("retry", r.Retries)
 	event("hedge", b2i(r.Hedged))
 	event("cache_hit", b2i(r.Cached))
+	event("coalesced", b2i(r.Coalesced))
+	if r.Rule != "" {
+		m.rules.WithLabelValues(r.Alias, r.Rule, r.RoutedTo).Inc()
+	}
 	event("guardrail_block", b2i(r.ErrorCode == "guardrail_blocked"))
 	event("usage_missing", b2i(r.UsageMissing))
 	event("usage_estimated", b2i(r.Usage.Estimated))
