@@ -227,6 +227,20 @@ func TestAnthropicErrorContract(t *testing.T) {
 	if stream.Err() == nil || textOf(msg) == "" {
 		t.Errorf("mid-stream error: err %v, text %q", stream.Err(), textOf(msg))
 	}
+	// The overall timeout after the first token: the text sent is kept and
+	// the stream ends in an error event, not in a stop reason that would
+	// call the answer whole.
+	stream = client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "chat", MaxTokens: 1000,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi [sim ttft=5ms gap=20ms tokens=500]"))}},
+		aoption.WithHeader("X-Request-Timeout", "0.3"))
+	msg = anthropic.Message{}
+	for stream.Next() {
+		msg.Accumulate(stream.Current())
+	}
+	stream.Close()
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "timeout_error") || textOf(msg) == "" || msg.StopReason != "" {
+		t.Errorf("timeout mid-stream: err %v, text %q, stop %q", err, textOf(msg), msg.StopReason)
+	}
 	// Bad input names the field.
 	resp := postPath(t, gw.URL, "/v1/messages", `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 400 {

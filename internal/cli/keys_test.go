@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+
 	"github.com/firstword/firstword/internal/cli"
 )
 
@@ -49,6 +52,20 @@ func TestKeysCommand(t *testing.T) {
 	}
 	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
 		t.Errorf("with the key: %d", code)
+	}
+	// Anthropic's SDKs send the key as x-api-key and read Anthropic's
+	// error shape.
+	params := anthropic.MessageNewParams{Model: "chat", MaxTokens: 5,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi [sim ttft=1ms gap=1ms]"))}}
+	good := anthropic.NewClient(aoption.WithBaseURL(gw.URL+"/"), aoption.WithAPIKey(key), aoption.WithMaxRetries(0))
+	if _, err := good.Messages.New(context.Background(), params); err != nil {
+		t.Errorf("x-api-key: %v", err)
+	}
+	bad := anthropic.NewClient(aoption.WithBaseURL(gw.URL+"/"), aoption.WithAPIKey("fw_nope_nope"), aoption.WithMaxRetries(0))
+	_, err := bad.Messages.New(context.Background(), params)
+	var apiErr *anthropic.Error
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), `"type":"authentication_error"`) || !strings.Contains(apiErr.RawJSON(), `"type":"error"`) {
+		t.Errorf("a bad x-api-key: %v", err)
 	}
 	if _, stderr, code := runCLI(t, "keys", "revoke", "--config", cfgPath, prefix); code != 0 {
 		t.Fatalf("revoke: %s", stderr)

@@ -72,7 +72,14 @@ func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
 	return a.enc.Chunk(b, c)
 }
 
+// end closes the message. No Anthropic stop_reason says "cut by a
+// deadline", and end_turn would tell the client the answer is whole, so a
+// timeout ends the stream as Anthropic ends a broken one: with an error
+// event after the text that was sent.
 func (a *anthropicSurface) end(b []byte, x *exchange) []byte {
+	if x.tally.Finish == chat.FinishTimeout {
+		return a.enc.Error(b, &chat.Error{Category: chat.CategoryTimeout, Message: "the request's overall timeout cut the answer; the text sent so far is kept"})
+	}
 	u := x.tally.Usage(x.req)
 	return a.enc.Finish(b, x.tally.Finish, &u)
 }

@@ -156,11 +156,11 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, rec *budge
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthorized) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="firstword"`)
-			writeOpenAIError(w, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "", "a valid API key is required (Authorization: Bearer fw_...)")
+			writeRequestError(w, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "a valid API key is required (Authorization: Bearer fw_... or x-api-key: fw_...)")
 			return p, false
 		}
 		s.log.Error("authenticating", "err", err)
-		writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "could not check the API key")
+		writeRequestError(w, r, http.StatusServiceUnavailable, "server_error", "store_unavailable", "could not check the API key")
 		return p, false
 	}
 	return p, true

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -16,6 +17,23 @@ func writeOpenAIError(w http.ResponseWriter, status int, typ, code, param, msg s
 		body["param"] = param
 	}
 	writeJSON(w, status, map[string]any{"error": body})
+}
+
+// writeRequestError answers a request the gateway refuses before routing
+// it (401, 413, 400, 503) in the error shape of the API the client called:
+// Anthropic's on /v1/messages, OpenAI's elsewhere.
+func writeRequestError(w http.ResponseWriter, r *http.Request, status int, typ, code, msg string) {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		switch status {
+		case http.StatusRequestEntityTooLarge:
+			typ = "request_too_large"
+		case http.StatusServiceUnavailable:
+			typ = "api_error"
+		}
+		writeAnthropicError(w, status, typ, msg)
+		return
+	}
+	writeOpenAIError(w, status, typ, code, "", msg)
 }
 
 // writeChatError answers a classified failure before the first byte: the

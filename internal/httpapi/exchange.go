@@ -55,11 +55,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "",
+			writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 				"request body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
 			return nil, false
 		}
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_body", "", "could not read the request body: "+err.Error())
+		writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", "could not read the request body: "+err.Error())
 		return nil, false
 	}
 	return body, true
@@ -270,6 +270,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 	u := x.tally.Usage(x.req)
 	resp.Usage = &u
 	x.commitHeaders(w.Header())
+	if x.tally.Finish == chat.FinishTimeout {
+		// For formats with no finish reason to say it (Anthropic's).
+		w.Header().Set("X-Firstword-Finish-Reason", "timeout")
+	}
 	writeJSON(w, http.StatusOK, sf.response(x, model, resp))
 	x.ttfw = time.Now()
 }
