@@ -127,10 +127,10 @@ func TestDefaultIsValid(t *testing.T) {
 	}
 }
 
-// TestDocumentedExamples parses every YAML block of the README and
-// docs/config.md, so the documentation cannot drift from the schema.
+// TestDocumentedExamples parses every YAML block of the README,
+// docs/config.md and docs/LEVERS.md, so the documentation cannot drift from the schema.
 func TestDocumentedExamples(t *testing.T) {
-	for _, path := range []string{"../../README.md", "../../docs/config.md"} {
+	for _, path := range []string{"../../README.md", "../../docs/config.md", "../../docs/LEVERS.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
