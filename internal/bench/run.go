@@ -78,6 +78,9 @@ type MemoryResult struct {
 	PerStream float64 // bytes
 	// From the gateway's /admin/runtime?gc=1, per open stream.
 	HeapPerStream, StackPerStream, GoroutinesPerStream float64
+	// ProxyPerStream is httputil.ReverseProxy's RSS per open stream in the
+	// same phase (0 when not measured).
+	ProxyPerStream float64
 }
 
 type runtimeStats struct {
@@ -147,8 +150,17 @@ models:
 		return nil, err
 	}
 	defer gw.Stop()
-	var proxy, rproxy *Process
+	var proxy, rproxy, hproxy *Process
 	if o.ReverseProxy {
+		haddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		hproxy, err = StartProcess(ctx, haddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", haddr, "--upstream", urls["hold"])
+		if err != nil {
+			return nil, err
+		}
+		defer hproxy.Stop()
 		raddr, err := FreeAddr()
 		if err != nil {
 			return nil, err
@@ -235,9 +247,16 @@ models:
 	}
 
 	logf("memory: %d concurrent idle streams", o.IdleStreams)
-	mem, err := idle(ctx, gw, o.IdleStreams)
+	mem, err := idle(ctx, gw, o.IdleStreams, true)
 	if err != nil {
 		return nil, err
+	}
+	if hproxy != nil {
+		pm, err := idle(ctx, hproxy, o.IdleStreams, false)
+		if err != nil {
+			return nil, fmt.Errorf("reverse proxy: %w", err)
+		}
+		mem.ProxyPerStream = pm.PerStream
 	}
 	rep.Memory = mem
 	return rep, nil
@@ -319,12 +338,17 @@ func throughput(ctx context.Context, conc int, d time.Duration, url, model strin
 	return okN.Load(), errN.Load()
 }
 
-func idle(ctx context.Context, gw *Process, n int) (MemoryResult, error) {
+// idle opens n streams through p, holds them, and measures p's RSS; with
+// stats, also the heap, stacks and goroutines from p's /admin/runtime.
+func idle(ctx context.Context, gw *Process, n int, stats bool) (MemoryResult, error) {
 	res := MemoryResult{Streams: n}
 	time.Sleep(time.Second)
-	rt0, err := readRuntime(gw.URL)
-	if err != nil {
-		return res, err
+	var rt0 runtimeStats
+	if stats {
+		var err error
+		if rt0, err = readRuntime(gw.URL); err != nil {
+			return res, err
+		}
 	}
 	before, err := gw.RSS()
 	if err != nil {
@@ -371,6 +395,9 @@ func idle(ctx context.Context, gw *Process, n int) (MemoryResult, error) {
 	}
 	res.RSSBefore, res.RSSAfter = before, after
 	res.PerStream = float64(after-before) / float64(n)
+	if !stats {
+		return res, nil
+	}
 	rt1, err := readRuntime(gw.URL)
 	if err != nil {
 		return res, err
@@ -444,5 +471,8 @@ func (r *Report) Markdown(command string) string {
 	fmt.Fprintf(&b, "\n### Memory (%d concurrent open, idle streams)\n\n", m.Streams)
 	fmt.Fprintf(&b, "Gateway RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
 		float64(m.RSSBefore)/(1<<20), float64(m.RSSAfter)/(1<<20), m.PerStream/1024, m.HeapPerStream/1024, m.StackPerStream/1024, m.GoroutinesPerStream)
+	if m.ProxyPerStream > 0 {
+		fmt.Fprintf(&b, "\nGo's `httputil.ReverseProxy` holding the same streams: %.1f KiB per open stream.\n", m.ProxyPerStream/1024)
+	}
 	return b.String()
 }

@@ -221,7 +221,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	}
 	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
 	app.Window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
-	meter := metering.Multi{app.Meter, &storeMeter{st: st, log: log}, windowMeter{app.Window}, metering.Log{Logger: log}}
+	usage := newUsageWriter(st, log)
+	app.closers = append(app.closers, usage.Close)
+	meter := metering.Multi{app.Meter, usage, windowMeter{app.Window}, metering.Log{Logger: log}}
 	if config.Optional(cfg.Metrics.Enabled) {
 		app.Metrics = metrics.New(r.Health)
 		app.Metrics.Init(r.Aliases())

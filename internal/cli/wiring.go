@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/firstword/firstword/internal/budget/window"
@@ -49,13 +50,30 @@ func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	}
 }
 
-// storeMeter writes each request's usage row.
-type storeMeter struct {
-	st  store.Store
-	log *slog.Logger
+// usageWriter writes each request's usage row in the background, in
+// batches: the request only queues its row, and rows that queue while a
+// write is in flight go in the next transaction together. With the queue
+// full, a row is written at once by its request (pressure, not loss).
+// Close writes what is queued.
+type usageWriter struct {
+	st    store.Store
+	log   *slog.Logger
+	queue chan *store.Usage
+	done  chan struct{}
+
+	mu     sync.RWMutex
+	closed bool
 }
 
-func (m *storeMeter) Record(ctx context.Context, r *metering.Record) {
+const usageBatch = 256
+
+func newUsageWriter(st store.Store, log *slog.Logger) *usageWriter {
+	w := &usageWriter{st: st, log: log, queue: make(chan *store.Usage, 4*usageBatch), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *usageWriter) Record(_ context.Context, r *metering.Record) {
 	tenant := r.Tenant
 	if tenant == "" {
 		tenant = "local"
@@ -67,11 +85,60 @@ func (m *storeMeter) Record(ctx context.Context, r *metering.Record) {
 		Estimated: r.Usage.Estimated, Cost: r.Cost,
 		TTFTMs: float64(r.TTFT.Microseconds()) / 1000, TotalMs: float64(r.Total.Microseconds()) / 1000,
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := m.st.RecordUsage(ctx, u); err != nil {
-		m.log.Warn("recording usage", "request_id", r.RequestID, "err", err)
+	w.mu.RLock()
+	queued := false
+	if !w.closed {
+		select {
+		case w.queue <- u:
+			queued = true
+		default:
+		}
 	}
+	w.mu.RUnlock()
+	if !queued {
+		w.write([]*store.Usage{u})
+	}
+}
+
+func (w *usageWriter) run() {
+	defer close(w.done)
+	batch := make([]*store.Usage, 0, usageBatch)
+	for u := range w.queue {
+		batch = append(batch[:0], u)
+	more:
+		for len(batch) < usageBatch {
+			select {
+			case u, ok := <-w.queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, u)
+			default:
+				break more
+			}
+		}
+		w.write(batch)
+	}
+}
+
+func (w *usageWriter) write(us []*store.Usage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.st.RecordUsage(ctx, us...); err != nil {
+		w.log.Warn("recording usage", "rows", len(us), "first_request_id", us[0].RequestID, "err", err)
+	}
+}
+
+// Close stops queueing and returns once every queued row is written.
+func (w *usageWriter) Close() error {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	<-w.done
+	return nil
 }
 
 // chatOptions builds the /v1/chat pipeline's guard and sources.

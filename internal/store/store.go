@@ -77,8 +77,8 @@ type Store interface {
 	// one whose replica crashed; a live stream elsewhere is left alone.
 	InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error)
 
-	// RecordUsage inserts one request's usage row.
-	RecordUsage(ctx context.Context, u *Usage) error
+	// RecordUsage inserts usage rows, one per request, in one transaction.
+	RecordUsage(ctx context.Context, us ...*Usage) error
 	// UsageSummary sums usage by tenant, model and UTC day for rows with
 	// from <= Time < to, of one tenant ("" for all).
 	UsageSummary(ctx context.Context, tenantID string, from, to time.Time) ([]UsageSum, error)

@@ -10,18 +10,31 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// RecordUsage inserts u. A zero Time is set to now; u.Time is updated to
-// the stored value.
-func (s *Store) RecordUsage(ctx context.Context, u *store.Usage) error {
-	at := stamp(u.Time)
-	if _, err := s.pool.Exec(ctx, `INSERT INTO usage (request_id, tenant_id, user_id, created_at,
+// RecordUsage inserts us in one transaction (one round trip, as a batch).
+// A zero Time is set to now; each Time is updated to the stored value.
+func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
+	if len(us) == 0 {
+		return nil
+	}
+	ats := make([]time.Time, len(us))
+	b := &pgx.Batch{}
+	for i, u := range us {
+		ats[i] = stamp(u.Time)
+		b.Queue(`INSERT INTO usage (request_id, tenant_id, user_id, created_at,
 		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
 		ttft_ms, total_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-		u.RequestID, u.TenantID, u.UserID, at, u.Surface, u.Model, u.Deployment, u.Status,
-		u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs); err != nil {
-		return fmt.Errorf("postgres: record usage %s: %w", u.RequestID, err)
+			u.RequestID, u.TenantID, u.UserID, ats[i], u.Surface, u.Model, u.Deployment, u.Status,
+			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs)
 	}
-	u.Time = at
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: record usage: %w", err)
+	}
+	for i, u := range us {
+		u.Time = ats[i]
+	}
 	return nil
 }
 

@@ -8,16 +8,33 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// RecordUsage inserts u. A zero Time is set to now; u.Time is updated to
-// the stored value.
-func (s *Store) RecordUsage(ctx context.Context, u *store.Usage) error {
-	at := stamp(u.Time)
-	if _, err := s.insertUsage.ExecContext(ctx, u.RequestID, u.TenantID, u.UserID, at.UnixMicro(),
-		u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
-		u.Estimated, u.Cost, u.TTFTMs, u.TotalMs); err != nil {
-		return fmt.Errorf("sqlite: record usage %s: %w", u.RequestID, err)
+// RecordUsage inserts us in one transaction. A zero Time is set to now;
+// each Time is updated to the stored value.
+func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
+	if len(us) == 0 {
+		return nil
 	}
-	u.Time = at
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: record usage: %w", err)
+	}
+	defer tx.Rollback()
+	ins := tx.StmtContext(ctx, s.insertUsage)
+	ats := make([]time.Time, len(us))
+	for i, u := range us {
+		ats[i] = stamp(u.Time)
+		if _, err := ins.ExecContext(ctx, u.RequestID, u.TenantID, u.UserID, ats[i].UnixMicro(),
+			u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
+			u.Estimated, u.Cost, u.TTFTMs, u.TotalMs); err != nil {
+			return fmt.Errorf("sqlite: record usage %s: %w", u.RequestID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: record usage: %w", err)
+	}
+	for i, u := range us {
+		u.Time = ats[i]
+	}
 	return nil
 }
 

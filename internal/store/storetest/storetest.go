@@ -597,12 +597,25 @@ func testUsageSummary(t *testing.T, s store.Store) {
 		{TenantID: "globex", Model: "fast", Time: to.Add(-time.Microsecond), InputTokens: 5, OutputTokens: 6, Cost: 1},
 		{TenantID: "globex", Model: "fast", Time: to}, // at to: excluded
 	}
-	for i, u := range rows {
+	// The first three rows one at a time, the rest in one batch.
+	var batch []*store.Usage
+	for i := range rows {
+		u := &rows[i]
 		u.RequestID, u.UserID, u.Surface, u.Deployment, u.Status = fmt.Sprint("r", i), "alice", "chat", "d1", "ok"
 		u.TTFTMs, u.TotalMs = 120, 900
-		if err := s.RecordUsage(ctx, &u); err != nil {
+		if i >= 3 {
+			batch = append(batch, u)
+			continue
+		}
+		if err := s.RecordUsage(ctx, u); err != nil {
 			t.Fatalf("RecordUsage(%d) = %v", i, err)
 		}
+	}
+	if err := s.RecordUsage(ctx, batch...); err != nil {
+		t.Fatalf("RecordUsage(batch of %d) = %v", len(batch), err)
+	}
+	if err := s.RecordUsage(ctx); err != nil {
+		t.Fatalf("RecordUsage() = %v", err)
 	}
 	acme := []store.UsageSum{
 		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75},
