@@ -53,6 +53,15 @@ func TestKeysCommand(t *testing.T) {
 	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
 		t.Errorf("with the key: %d", code)
 	}
+	// The operators' endpoints need a key too.
+	for _, path := range []string{"/admin/runtime", "/admin/health", "/admin/sim", "/admin/debug/pprof/heap?debug=1"} {
+		if code, _ := getJSON(t, gw.URL+path, ""); code != 401 {
+			t.Errorf("%s without a key: %d, want 401", path, code)
+		}
+		if code, _ := getJSON(t, gw.URL+path, key); code != 200 {
+			t.Errorf("%s with the key: %d, want 200", path, code)
+		}
+	}
 	// Anthropic's SDKs send the key as x-api-key and read Anthropic's
 	// error shape.
 	params := anthropic.MessageNewParams{Model: "chat", MaxTokens: 5,

@@ -3,11 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"strconv"
+	"time"
 
 	"github.com/firstword/firstword/internal/webui"
-	"time"
 )
 
 // routes is the whole API surface.
@@ -23,8 +24,12 @@ func (s *Server) routes() {
 		s.mux.HandleFunc("GET /v1/usage", s.usage)
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /admin/health", s.deploymentHealth)
-	s.mux.HandleFunc("GET /admin/runtime", s.runtimeStats)
+	// Operators' endpoints need a key (any, while in local mode).
+	s.mux.Handle("GET /admin/health", s.authed(http.HandlerFunc(s.deploymentHealth)))
+	s.mux.Handle("GET /admin/runtime", s.authed(http.HandlerFunc(s.runtimeStats)))
+	s.mux.Handle("GET /admin/debug/pprof/", s.authed(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index))))
+	s.mux.Handle("GET /admin/debug/pprof/profile", s.authed(http.HandlerFunc(pprof.Profile)))
+	s.mux.Handle("GET /admin/debug/pprof/trace", s.authed(http.HandlerFunc(pprof.Trace)))
 	if s.opt.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}
@@ -36,8 +41,17 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /static/", webui.Handler())
 	s.mux.HandleFunc("/", s.notFound)
 	for pattern, h := range s.opt.Extra {
-		s.mux.Handle(pattern, h)
+		s.mux.Handle(pattern, s.authed(h))
 	}
+}
+
+// authed serves h to authenticated requests only.
+func (s *Server) authed(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.authenticate(w, r, nil); ok {
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

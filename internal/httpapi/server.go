@@ -63,7 +63,8 @@ type Options struct {
 	WriteTimeout time.Duration
 	// MaxRequestBytes bounds request bodies (default 4 MiB).
 	MaxRequestBytes int64
-	// Extra routes mounted on the same mux (e.g. a sim's stats).
+	// Extra routes mounted on the same mux (e.g. a sim's stats), for
+	// authenticated requests only.
 	Extra map[string]http.Handler
 }
 
