@@ -390,3 +390,23 @@ func TestLeverTable(t *testing.T) {
 		}
 	}
 }
+
+// TestDeterministicTimeout: a cacheable request (temperature 0) takes the
+// coalescing path, and its deadline still ends it as documented: the
+// answer is cut and kept with finish_reason "timeout", streamed or not.
+func TestDeterministicTimeout(t *testing.T) {
+	gw := startApp(t, mustParse(t, leversConfig))
+	for _, stream := range []bool{true, false} {
+		body := fmt.Sprintf(`{"model":"chat","stream":%v,"temperature":0,"max_tokens":30,"messages":[{"role":"user","content":"Please explain at some length why the sky is blue and sunsets are red (%v) [sim ttft=10ms gap=100ms tokens=30]"}]}`, stream, stream)
+		text, finish, resp := completion(t, gw.URL, body, "X-Request-Timeout", "0.5")
+		if resp.StatusCode != 200 || finish != "timeout" || text == "" {
+			t.Errorf("stream=%v: status %d, finish %q, text %q; want 200, timeout and the text so far", stream, resp.StatusCode, finish, text)
+		}
+	}
+	// A cut answer is not cached: the same request again calls the upstream.
+	before := gw.Sims["sim"].Stats().Started
+	completion(t, gw.URL, `{"model":"chat","stream":true,"temperature":0,"max_tokens":30,"messages":[{"role":"user","content":"Please explain at some length why the sky is blue and sunsets are red (true) [sim ttft=10ms gap=100ms tokens=30]"}]}`, "X-Request-Timeout", "0.3")
+	if got := gw.Sims["sim"].Stats().Started; got != before+1 {
+		t.Errorf("a cut answer was served from the cache (upstream calls %d → %d)", before, got)
+	}
+}

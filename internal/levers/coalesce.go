@@ -134,6 +134,7 @@ func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat
 		rep.BillShare, rep.BillPart = 0, [2]int{0, 0}
 	}
 	i := 0
+	var sent delivered
 	for {
 		f.mu.Lock()
 		if i < len(f.chunks) {
@@ -143,6 +144,7 @@ func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat
 				copyReport()
 			}
 			f.mu.Unlock()
+			sent.add(&c)
 			if !yield(c, nil) {
 				leave()
 				return
@@ -171,7 +173,46 @@ func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat
 		case <-wake:
 		case <-ctx.Done():
 			leave()
-			yield(chat.Chunk{}, context.Cause(ctx))
+			sent.end(ctx, yield)
+			return
+		}
+	}
+}
+
+// delivered tracks what one subscriber was sent, to end its stream as the
+// router ends one at its deadline.
+type delivered struct {
+	visible bool
+	open    []int // choices begun and not finished
+}
+
+func (d *delivered) add(c *chat.Chunk) {
+	if c.Visible() {
+		d.visible = true
+		if !slices.Contains(d.open, c.Choice) {
+			d.open = append(d.open, c.Choice)
+		}
+	}
+	if c.FinishReason != "" {
+		d.open = slices.DeleteFunc(d.open, func(ch int) bool { return ch == c.Choice })
+	}
+}
+
+// end ends a stream whose ctx is done: when its deadline passed after the
+// first token, every open choice finishes with FinishTimeout and what was
+// sent is kept (usage is then estimated from it); otherwise, an error.
+func (d *delivered) end(ctx context.Context, yield func(chat.Chunk, error) bool) {
+	cause := context.Cause(ctx)
+	if !d.visible || !errors.Is(cause, chat.ErrDeadline) {
+		yield(chat.Chunk{}, cause)
+		return
+	}
+	open := d.open
+	if len(open) == 0 {
+		open = []int{0}
+	}
+	for _, ch := range open {
+		if !yield(chat.Chunk{Choice: ch, FinishReason: chat.FinishTimeout}, nil) {
 			return
 		}
 	}

@@ -375,6 +375,7 @@ func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *router.Report,
 		gap = time.Duration(float64(time.Second) / l.opt.ReplayTokensPerSecond)
 	}
 	var t *time.Timer
+	var sent delivered
 	for i, c := range e.Chunks {
 		if gap > 0 && i > 0 && c.Visible() {
 			if t == nil {
@@ -385,12 +386,13 @@ func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *router.Report,
 			}
 			select {
 			case <-ctx.Done():
-				yield(chat.Chunk{}, context.Cause(ctx))
+				sent.end(ctx, yield)
 				return
 			case <-t.C:
 			}
 		}
 		c.More = gap == 0 && i < len(e.Chunks)-1
+		sent.add(&c)
 		if !yield(c, nil) {
 			return
 		}
