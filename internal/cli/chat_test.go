@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -498,5 +501,36 @@ func TestChatBadRequests(t *testing.T) {
 				t.Errorf("got %d %s, want %d", r.status, r.body, tt.status)
 			}
 		})
+	}
+}
+
+// TestChatRedactsEverywhere: with the guard redacting personal data, no
+// stored copy holds it: not the message, not the conversation's title, not
+// the database file, and the model never sees it.
+func TestChatRedactsEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(chatConfig, "20s") + fmt.Sprintf("guard: {pii_action: redact}\nstore: {path: %s}\n", filepath.Join(dir, "fw.db"))
+	gw := startApp(t, mustParse(t, cfg))
+	const card, mail = "4111 1111 1111 1111", "bob@example.com"
+	r := chatOnce(t, gw.URL, "", map[string]any{"message": "mail me at " + mail + ", card " + card + " [sim echo ttft=1ms gap=1ms]"}, 0)
+	if r.last.kind != "done" || !strings.Contains(r.text, "[redacted card]") || strings.Contains(r.text, card) || strings.Contains(r.text, mail) {
+		t.Fatalf("the model saw %q (last event %v)", r.text, r.last)
+	}
+	convID := r.meta["conversation_id"].(string)
+	storedAnswer(t, gw.URL, "", convID)
+	_, conv := getJSON(t, gw.URL+"/v1/conversations/"+convID, "")
+	_, list := getJSON(t, gw.URL+"/v1/conversations", "")
+	for what, v := range map[string]any{"conversation": conv, "list": list} {
+		b, _ := json.Marshal(v)
+		if strings.Contains(string(b), card) || strings.Contains(string(b), mail) || !strings.Contains(string(b), "[redacted email]") {
+			t.Errorf("%s holds the raw data or lost the redaction: %s", what, b)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "fw.db*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if bytes.Contains(b, []byte(card)) || bytes.Contains(b, []byte(mail)) {
+			t.Errorf("%s holds the raw data", filepath.Base(f))
+		}
 	}
 }

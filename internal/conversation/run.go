@@ -81,25 +81,14 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	defer cancelRun(nil)
 	f := &final{t: t}
 
-	// The local guard is microseconds: it always runs first, so that
-	// redactions reach the model in either mode.
-	text := t.in.Message
-	if g := s.opt.Guard; g != nil {
-		start := time.Now()
-		v := g.CheckLocal(text)
-		rec.Add("guard.local", start, time.Now(), verdictNote(v))
+	// The local guard ran in Prepare, before anything was stored.
+	text := t.user.Content
+	if v := t.local; v != nil {
 		if v.Blocked {
-			f.blocked(ctx, v, yield)
+			f.blocked(ctx, *v, yield)
 			return
 		}
 		f.flags = v.Flags
-		if v.Text != "" && v.Text != text {
-			text = v.Text
-			t.user.Content = text // keep no secrets: store the redacted text
-			if err := s.opt.Store.FinishMessage(context.WithoutCancel(ctx), t.user); err != nil {
-				s.opt.Log.Warn("redacting the stored message", "err", err)
-			}
-		}
 	}
 	var verdict chan Verdict
 	if g := s.opt.Guard; g != nil && s.opt.RemoteGuard {

@@ -169,6 +169,10 @@ type Turn struct {
 	created      bool
 	timeout      time.Duration
 	historyUntil int // messages with Seq below this are history
+	// local is the local guard's verdict, taken before anything was
+	// stored, so that no stored copy (message, title) holds what it
+	// redacts; nil without a guard.
+	local *Verdict
 }
 
 // Prepare validates the input, creates the conversation if needed, and
@@ -176,8 +180,6 @@ type Turn struct {
 // Its errors are the client's (ErrEmptyMessage, ErrUnknownModel,
 // ErrNotFound, ErrMessageTooBig) or the store's.
 func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
-	end := in.Budget.Begin("store.prepare")
-	defer end("")
 	if strings.TrimSpace(in.Message) == "" {
 		return nil, ErrEmptyMessage
 	}
@@ -192,8 +194,22 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 		timeout = in.Timeout
 	}
 	t := &Turn{s: s, in: in, timeout: timeout}
+	// The local guard is microseconds: it runs first, so that redactions
+	// reach the store and the model in either guard mode.
+	content := in.Message
+	if g := s.opt.Guard; g != nil {
+		start := time.Now()
+		v := g.CheckLocal(in.Message)
+		in.Budget.Add("guard.local", start, time.Now(), verdictNote(v))
+		t.local = &v
+		if v.Text != "" && !v.Blocked {
+			content = v.Text
+		}
+	}
+	end := in.Budget.Begin("store.prepare")
+	defer end("")
 	now := time.Now().UTC()
-	t.user = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: in.Message, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	t.user = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: content, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
 	t.assistant = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
 	// The user's message and the answer's placeholder are one write (with
 	// the conversation when it is new): one wait for the database.
@@ -214,7 +230,7 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 			return nil, err
 		}
 	} else {
-		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(in.Message), Model: in.Model, CreatedAt: now, UpdatedAt: now}
+		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
 		t.user.ConversationID, t.assistant.ConversationID = t.conv.ID, t.conv.ID
 		if err := s.opt.Store.CreateConversation(ctx, t.conv, t.user, t.assistant); err != nil {
 			return nil, err
