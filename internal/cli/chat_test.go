@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -532,5 +533,19 @@ func TestChatRedactsEverywhere(t *testing.T) {
 		if bytes.Contains(b, []byte(card)) || bytes.Contains(b, []byte(mail)) {
 			t.Errorf("%s holds the raw data", filepath.Base(f))
 		}
+	}
+}
+
+// TestBuiltInConfigGuards: with no config file, /v1/chat has the guard on
+// with its documented defaults.
+func TestBuiltInConfigGuards(t *testing.T) {
+	gw := startApp(t, config.Default())
+	r := chatOnce(t, gw.URL, "", map[string]any{"model": "sim-small", "message": "card 4111 1111 1111 1111 [sim echo ttft=1ms gap=1ms]"}, 0)
+	if r.last.kind != "done" || !strings.Contains(r.text, "[redacted card]") {
+		t.Errorf("pii: text %q, last %v", r.text, r.last)
+	}
+	r = chatOnce(t, gw.URL, "", map[string]any{"model": "sim-small", "message": strings.Repeat("long ", 7000)}, 0)
+	if r.last.kind != "error" || r.last.data["code"] != "guardrail_blocked" {
+		t.Errorf("a 35,000-character message: last %v", r.last)
 	}
 }

@@ -45,7 +45,9 @@ type Config struct {
 	Auth Auth `yaml:"auth"`
 	// Chat configures the /v1/chat pipeline.
 	Chat Chat `yaml:"chat"`
-	// Guard is the input guardrail of /v1/chat (off when absent).
+	// Guard is the input guardrail of /v1/chat: off when a config file
+	// has no guard section (guard: {} turns it on with its defaults); on,
+	// with its defaults, in the built-in config.
 	Guard *Guard `yaml:"guard"`
 	// Sources are the context sources of /v1/chat, fetched in parallel.
 	Sources Sources `yaml:"sources"`
@@ -497,6 +499,7 @@ func Default() *Config {
 				{Provider: "sim", Model: "small", Priority: 1},
 			}},
 		},
+		Guard: &Guard{},
 	}
 	c.Defaults()
 	return c
