@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -247,4 +248,31 @@ func TestAnthropicErrorContract(t *testing.T) {
 		t.Errorf("missing max_tokens: %d", resp.StatusCode)
 	}
 	resp.Body.Close()
+}
+
+// TestAnthropicHeartbeat: a quiet /v1/messages stream is kept open with
+// Anthropic's own ping event (not an SSE comment), which the SDK skips.
+func TestAnthropicHeartbeat(t *testing.T) {
+	gw := startApp(t, mustParse(t, "heartbeat: 50ms\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
+	const msg = "hi [sim ttft=250ms gap=1ms tokens=3]"
+	resp := postPath(t, gw.URL, "/v1/messages", `{"model":"chat","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"`+msg+`"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	if !strings.Contains(body, "event: ping\ndata: {\"type\": \"ping\"}\n\n") || strings.HasPrefix(body, ": ") || strings.Contains(body, "\n: ") || !strings.HasSuffix(body, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+		t.Errorf("stream:\n%s", body)
+	}
+	client := anthropicClient(gw.URL)
+	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "chat", MaxTokens: 10,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(msg))}})
+	var m anthropic.Message
+	for stream.Next() {
+		if err := m.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream.Close()
+	if stream.Err() != nil || textOf(m) == "" || m.StopReason != "max_tokens" && m.StopReason != "end_turn" {
+		t.Errorf("SDK through pings: err %v, text %q, stop %q", stream.Err(), textOf(m), m.StopReason)
+	}
 }

@@ -65,6 +65,9 @@ type anthropicSurface struct {
 
 func (a *anthropicSurface) setModel(m string) { a.enc.Model = m }
 
+// heartbeat is Anthropic's own keep-alive, which its SDKs skip.
+func (a *anthropicSurface) heartbeat() []byte { return a.enc.Ping(nil) }
+
 func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
 	if !c.Visible() {
 		return b // the finish and usage are written by end

@@ -73,7 +73,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("chat")()
 	}
-	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
+	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	es.prelude = []byte("retry: 1000\n\n")
 	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })

@@ -145,6 +145,8 @@ type surface interface {
 	response(x *exchange, model string, r *chat.Response) any
 	// setModel tells the surface the upstream model, once known.
 	setModel(model string)
+	// heartbeat is what keeps a quiet stream open.
+	heartbeat() []byte
 }
 
 // stream runs a streaming request: each chunk is encoded and flushed as it
@@ -152,7 +154,7 @@ type surface interface {
 // quiet stream open, a failure before the first byte is a real status and
 // after it an error event, and a client that leaves cancels the upstream.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, sf surface) {
-	es := newEventStream(w, s.opt.Heartbeat, s.opt.WriteTimeout)
+	es := newEventStream(w, sf.heartbeat(), s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	// A pooled buffer is held only while events are being encoded and
 	// written, so an open stream waiting on its upstream holds none.

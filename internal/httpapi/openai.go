@@ -67,6 +67,8 @@ type openaiSurface struct {
 
 func (o *openaiSurface) setModel(m string) { o.enc.Model = m }
 
+func (o *openaiSurface) heartbeat() []byte { return commentHeartbeat }
+
 func (o *openaiSurface) chunk(b []byte, c *chat.Chunk) []byte { return o.enc.AppendChunk(b, c) }
 
 func (o *openaiSurface) end(b []byte, x *exchange) []byte {

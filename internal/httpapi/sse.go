@@ -28,6 +28,7 @@ type eventStream struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
 	writeTimeout time.Duration
+	ping         []byte // the heartbeat event
 	heartbeat    time.Duration
 	// prelude is written right after the headers when the response
 	// commits (e.g. a retry: hint).
@@ -44,8 +45,8 @@ type eventStream struct {
 	beats     int
 }
 
-func newEventStream(w http.ResponseWriter, heartbeat, writeTimeout time.Duration) *eventStream {
-	s := &eventStream{w: w, rc: http.NewResponseController(w), heartbeat: heartbeat, writeTimeout: writeTimeout}
+func newEventStream(w http.ResponseWriter, ping []byte, heartbeat, writeTimeout time.Duration) *eventStream {
+	s := &eventStream{w: w, rc: http.NewResponseController(w), ping: ping, heartbeat: heartbeat, writeTimeout: writeTimeout}
 	s.lastWrite = time.Now()
 	if heartbeat > 0 {
 		s.mu.Lock()
@@ -150,7 +151,7 @@ func (s *eventStream) beat() {
 	}
 	idle := time.Since(s.lastWrite)
 	if idle >= s.heartbeat {
-		if s.writeLocked(heartbeatEvent) != nil {
+		if s.writeLocked(s.ping) != nil {
 			return
 		}
 		s.beats++
@@ -159,7 +160,8 @@ func (s *eventStream) beat() {
 	s.timer.Reset(s.heartbeat - idle)
 }
 
-var heartbeatEvent = []byte(": ping\n\n")
+// commentHeartbeat is an SSE comment: every client ignores it.
+var commentHeartbeat = []byte(": ping\n\n")
 
 // Failed reports whether a write to the client failed.
 func (s *eventStream) Failed() bool {
