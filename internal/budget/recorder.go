@@ -228,7 +228,7 @@ func CriticalPath(stages []Stage, ttfw time.Duration) []string {
 	var path []string
 	cur := ttfw
 	used := make([]bool, len(stages))
-	for cur > slack {
+	for cur > 0 {
 		best := -1
 		for i, s := range stages {
 			if used[i] || s.Group || s.Start >= cur || s.End > cur+slack {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/jsonerr"
 )
 
 // ParsedRequest is a decoded client request.
@@ -123,7 +124,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	}
 	var wm []inMessage
 	if err := json.Unmarshal(v, &wm); err != nil {
-		return nil, reqErr("messages", "must be an array of message objects: %v", typeErr(err))
+		return nil, reqErr("messages", "must be an array of message objects: %v", jsonerr.Type(err))
 	}
 	if len(wm) == 0 {
 		return nil, reqErr("messages", "must contain at least one message")
@@ -161,7 +162,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 			UserID *string `json:"user_id"`
 		}
 		if err := json.Unmarshal(v, &md); err != nil {
-			return nil, reqErr("metadata", "%v", typeErr(err))
+			return nil, reqErr("metadata", "%v", jsonerr.Type(err))
 		}
 		if md.UserID != nil {
 			req.User = *md.UserID
@@ -170,7 +171,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if v, ok := raw["tools"]; ok && !isNull(v) {
 		var tools []inTool
 		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqErr("tools", "must be an array of tool objects: %v", typeErr(err))
+			return nil, reqErr("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
 		}
 		for i, t := range tools {
 			if t.Type != "" && t.Type != "custom" {
@@ -192,7 +193,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if v, ok := raw["tool_choice"]; ok && !isNull(v) {
 		var tc ToolChoice
 		if err := json.Unmarshal(v, &tc); err != nil {
-			return nil, reqErr("tool_choice", "must be an object: %v", typeErr(err))
+			return nil, reqErr("tool_choice", "must be an object: %v", jsonerr.Type(err))
 		}
 		switch tc.Type {
 		case "auto":
@@ -228,7 +229,7 @@ func parseSystem(v json.RawMessage) ([]chat.Message, error) {
 	}
 	var blocks []inBlock
 	if err := json.Unmarshal(v, &blocks); err != nil {
-		return nil, reqErr("system", "must be a string or an array of text blocks: %v", typeErr(err))
+		return nil, reqErr("system", "must be a string or an array of text blocks: %v", jsonerr.Type(err))
 	}
 	msgs := make([]chat.Message, 0, len(blocks))
 	for i, b := range blocks {
@@ -270,7 +271,7 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 	}
 	var blocks []inBlock
 	if err := json.Unmarshal(m.Content, &blocks); err != nil {
-		return nil, reqErr(param+".content", "must be a string or an array of content blocks: %v", typeErr(err))
+		return nil, reqErr(param+".content", "must be a string or an array of content blocks: %v", jsonerr.Type(err))
 	}
 	if len(blocks) == 0 {
 		return nil, reqErr(param+".content", "must contain at least one content block")
@@ -394,7 +395,7 @@ func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
 	}
 	var blocks []inBlock
 	if err := json.Unmarshal(v, &blocks); err != nil {
-		return reqErr(param, "must be a string or an array of text and image blocks: %v", typeErr(err))
+		return reqErr(param, "must be a string or an array of text and image blocks: %v", jsonerr.Type(err))
 	}
 	for k, b := range blocks {
 		switch b.Type {
@@ -450,36 +451,7 @@ func field(raw map[string]json.RawMessage, name string, dst any) error {
 		return nil
 	}
 	if err := json.Unmarshal(v, dst); err != nil {
-		return reqErr(name, "%v", typeErr(err))
+		return reqErr(name, "%v", jsonerr.Type(err))
 	}
 	return nil
-}
-
-// typeErr rewrites encoding/json's type errors into a sentence a client can
-// act on.
-func typeErr(err error) error {
-	if te, ok := err.(*json.UnmarshalTypeError); ok {
-		if te.Field != "" {
-			return fmt.Errorf("%s: expected %s, got %s", te.Field, friendlyType(te.Type.String()), te.Value)
-		}
-		return fmt.Errorf("expected %s, got %s", friendlyType(te.Type.String()), te.Value)
-	}
-	return err
-}
-
-func friendlyType(t string) string {
-	t = strings.TrimPrefix(t, "*")
-	switch {
-	case strings.HasPrefix(t, "[]"):
-		return "array"
-	case t == "string":
-		return "string"
-	case t == "bool":
-		return "boolean"
-	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "float"):
-		return "number"
-	case strings.HasPrefix(t, "map") || strings.Contains(t, "."):
-		return "object"
-	}
-	return t
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/jsonerr"
 )
 
 // Message is a Chat Completions message on the wire.
@@ -93,7 +94,7 @@ func (m *Message) toChat() (chat.Message, error) {
 	case '[':
 		var parts []contentPart
 		if err := json.Unmarshal(m.Content, &parts); err != nil {
-			return out, fmt.Errorf("content: must be a string or an array of content parts: %v", typeErr(err))
+			return out, fmt.Errorf("content: must be a string or an array of content parts: %v", jsonerr.Type(err))
 		}
 		var text strings.Builder
 		for j, p := range parts {

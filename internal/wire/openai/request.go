@@ -8,9 +8,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/jsonerr"
 )
 
 // StreamOptions is the stream_options request field.
@@ -100,7 +100,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	}
 	var wm []Message
 	if err := json.Unmarshal(msgs, &wm); err != nil {
-		return nil, reqErr("messages", "must be an array of message objects: %v", typeErr(err))
+		return nil, reqErr("messages", "must be an array of message objects: %v", jsonerr.Type(err))
 	}
 	if len(wm) == 0 {
 		return nil, reqErr("messages", "must contain at least one message")
@@ -167,7 +167,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if v, ok := raw["tools"]; ok && !isNull(v) {
 		var tools []Tool
 		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqErr("tools", "must be an array of tool objects: %v", typeErr(err))
+			return nil, reqErr("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
 		}
 		for i, t := range tools {
 			if t.Type != "function" && t.Type != "" {
@@ -236,7 +236,7 @@ func field(raw map[string]json.RawMessage, name string, dst any) error {
 		return nil
 	}
 	if err := json.Unmarshal(v, dst); err != nil {
-		return reqErr(name, "%v", typeErr(err))
+		return reqErr(name, "%v", jsonerr.Type(err))
 	}
 	return nil
 }
@@ -245,41 +245,7 @@ func strictObject(v json.RawMessage, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return typeErr(err)
+		return jsonerr.Type(err)
 	}
 	return nil
-}
-
-// typeErr rewrites encoding/json's type errors into a sentence a client can
-// act on.
-func typeErr(err error) error {
-	var te *json.UnmarshalTypeError
-	if e, ok := err.(*json.UnmarshalTypeError); ok {
-		te = e
-	}
-	if te != nil {
-		where := te.Field
-		if where != "" {
-			return fmt.Errorf("%s: expected %s, got %s", where, friendlyType(te.Type.String()), te.Value)
-		}
-		return fmt.Errorf("expected %s, got %s", friendlyType(te.Type.String()), te.Value)
-	}
-	return err
-}
-
-func friendlyType(t string) string {
-	t = strings.TrimPrefix(t, "*")
-	switch {
-	case strings.HasPrefix(t, "[]"):
-		return "array"
-	case t == "string":
-		return "string"
-	case t == "bool":
-		return "boolean"
-	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "float"):
-		return "number"
-	case strings.HasPrefix(t, "map") || strings.Contains(t, "."):
-		return "object"
-	}
-	return t
 }
