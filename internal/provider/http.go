@@ -87,7 +87,28 @@ func TransportError(ctx context.Context, name string, err error) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: name, Message: "upstream unreachable: " + err.Error(), Retryable: true, Err: err}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: name, Message: unreachable(err), Retryable: true, Err: err}
+}
+
+// unreachable says why an upstream could not be reached without naming its
+// address: the message reaches clients; the error itself (kept in
+// chat.Error.Err) reaches the log.
+func unreachable(err error) string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "upstream unreachable: connection refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "upstream unreachable: connection closed"
+	case errors.As(err, &dns):
+		return "upstream unreachable: name not resolved"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "upstream unreachable: timed out"
+	case strings.Contains(err.Error(), "tls:"), strings.Contains(err.Error(), "x509:"):
+		return "upstream unreachable: TLS failed"
+	}
+	return "upstream unreachable"
 }
 
 // ReadError reads a non-2xx response and classifies it with decode, adding
