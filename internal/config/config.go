@@ -452,13 +452,20 @@ func Parse(path string, b []byte, getenv func(string) string) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%s: the file is empty", path)
 		}
-		return nil, fmt.Errorf("%s: %s", path, cleanYAMLError(err))
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, fmt.Errorf("%s: %s", path, cleanYAMLError(err))
+		}
+		// Unknown keys and wrong types: report them with every other
+		// problem of what could be read, not one at a time.
+		loose := &Config{Path: path}
+		yaml.Unmarshal(b, loose)
+		loose.parseTree(b)
+		loose.Defaults()
+		errs := strings.Split(cleanYAMLError(err), "; ")
+		return nil, loose.errorList(append(errs, loose.problems()...))
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err == nil {
-		c.root = &root
-	}
-	c.locate()
+	c.parseTree(b)
 	c.Defaults()
 	if err := c.resolve(getenv); err != nil {
 		return nil, err
@@ -467,6 +474,15 @@ func Parse(path string, b []byte, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// parseTree keeps the document's node tree, for line numbers.
+func (c *Config) parseTree(b []byte) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err == nil {
+		c.root = &root
+	}
+	c.locate()
 }
 
 // cleanYAMLError drops the library's "yaml: unmarshal errors:" preamble

@@ -51,9 +51,9 @@ models:
     first_token_timeout: 5s
     deployments:
       - provider: primary
-        model: m-large
+        model: large
       - provider: backup
-        model: m-small
+        model: small
         first_token_timeout: 3s
 `), noenv)
 	if err != nil {
@@ -82,6 +82,8 @@ func TestBadConfig(t *testing.T) {
 		{"bad listen", "listen: 8080\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "listen"}},
 		{"several at once", "providers:\n  p:\n    type: openai\nmodels:\n  m:\n    deployments:\n      - provider: q\n        model: x\n", []string{"2 problems", "base_url", "provider"}},
 		{"empty", "", []string{"empty"}},
+		{"unknown sim tier", "providers:\n  p: {type: sim, tiers: {tiny: {ttft: 10ms, tokens_per_second: 100}}}\nmodels:\n  m:\n    deployments: [{provider: p, model: hueg}]\n", []string{"line 5", "models.m.deployments[0].model", "large, medium, small, tiny", `"hueg"`}},
+		{"a typo and a bad reference together", "heartbet: 1s\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments:\n      - provider: q\n        model: small\n", []string{"2 problems", "line 1", "heartbet", "line 7", `no provider named "q"`}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
 	}
 	for _, tt := range tests {

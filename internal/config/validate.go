@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -10,11 +11,18 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/firstword/firstword/internal/provider/sim"
 )
 
 // Validate reports every problem in the config at once, each with the line
 // it is on.
 func (c *Config) Validate() error {
+	return c.errorList(c.problems())
+}
+
+// problems lists every problem of c, each with its line when known.
+func (c *Config) problems() []string {
 	var errs []string
 	bad := func(line int, field, format string, args ...any) {
 		msg := fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...))
@@ -237,6 +245,8 @@ func (c *Config) Validate() error {
 			}
 			if d.Model == "" {
 				bad(d.line, df+".model", "required")
+			} else if p := c.Providers[d.Provider]; p != nil && p.Type == "sim" && !p.hasTier(d.Model) {
+				bad(d.line, df+".model", "provider %q is a sim: want one of its tiers (%s), got %q", d.Provider, strings.Join(p.tierNames(), ", "), d.Model)
 			}
 			if d.Weight < 0 {
 				bad(d.line, df+".weight", "must not be negative")
@@ -246,7 +256,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return c.errorList(errs)
+	return errs
 }
 
 // line returns the line of the key at path in the file (or of the deepest
@@ -324,4 +334,20 @@ func (c *Config) locate() {
 			p.line = c.line("providers", name)
 		}
 	}
+}
+
+// hasTier reports whether a sim provider serves model: a built-in or
+// configured tier, optionally prefixed "sim-".
+func (p *Provider) hasTier(model string) bool {
+	return slices.Contains(p.tierNames(), strings.TrimPrefix(model, "sim-"))
+}
+
+func (p *Provider) tierNames() []string {
+	names := slices.Sorted(maps.Keys(sim.Tiers))
+	for _, name := range slices.Sorted(maps.Keys(p.Tiers)) {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
