@@ -43,6 +43,7 @@ type Store struct {
 	checkpoint       *sql.Stmt
 	finish           *sql.Stmt
 	insertUsage      *sql.Stmt
+	insertUsages     *sql.Stmt // usageRows rows at once
 	listMessages     *sql.Stmt
 	lastMessages     *sql.Stmt
 
@@ -150,9 +151,8 @@ func (s *Store) prepare(ctx context.Context) error {
 			deployment = ?, input_tokens = ?, output_tokens = ?, cached_tokens = ?, estimated = ?,
 			cost = ?, timings = ?, meta = ?, error_code = ?, error_message = ?, updated_at = ?
 			WHERE id = ? AND tenant_id = ?`},
-		{&s.insertUsage, s.w, `INSERT INTO usage (request_id, tenant_id, user_id, created_at, surface,
-			model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-			ttft_ms, total_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.insertUsage, s.w, insertUsageSQL + usageValues},
+		{&s.insertUsages, s.w, insertUsageSQL + strings.Repeat(usageValues+", ", usageRows-1) + usageValues},
 		{&s.listMessages, s.r, `SELECT ` + messageColumns + ` FROM messages
 			WHERE conversation_id = ? AND tenant_id = ? ORDER BY seq`},
 		{&s.lastMessages, s.r, `SELECT ` + messageColumns + ` FROM messages

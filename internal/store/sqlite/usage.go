@@ -8,8 +8,19 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// RecordUsage inserts us in one transaction. A zero Time is set to now;
-// each Time is updated to the stored value.
+const (
+	insertUsageSQL = `INSERT INTO usage (request_id, tenant_id, user_id, created_at, surface,
+		model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
+		ttft_ms, total_ms) VALUES `
+	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// usageRows is how many rows one multi-row insert takes: one
+	// statement's overhead for many rows.
+	usageRows = 16
+)
+
+// RecordUsage inserts us in one transaction, usageRows rows per statement
+// while there are that many. A zero Time is set to now; each Time is
+// updated to the stored value.
 func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	if len(us) == 0 {
 		return nil
@@ -19,15 +30,24 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 		return fmt.Errorf("sqlite: record usage: %w", err)
 	}
 	defer tx.Rollback()
-	ins := tx.StmtContext(ctx, s.insertUsage)
 	ats := make([]time.Time, len(us))
-	for i, u := range us {
-		ats[i] = stamp(u.Time)
-		if _, err := ins.ExecContext(ctx, u.RequestID, u.TenantID, u.UserID, ats[i].UnixMicro(),
-			u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
-			u.Estimated, u.Cost, u.TTFTMs, u.TotalMs); err != nil {
-			return fmt.Errorf("sqlite: record usage %s: %w", u.RequestID, err)
+	args := make([]any, 0, 15*usageRows)
+	for i := 0; i < len(us); {
+		stmt, n := s.insertUsage, 1
+		if len(us)-i >= usageRows {
+			stmt, n = s.insertUsages, usageRows
 		}
+		args = args[:0]
+		for k, u := range us[i : i+n] {
+			ats[i+k] = stamp(u.Time)
+			args = append(args, u.RequestID, u.TenantID, u.UserID, ats[i+k].UnixMicro(),
+				u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
+				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs)
+		}
+		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("sqlite: record usage %s: %w", us[i].RequestID, err)
+		}
+		i += n
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: record usage: %w", err)

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,26 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			return c.s.FinishMessage(b.Context(), c.finished())
 		})
 	})
+	// Usage rows as the gateway writes them: in batches from a background
+	// writer. ns/op is per row.
+	for _, n := range []int{1, 32} {
+		b.Run(fmt.Sprintf("RecordUsage/batch=%d", n), func(b *testing.B) {
+			s := open(b)
+			batch := make([]*store.Usage, n)
+			i := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if i%n == 0 && i > 0 {
+					if err := s.RecordUsage(b.Context(), batch...); err != nil {
+						b.Fatal(err)
+					}
+				}
+				batch[i%n] = &store.Usage{RequestID: fmt.Sprint("req-", i), TenantID: "local", Surface: "openai", Model: "chat",
+					Deployment: "up/m", Status: "complete", InputTokens: 10, OutputTokens: 20, Cost: 0.0001, TTFTMs: 50, TotalMs: 500}
+				i++
+			}
+		})
+	}
 	b.Run("ChatTurn", func(b *testing.B) {
 		var mu sync.Mutex
 		var all []time.Duration

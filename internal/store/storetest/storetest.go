@@ -617,6 +617,21 @@ func testUsageSummary(t *testing.T, s store.Store) {
 	if err := s.RecordUsage(ctx); err != nil {
 		t.Fatalf("RecordUsage() = %v", err)
 	}
+	// A batch larger than any store's statement size, for another tenant.
+	var many []*store.Usage
+	for i := range 37 {
+		many = append(many, &store.Usage{RequestID: fmt.Sprint("m", i), TenantID: "umbrella", UserID: "u", Surface: "openai",
+			Model: "fast", Deployment: "d1", Status: "ok", Time: day1.Add(4 * time.Hour), InputTokens: 1, OutputTokens: i})
+	}
+	if err := s.RecordUsage(ctx, many...); err != nil {
+		t.Fatalf("RecordUsage(37 rows) = %v", err)
+	}
+	if got, err := s.UsageSummary(ctx, "umbrella", from, to); err != nil || len(got) != 1 || got[0].Requests != 37 || got[0].OutputTokens != 666 {
+		t.Errorf("37 rows in one batch: %+v, %v", got, err)
+	}
+	if many[36].Time.IsZero() {
+		t.Error("the batch's Times were not set")
+	}
 	acme := []store.UsageSum{
 		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75},
 		{TenantID: "acme", Model: "smart", Day: "2025-03-14", Requests: 1, InputTokens: 100, OutputTokens: 200, Cost: 2},
@@ -632,7 +647,7 @@ func testUsageSummary(t *testing.T, s store.Store) {
 		from, to time.Time
 		want     []store.UsageSum
 	}{
-		{"all tenants", "", from, to, []store.UsageSum{acme[0], acme[1], globex[0], acme[2], globex[1]}},
+		{"all tenants", "", from, to, []store.UsageSum{acme[0], acme[1], globex[0], {TenantID: "umbrella", Model: "fast", Day: "2025-03-14", Requests: 37, InputTokens: 37, OutputTokens: 666}, acme[2], globex[1]}},
 		{"acme", "acme", from, to, acme},
 		{"globex", "globex", from, to, globex},
 		{"unknown tenant", "initech", from, to, nil},
