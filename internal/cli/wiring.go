@@ -51,10 +51,10 @@ func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 }
 
 // usageWriter writes each request's usage row in the background, in
-// batches: the request only queues its row, and rows that queue while a
-// write is in flight go in the next transaction together. With the queue
-// full, a row is written at once by its request (pressure, not loss).
-// Close writes what is queued.
+// batches: the request only queues its row; the writer gathers rows for up
+// to usageLinger after the first (or until it has usageBatch) and writes
+// them in one transaction. With the queue full, a row is written at once
+// by its request (pressure, not loss). Close writes what is queued.
 type usageWriter struct {
 	st    store.Store
 	log   *slog.Logger
@@ -65,7 +65,10 @@ type usageWriter struct {
 	closed bool
 }
 
-const usageBatch = 256
+const (
+	usageBatch  = 256
+	usageLinger = 20 * time.Millisecond
+)
 
 func newUsageWriter(st store.Store, log *slog.Logger) *usageWriter {
 	w := &usageWriter{st: st, log: log, queue: make(chan *store.Usage, 4*usageBatch), done: make(chan struct{})}
@@ -103,20 +106,24 @@ func (w *usageWriter) Record(_ context.Context, r *metering.Record) {
 func (w *usageWriter) run() {
 	defer close(w.done)
 	batch := make([]*store.Usage, 0, usageBatch)
+	linger := time.NewTimer(usageLinger)
+	linger.Stop()
 	for u := range w.queue {
 		batch = append(batch[:0], u)
-	more:
+		linger.Reset(usageLinger)
+	gather:
 		for len(batch) < usageBatch {
 			select {
 			case u, ok := <-w.queue:
 				if !ok {
-					break more
+					break gather
 				}
 				batch = append(batch, u)
-			default:
-				break more
+			case <-linger.C:
+				break gather
 			}
 		}
+		linger.Stop()
 		w.write(batch)
 	}
 }

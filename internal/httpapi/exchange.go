@@ -161,11 +161,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 	var out writeBuf
 	defer out.release()
 	visible, modelSet := false, false
-	for c, err := range seq {
+	// One chunk variable for the whole loop: taking the address of the
+	// loop's own would allocate a chunk per iteration.
+	var c chat.Chunk
+	for next, err := range seq {
 		if err != nil {
 			x.err = err
 			break
 		}
+		c = next
 		if c.Model != "" && !modelSet {
 			sf.setModel(c.Model)
 			modelSet = true

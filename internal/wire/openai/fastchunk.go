@@ -20,9 +20,14 @@ var errSlowPath = errors.New("slow path")
 // purpose-built scanner that allocates only the strings it returns; any
 // surprise falls back to encoding/json, so the result is always exactly
 // what encoding/json would produce (FuzzDecodeChunk checks this).
+//
+// c is reused from the previous chunk: its choices' storage (zeroed) and
+// its model, when the next chunk names the same one, save allocations.
 func decodeChunk(data []byte, c *chunk) error {
-	*c = chunk{}
-	s := scanner{b: data}
+	model, choices := c.Model, c.Choices[:cap(c.Choices)]
+	clear(choices)
+	*c = chunk{Choices: choices[:0]}
+	s := scanner{b: data, model: model}
 	if err := s.chunk(c); err == nil {
 		return nil
 	}
@@ -31,8 +36,9 @@ func decodeChunk(data []byte, c *chunk) error {
 }
 
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	model string // the previous chunk's model, reused when it repeats
 }
 
 func (s *scanner) ws() {
@@ -246,6 +252,43 @@ func hex4(b []byte) rune {
 	return r
 }
 
+// same consumes the string v, if the next value is exactly "v" with
+// nothing escaped, and reports whether it did.
+func (s *scanner) same(v string) bool {
+	s.ws()
+	n := len(v)
+	if v == "" || s.i+n+2 > len(s.b) || s.b[s.i] != '"' || s.b[s.i+1+n] != '"' || string(s.b[s.i+1:s.i+1+n]) != v {
+		return false
+	}
+	for j := 0; j < n; j++ {
+		if c := v[j]; c == '\\' || c == '"' || c < 0x20 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	s.i += n + 2
+	return true
+}
+
+// skipStr consumes a string without keeping it; escapes and non-ASCII
+// take str's validating path.
+func (s *scanner) skipStr() error {
+	if s.peek() != '"' {
+		return errSlowPath
+	}
+	for j := s.i + 1; j < len(s.b); j++ {
+		c := s.b[j]
+		if c == '"' {
+			s.i = j + 1
+			return nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	_, err := s.str()
+	return err
+}
+
 // optStr decodes a string or null into *string.
 func (s *scanner) optStr(dst **string) error {
 	if s.null() {
@@ -296,8 +339,7 @@ func (s *scanner) skip() error {
 	case c == '[':
 		return s.array(s.skip)
 	case c == '"':
-		_, err := s.str()
-		return err
+		return s.skipStr()
 	case c == 't' && bytes.HasPrefix(s.b[s.i:], []byte("true")):
 		s.i += 4
 	case c == 'f' && bytes.HasPrefix(s.b[s.i:], []byte("false")):
@@ -379,16 +421,22 @@ func foldMatch(key []byte, names ...string) bool {
 }
 
 func (s *scanner) chunk(c *chunk) error {
+	sawChoices := false
 	err := s.object(func(key []byte) error {
 		switch string(key) {
 		case "model":
 			if s.null() {
 				return nil
 			}
+			if s.same(s.model) {
+				c.Model = s.model
+				return nil
+			}
 			v, err := s.str()
 			c.Model = v
 			return err
 		case "choices":
+			sawChoices = true
 			if s.null() {
 				c.Choices = nil
 				return nil
@@ -424,6 +472,9 @@ func (s *scanner) chunk(c *chunk) error {
 	}
 	if s.ws(); s.i != len(s.b) {
 		return errSlowPath
+	}
+	if !sawChoices {
+		c.Choices = nil // as encoding/json leaves it
 	}
 	return nil
 }
