@@ -478,7 +478,13 @@ func TestTenantIsolation(t *testing.T) {
 	if code, _ := getJSON(t, gw.URL+"/v1/conversations", "fw_aaaaaaaa_"+strings.Repeat("b", 32)); code != 401 {
 		t.Errorf("wrong key: %d, want 401", code)
 	}
-	_, usage := getJSON(t, gw.URL+"/v1/usage", keys["acme"])
+	// Usage rows are written in the background, within moments.
+	var usage map[string]any
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, usage = getJSON(t, gw.URL+"/v1/usage", keys["acme"]); len(usage["data"].([]any)) > 0 {
+			break
+		}
+	}
 	if data := usage["data"].([]any); len(data) != 1 || data[0].(map[string]any)["tenant_id"] != "acme" {
 		t.Errorf("acme usage %v", usage)
 	}
