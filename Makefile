@@ -11,6 +11,7 @@ FUZZ_TARGETS := \
 	./internal/wire/gemini:FuzzReadStream \
 	./internal/wire/anthropic:FuzzReadStream \
 	./internal/wire/anthropic:FuzzParseRequest \
+	./internal/wire/responses:FuzzParseRequest \
 	./internal/wire/anthropic:FuzzDecodeEvent \
 	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \

@@ -15,6 +15,7 @@ import (
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
 	s.mux.HandleFunc("POST /v1/messages", s.messages)
+	s.mux.HandleFunc("POST /v1/responses", s.responsesAPI)
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	if s.opt.Chat != nil && s.opt.Store != nil {
 		s.mux.HandleFunc("POST /v1/chat", s.chat)

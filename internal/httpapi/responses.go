@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/responses"
+)
+
+// responsesAPI serves POST /v1/responses, OpenAI's Responses API (what the
+// Vercel AI SDK's openai(model) and newer OpenAI SDK code call), with the
+// same routing, deadlines, cancellation, metering and error contract as
+// /v1/chat/completions: a failure after the first byte is a
+// response.failed event, a cut answer a response.incomplete.
+func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
+	x := newExchange(w, r, "responses", "resp_")
+	p, ok := s.authenticate(w, r, x.rec)
+	if !ok {
+		return
+	}
+	x.tenant = p.TenantID
+	endParse := x.rec.Begin("parse")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	pr, err := responses.ParseRequest(body)
+	endParse("")
+	if err != nil {
+		var re *responses.RequestError
+		param := ""
+		if errors.As(err, &re) {
+			param = re.Param
+		}
+		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", param, err.Error())
+		return
+	}
+	x.req, x.stream = pr.Request, pr.Stream
+	ctx, cancel, ok := s.begin(w, r, x, func(msg string) {
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
+	})
+	if !ok {
+		return
+	}
+	defer cancel(nil)
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open("responses")()
+	}
+	x.routeAt = time.Now()
+	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	sf := &responsesSurface{enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}
+	if pr.Stream {
+		s.stream(w, r, x, seq, sf)
+	} else {
+		s.complete(w, r, x, seq, sf)
+	}
+	s.finish(r, x)
+}
+
+// responsesSurface renders the Responses API.
+type responsesSurface struct {
+	enc responses.EventEncoder
+}
+
+func (o *responsesSurface) setModel(m string) { o.enc.Model = m }
+
+func (o *responsesSurface) heartbeat() []byte { return commentHeartbeat }
+
+func (o *responsesSurface) chunk(b []byte, c *chat.Chunk) []byte {
+	if !c.Visible() {
+		return b // the finish and usage are written by end
+	}
+	return o.enc.Chunk(b, c)
+}
+
+func (o *responsesSurface) end(b []byte, x *exchange) []byte {
+	u := x.tally.Usage(x.req)
+	return o.enc.Finish(b, x.tally.Finish, &u)
+}
+
+func (o *responsesSurface) errorEvent(b []byte, e *chat.Error) []byte { return o.enc.Error(b, e) }
+
+func (o *responsesSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
+
+func (o *responsesSurface) response(x *exchange, model string, r *chat.Response) any {
+	return json.RawMessage(responses.EncodeResponse(x.id, model, x.start.Unix(), r))
+}

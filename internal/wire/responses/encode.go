@@ -1,0 +1,349 @@
+package responses
+
+import (
+	"strconv"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/openai"
+)
+
+// EventEncoder writes a Responses API event stream, emitting the events
+// OpenAI emits: response.created and response.in_progress, then for each
+// output item output_item.added, its deltas (output_text.delta inside a
+// content part, or function_call_arguments.delta) and its .done events,
+// and finally one terminal event: response.completed, response.incomplete
+// (the answer was cut: max_output_tokens, content_filter, or timeout when
+// firstword's deadline cut it) or response.failed. Every event carries its
+// sequence_number. Each method appends complete events to b. Only choice 0
+// is encoded. Not safe for concurrent use.
+type EventEncoder struct {
+	ID        string
+	Model     string
+	CreatedAt int64
+
+	seq     int
+	started bool
+	items   []outItem
+	open    int   // index in items of the open message, or -1
+	tools   []int // chat tool-call index → index in items plus one
+}
+
+type outItem struct {
+	function bool
+	id       string
+	callID   string
+	name     string
+	text     []byte // the message's text, or the call's arguments
+	done     bool
+}
+
+// Start appends response.created and response.in_progress. Chunk and
+// Finish call it when it was not called.
+func (e *EventEncoder) Start(b []byte) []byte {
+	if e.started {
+		return b
+	}
+	e.started, e.open = true, -1
+	for _, typ := range [...]string{"response.created", "response.in_progress"} {
+		b = e.event(b, typ)
+		b = append(b, `,"response":`...)
+		b = e.appendResponse(b, "in_progress", "", nil, nil)
+		b = end(b)
+	}
+	return b
+}
+
+// Chunk appends the events for c's text and tool-call deltas.
+func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
+	b = e.Start(b)
+	if c.Choice != 0 {
+		return b
+	}
+	if c.Text != "" {
+		b = e.textDelta(b, c.Text)
+	}
+	if c.Refusal != "" {
+		b = e.textDelta(b, c.Refusal)
+	}
+	for i := range c.ToolCalls {
+		b = e.toolDelta(b, &c.ToolCalls[i])
+	}
+	return b
+}
+
+func (e *EventEncoder) textDelta(b []byte, text string) []byte {
+	if e.open < 0 {
+		e.open = len(e.items)
+		e.items = append(e.items, outItem{id: e.itemID("msg_")})
+		b = e.itemEvent(b, "response.output_item.added", e.open, "in_progress")
+		b = e.event(b, "response.content_part.added")
+		b = e.itemRef(b, e.open)
+		b = append(b, `,"content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}`...)
+		b = end(b)
+	}
+	it := &e.items[e.open]
+	it.text = append(it.text, text...)
+	b = e.event(b, "response.output_text.delta")
+	b = e.itemRef(b, e.open)
+	b = append(b, `,"content_index":0,"delta":`...)
+	b = openai.AppendString(b, text)
+	b = append(b, `,"logprobs":[]`...)
+	return end(b)
+}
+
+func (e *EventEncoder) toolDelta(b []byte, d *chat.ToolCallDelta) []byte {
+	if d.Index < 0 || d.Index >= chat.MaxToolCalls {
+		return b
+	}
+	for len(e.tools) <= d.Index {
+		e.tools = append(e.tools, 0)
+	}
+	idx := e.tools[d.Index] - 1
+	if idx < 0 {
+		b = e.closeMessage(b)
+		idx = len(e.items)
+		e.tools[d.Index] = idx + 1
+		callID := d.ID
+		if callID == "" {
+			callID = e.itemID("call_")
+		}
+		e.items = append(e.items, outItem{function: true, id: e.itemID("fc_"), callID: callID, name: d.Name})
+		b = e.itemEvent(b, "response.output_item.added", idx, "in_progress")
+	}
+	if d.Arguments == "" {
+		return b
+	}
+	it := &e.items[idx]
+	it.text = append(it.text, d.Arguments...)
+	b = e.event(b, "response.function_call_arguments.delta")
+	b = e.itemRef(b, idx)
+	b = append(b, `,"delta":`...)
+	b = openai.AppendString(b, d.Arguments)
+	return end(b)
+}
+
+// closeMessage ends the open message item, if any.
+func (e *EventEncoder) closeMessage(b []byte) []byte {
+	if e.open < 0 {
+		return b
+	}
+	i := e.open
+	e.open = -1
+	it := &e.items[i]
+	b = e.event(b, "response.output_text.done")
+	b = e.itemRef(b, i)
+	b = append(b, `,"content_index":0,"text":`...)
+	b = openai.AppendString(b, string(it.text))
+	b = append(b, `,"logprobs":[]`...)
+	b = end(b)
+	b = e.event(b, "response.content_part.done")
+	b = e.itemRef(b, i)
+	b = append(b, `,"content_index":0,"part":`...)
+	b = appendTextPart(b, it.text)
+	b = end(b)
+	it.done = true
+	return e.itemEvent(b, "response.output_item.done", i, "completed")
+}
+
+// closeAll ends every item still open.
+func (e *EventEncoder) closeAll(b []byte) []byte {
+	b = e.closeMessage(b)
+	for i := range e.items {
+		it := &e.items[i]
+		if it.done {
+			continue
+		}
+		b = e.event(b, "response.function_call_arguments.done")
+		b = e.itemRef(b, i)
+		b = append(b, `,"name":`...)
+		b = openai.AppendString(b, it.name)
+		b = append(b, `,"arguments":`...)
+		b = openai.AppendString(b, string(it.text))
+		b = end(b)
+		it.done = true
+		b = e.itemEvent(b, "response.output_item.done", i, "completed")
+	}
+	return b
+}
+
+// Finish ends the response: every open item is closed, then
+// response.completed, or response.incomplete when the answer was cut (see
+// Status). u may be nil.
+func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
+	b = e.Start(b)
+	b = e.closeAll(b)
+	status, why := Status(reason)
+	b = e.event(b, "response."+status)
+	b = append(b, `,"response":`...)
+	b = e.appendResponse(b, status, why, u, nil)
+	return end(b)
+}
+
+// Error appends response.failed, carrying the error and the output sent so
+// far (its items marked incomplete).
+func (e *EventEncoder) Error(b []byte, ce *chat.Error) []byte {
+	b = e.Start(b)
+	b = e.event(b, "response.failed")
+	b = append(b, `,"response":`...)
+	b = e.appendResponse(b, "failed", "", nil, ce)
+	return end(b)
+}
+
+// Status is the response status for a finish reason and, for an incomplete
+// one, the reason given in incomplete_details.
+func Status(r chat.FinishReason) (status, reason string) {
+	switch r {
+	case chat.FinishLength:
+		return "incomplete", "max_output_tokens"
+	case chat.FinishContentFilter:
+		return "incomplete", "content_filter"
+	case chat.FinishTimeout:
+		return "incomplete", "timeout"
+	}
+	return "completed", ""
+}
+
+func (e *EventEncoder) itemID(prefix string) string {
+	return prefix + strconv.Itoa(len(e.items)) + "_" + e.ID
+}
+
+// event opens an event's data object: its type and sequence number.
+func (e *EventEncoder) event(b []byte, typ string) []byte {
+	b = append(b, "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: {\"type\":\""...)
+	b = append(b, typ...)
+	b = append(b, `","sequence_number":`...)
+	b = strconv.AppendInt(b, int64(e.seq), 10)
+	e.seq++
+	return b
+}
+
+func end(b []byte) []byte { return append(b, "}\n\n"...) }
+
+func (e *EventEncoder) itemRef(b []byte, i int) []byte {
+	b = append(b, `,"item_id":`...)
+	b = openai.AppendString(b, e.items[i].id)
+	b = append(b, `,"output_index":`...)
+	return strconv.AppendInt(b, int64(i), 10)
+}
+
+func (e *EventEncoder) itemEvent(b []byte, typ string, i int, status string) []byte {
+	b = e.event(b, typ)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `,"item":`...)
+	b = appendItem(b, &e.items[i], status)
+	return end(b)
+}
+
+func appendItem(b []byte, it *outItem, status string) []byte {
+	b = append(b, `{"id":`...)
+	b = openai.AppendString(b, it.id)
+	if it.function {
+		b = append(b, `,"type":"function_call","status":"`...)
+		b = append(b, status...)
+		b = append(b, `","call_id":`...)
+		b = openai.AppendString(b, it.callID)
+		b = append(b, `,"name":`...)
+		b = openai.AppendString(b, it.name)
+		b = append(b, `,"arguments":`...)
+		b = openai.AppendString(b, string(it.text))
+		return append(b, '}')
+	}
+	b = append(b, `,"type":"message","status":"`...)
+	b = append(b, status...)
+	b = append(b, `","role":"assistant","content":[`...)
+	if status != "in_progress" {
+		b = appendTextPart(b, it.text)
+	}
+	return append(b, "]}"...)
+}
+
+func appendTextPart(b, text []byte) []byte {
+	b = append(b, `{"type":"output_text","text":`...)
+	b = openai.AppendString(b, string(text))
+	return append(b, `,"annotations":[],"logprobs":[]}`...)
+}
+
+// appendResponse appends the response object with the output so far.
+func (e *EventEncoder) appendResponse(b []byte, status, incomplete string, u *chat.Usage, ce *chat.Error) []byte {
+	b = append(b, `{"id":`...)
+	b = openai.AppendString(b, e.ID)
+	b = append(b, `,"object":"response","created_at":`...)
+	b = strconv.AppendInt(b, e.CreatedAt, 10)
+	b = append(b, `,"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","model":`...)
+	b = openai.AppendString(b, e.Model)
+	b = append(b, `,"output":[`...)
+	itemStatus := "completed"
+	if status == "failed" {
+		itemStatus = "incomplete"
+	}
+	for i := range e.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendItem(b, &e.items[i], itemStatus)
+	}
+	b = append(b, `],"error":`...)
+	if ce != nil {
+		eb := openai.ErrorFromChat(ce)
+		b = append(b, `{"code":`...)
+		b = append(b, eb.Code...)
+		b = append(b, `,"message":`...)
+		b = openai.AppendString(b, ce.Message)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"incomplete_details":`...)
+	if incomplete != "" {
+		b = append(b, `{"reason":"`...)
+		b = append(b, incomplete...)
+		b = append(b, `"}`...)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"usage":`...)
+	if u != nil {
+		b = appendUsage(b, u)
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}')
+}
+
+func appendUsage(b []byte, u *chat.Usage) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.InputTokens), 10)
+	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CachedInputTokens), 10)
+	b = append(b, `},"output_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.OutputTokens), 10)
+	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.ReasoningTokens), 10)
+	b = append(b, `},"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.InputTokens+u.OutputTokens), 10)
+	return append(b, '}')
+}
+
+// EncodeResponse is a whole (non-streamed) response object for r's first
+// choice.
+func EncodeResponse(id, model string, createdAt int64, r *chat.Response) []byte {
+	e := &EventEncoder{ID: id, Model: model, CreatedAt: createdAt, open: -1}
+	var reason chat.FinishReason
+	if len(r.Choices) > 0 {
+		c := &r.Choices[0]
+		reason = c.FinishReason
+		if c.Text != "" || c.Refusal != "" {
+			e.items = append(e.items, outItem{id: e.itemID("msg_"), text: []byte(c.Text + c.Refusal)})
+		}
+		for _, tc := range c.ToolCalls {
+			e.items = append(e.items, outItem{function: true, id: e.itemID("fc_"), callID: tc.ID, name: tc.Name, text: []byte(tc.Arguments)})
+		}
+	}
+	status, why := Status(reason)
+	return e.appendResponse(nil, status, why, r.Usage, nil)
+}

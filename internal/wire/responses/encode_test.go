@@ -1,0 +1,165 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/sse"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run with -update to rewrite):\n%s", name, got)
+	}
+}
+
+// events parses an encoded stream with firstword's SSE reader, checking
+// that every event is JSON whose type is the event's name and whose
+// sequence numbers count up from 0.
+func events(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	r := sse.NewReader(bytes.NewReader(b), 0)
+	var out []map[string]any
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		var m map[string]any
+		if err := json.Unmarshal(ev.Data, &m); err != nil {
+			t.Fatalf("event %d: %v: %s", len(out), err, ev.Data)
+		}
+		if m["type"] != ev.Type {
+			t.Errorf("event %q has type %v", ev.Type, m["type"])
+		}
+		if seq, _ := m["sequence_number"].(float64); int(seq) != len(out) {
+			t.Errorf("event %d has sequence_number %v", len(out), m["sequence_number"])
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func types(evs []map[string]any) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, e["type"].(string))
+	}
+	return strings.Join(s, " ")
+}
+
+func TestEncodeTextAndTools(t *testing.T) {
+	e := &EventEncoder{ID: "resp_1", Model: "gpt-x", CreatedAt: 1700000000}
+	var b []byte
+	for _, c := range []chat.Chunk{
+		{Text: "Let me "},
+		{Text: "check \"that\"."},
+		{Choice: 1, Text: "other choice, not encoded"},
+		{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_a", Name: "weather"}}},
+		{ToolCalls: []chat.ToolCallDelta{{Index: 0, Arguments: `{"city":`}, {Index: 1, ID: "call_b", Name: "time", Arguments: `{}`}}},
+		{ToolCalls: []chat.ToolCallDelta{{Index: 0, Arguments: `"Oslo"}`}}},
+	} {
+		b = e.Chunk(b, &c)
+	}
+	b = e.Finish(b, chat.FinishToolCalls, &chat.Usage{InputTokens: 20, OutputTokens: 9, CachedInputTokens: 4})
+	golden(t, "text_and_tools.sse", b)
+
+	evs := events(t, b)
+	want := "response.created response.in_progress response.output_item.added response.content_part.added " +
+		"response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
+		"response.output_item.added response.function_call_arguments.delta response.output_item.added response.function_call_arguments.delta response.function_call_arguments.delta " +
+		"response.function_call_arguments.done response.output_item.done response.function_call_arguments.done response.output_item.done response.completed"
+	if got := types(evs); got != want {
+		t.Errorf("events:\n got %s\nwant %s", got, want)
+	}
+	resp := evs[len(evs)-1]["response"].(map[string]any)
+	out := resp["output"].([]any)
+	if len(out) != 3 {
+		t.Fatalf("output = %v", out)
+	}
+	text := out[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]
+	if text != `Let me check "that".` {
+		t.Errorf("text = %q", text)
+	}
+	if args := out[1].(map[string]any)["arguments"]; args != `{"city":"Oslo"}` {
+		t.Errorf("arguments = %q", args)
+	}
+	if u := resp["usage"].(map[string]any); u["total_tokens"] != 29.0 || u["input_tokens_details"].(map[string]any)["cached_tokens"] != 4.0 {
+		t.Errorf("usage = %v", u)
+	}
+}
+
+func TestEncodeEndings(t *testing.T) {
+	for _, tt := range []struct {
+		name, last, status, reason string
+		end                        func(e *EventEncoder, b []byte) []byte
+	}{
+		{"length", "response.incomplete", "incomplete", "max_output_tokens", func(e *EventEncoder, b []byte) []byte {
+			return e.Finish(b, chat.FinishLength, &chat.Usage{InputTokens: 3, OutputTokens: 1})
+		}},
+		{"timeout", "response.incomplete", "incomplete", "timeout", func(e *EventEncoder, b []byte) []byte {
+			return e.Finish(b, chat.FinishTimeout, nil)
+		}},
+		{"failed", "response.failed", "failed", "", func(e *EventEncoder, b []byte) []byte {
+			return e.Error(b, &chat.Error{Category: chat.CategoryProtocol, Message: "upstream broke"})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &EventEncoder{ID: "resp_2", Model: "m"}
+			b := e.Chunk(nil, &chat.Chunk{Text: "partial"})
+			b = tt.end(e, b)
+			evs := events(t, b)
+			last := evs[len(evs)-1]
+			if last["type"] != tt.last {
+				t.Fatalf("last event %v, want %s", last["type"], tt.last)
+			}
+			resp := last["response"].(map[string]any)
+			if resp["status"] != tt.status {
+				t.Errorf("status %v, want %s", resp["status"], tt.status)
+			}
+			if tt.reason != "" {
+				if d, _ := resp["incomplete_details"].(map[string]any); d["reason"] != tt.reason {
+					t.Errorf("incomplete_details %v, want reason %s", resp["incomplete_details"], tt.reason)
+				}
+			}
+			if tt.status == "failed" {
+				if er, _ := resp["error"].(map[string]any); er["message"] != "upstream broke" {
+					t.Errorf("error = %v", resp["error"])
+				}
+			}
+			if !strings.Contains(string(b), `"text":"partial"`) {
+				t.Errorf("the partial text is not in the final response:\n%s", b)
+			}
+		})
+	}
+}
+
+func TestEncodeResponse(t *testing.T) {
+	b := EncodeResponse("resp_3", "m", 1700000000, &chat.Response{
+		Choices: []chat.Choice{{Text: "Hi.", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}, FinishReason: chat.FinishToolCalls}},
+		Usage:   &chat.Usage{InputTokens: 5, OutputTokens: 2},
+	})
+	golden(t, "response.json", b)
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,360 @@
+// Package responses speaks OpenAI's Responses API (POST /v1/responses), the
+// format the Vercel AI SDK's OpenAI provider and newer OpenAI SDK code use by
+// default: requests are decoded into a chat.Request and the normalised
+// stream is encoded as Responses events, so any upstream can serve them.
+//
+// The API is stateless here: firstword keeps no responses, so
+// previous_response_id and item references are refused with a clear error
+// and the whole conversation is sent in input, as the AI SDK does.
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/jsonerr"
+)
+
+// ParsedRequest is a decoded request.
+type ParsedRequest struct {
+	Request *chat.Request
+	Stream  bool
+}
+
+// RequestError is a client error in a request, naming the parameter.
+type RequestError struct {
+	Param   string
+	Message string
+}
+
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return e.Message
+	}
+	return e.Param + ": " + e.Message
+}
+
+func reqErr(param, format string, args ...any) error {
+	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+type request struct {
+	Model              string          `json:"model"`
+	Input              json.RawMessage `json:"input"`
+	Instructions       *string         `json:"instructions"`
+	Stream             bool            `json:"stream"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
+	Tools              []tool          `json:"tools"`
+	ToolChoice         json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	User               string          `json:"user"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	Text               *struct {
+		Format *format `json:"format"`
+	} `json:"text"`
+}
+
+type tool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+type format struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// item is one element of input: a message (with or without type
+// "message"), a function call the model made, or a call's output.
+type item struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+type contentPart struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Refusal  string          `json:"refusal"`
+	ImageURL json.RawMessage `json:"image_url"`
+	FileID   string          `json:"file_id"`
+}
+
+// ParseRequest decodes a Responses API request body.
+func ParseRequest(body []byte) (*ParsedRequest, error) {
+	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
+		return nil, reqErr("", "request body must be a JSON object (expected object)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var r request
+	if err := dec.Decode(&r); err != nil {
+		if te := jsonerr.Type(err); te != err {
+			return nil, reqErr("", "%v", te)
+		}
+		return nil, reqErr("", "request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, reqErr("", "request body has data after the JSON object")
+	}
+	if r.Model == "" {
+		return nil, reqErr("model", "required")
+	}
+	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
+		return nil, reqErr("previous_response_id", "not supported: firstword keeps no responses; send the whole conversation in input")
+	}
+	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
+		return nil, reqErr("conversation", "not supported: firstword keeps no conversations on this API; send the whole conversation in input (or use POST /v1/chat)")
+	}
+	req := &chat.Request{Model: r.Model, Temperature: r.Temperature, TopP: r.TopP, User: r.User, ParallelToolCalls: r.ParallelToolCalls}
+	if r.MaxOutputTokens != nil {
+		if *r.MaxOutputTokens < 1 {
+			return nil, reqErr("max_output_tokens", "must be at least 1")
+		}
+		req.MaxTokens = *r.MaxOutputTokens
+	}
+	if r.Instructions != nil && *r.Instructions != "" {
+		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: *r.Instructions})
+	}
+	msgs, err := parseInput(r.Input)
+	if err != nil {
+		return nil, err
+	}
+	req.Messages = append(req.Messages, msgs...)
+	if !hasNonSystem(req.Messages) {
+		return nil, reqErr("input", "required: at least one message")
+	}
+	for i, t := range r.Tools {
+		if t.Type != "function" {
+			return nil, reqErr(fmt.Sprintf("tools[%d].type", i), "%q is not supported; only function tools are", t.Type)
+		}
+		if t.Name == "" {
+			return nil, reqErr(fmt.Sprintf("tools[%d].name", i), "required")
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	if req.ToolChoice, err = parseToolChoice(r.ToolChoice); err != nil {
+		return nil, err
+	}
+	if r.Text != nil && r.Text.Format != nil {
+		if req.ResponseFormat, err = responseFormat(r.Text.Format); err != nil {
+			return nil, err
+		}
+	}
+	return &ParsedRequest{Request: req, Stream: r.Stream}, nil
+}
+
+func hasNonSystem(ms []chat.Message) bool {
+	for i := range ms {
+		if ms[i].Role != chat.RoleSystem {
+			return true
+		}
+	}
+	return false
+}
+
+// parseInput turns input (a string, or a list of items) into messages.
+// Consecutive function calls become one assistant message's tool calls.
+func parseInput(raw json.RawMessage) ([]chat.Message, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, reqErr("input", "required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, reqErr("input", "%v", err)
+		}
+		return []chat.Message{{Role: chat.RoleUser, Content: s}}, nil
+	}
+	var items []item
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, reqErr("input", "must be a string or an array of items: %v", jsonerr.Type(err))
+	}
+	var out []chat.Message
+	for i := range items {
+		it := &items[i]
+		param := fmt.Sprintf("input[%d]", i)
+		switch it.Type {
+		case "", "message":
+			m, err := message(it, param)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		case "function_call":
+			if it.CallID == "" || it.Name == "" {
+				return nil, reqErr(param, "a function_call needs call_id and name")
+			}
+			call := chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
+			if n := len(out); n > 0 && out[n-1].Role == chat.RoleAssistant {
+				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
+				continue
+			}
+			out = append(out, chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{call}})
+		case "function_call_output":
+			if it.CallID == "" {
+				return nil, reqErr(param+".call_id", "required")
+			}
+			text, err := outputText(it.Output)
+			if err != nil {
+				return nil, reqErr(param+".output", "%v", err)
+			}
+			out = append(out, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: text})
+		case "reasoning":
+			// A reasoning model's earlier thoughts, sent back by clients;
+			// no chat upstream takes them.
+		default:
+			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call and function_call_output items)", it.Type)
+		}
+	}
+	return out, nil
+}
+
+func message(it *item, param string) (chat.Message, error) {
+	m := chat.Message{}
+	switch it.Role {
+	case "user":
+		m.Role = chat.RoleUser
+	case "assistant":
+		m.Role = chat.RoleAssistant
+	case "system", "developer":
+		m.Role = chat.RoleSystem
+	case "":
+		return m, reqErr(param+".role", "required")
+	default:
+		return m, reqErr(param+".role", "%q is not one of user, assistant, system, developer", it.Role)
+	}
+	c := bytes.TrimSpace(it.Content)
+	if len(c) == 0 || string(c) == "null" {
+		return m, reqErr(param+".content", "required")
+	}
+	if c[0] == '"' {
+		if err := json.Unmarshal(c, &m.Content); err != nil {
+			return m, reqErr(param+".content", "%v", err)
+		}
+		return m, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(c, &parts); err != nil {
+		return m, reqErr(param+".content", "must be a string or an array of content parts: %v", jsonerr.Type(err))
+	}
+	var text strings.Builder
+	images := false
+	for j, p := range parts {
+		pp := fmt.Sprintf("%s.content[%d]", param, j)
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			text.WriteString(p.Text)
+			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
+		case "refusal":
+			text.WriteString(p.Refusal)
+			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Refusal})
+		case "input_image":
+			var url string
+			if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
+				return m, reqErr(pp+".image_url", "must be a string")
+			}
+			if url == "" {
+				return m, reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
+			}
+			images = true
+			m.Parts = append(m.Parts, chat.Part{Type: chat.PartImage, ImageURL: url})
+		default:
+			return m, reqErr(pp+".type", "%q is not supported", p.Type)
+		}
+	}
+	m.Content = text.String()
+	if !images {
+		m.Parts = nil
+	}
+	return m, nil
+}
+
+// outputText is a function call's output: a string, or content parts whose
+// text is joined.
+func outputText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("must be a string or an array of content parts: %v", jsonerr.Type(err))
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		json.Unmarshal(raw, &s)
+		switch s {
+		case "auto", "none", "required":
+			return &chat.ToolChoice{Mode: s}, nil
+		}
+		return nil, reqErr("tool_choice", "%q is not one of auto, none, required", s)
+	}
+	var o struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return nil, reqErr("tool_choice", "%v", jsonerr.Type(err))
+	}
+	if o.Type != "function" || o.Name == "" {
+		return nil, reqErr("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":...}`)
+	}
+	return &chat.ToolChoice{Mode: "tool", Name: o.Name}, nil
+}
+
+// responseFormat maps text.format to Chat Completions' response_format.
+func responseFormat(f *format) (json.RawMessage, error) {
+	switch f.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), nil
+	case "json_schema":
+		if f.Name == "" || len(f.Schema) == 0 {
+			return nil, reqErr("text.format", "json_schema needs name and schema")
+		}
+		js := map[string]any{"name": f.Name, "schema": f.Schema}
+		if f.Description != "" {
+			js["description"] = f.Description
+		}
+		if f.Strict != nil {
+			js["strict"] = *f.Strict
+		}
+		return json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+	}
+	return nil, reqErr("text.format.type", "%q is not one of text, json_object, json_schema", f.Type)
+}
