@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 )
 
@@ -153,6 +154,37 @@ models:
 		}
 		if r.Status != "incomplete" || r.IncompleteDetails.Reason != "max_output_tokens" || r.Usage.OutputTokens != 5 {
 			t.Errorf("status %q, incomplete %q, usage %+v", r.Status, r.IncompleteDetails.Reason, r.Usage)
+		}
+	})
+
+	t.Run("cut by the overall timeout", func(t *testing.T) {
+		for _, streamed := range []bool{false, true} {
+			params := responses.ResponseNewParams{Model: "fast", Input: input("Go on. [sim ttft=20ms gap=10ms tokens=200]")}
+			deadline := option.WithHeader("X-Request-Timeout", "0.3")
+			var r *responses.Response
+			if streamed {
+				stream := client.Responses.NewStreaming(ctx, params, deadline)
+				for stream.Next() {
+					if ev := stream.Current(); ev.Type == "response.incomplete" {
+						resp := ev.Response
+						r = &resp
+					}
+				}
+				if err := stream.Err(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				var err error
+				if r, err = client.Responses.New(ctx, params, deadline); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r == nil || r.Status != "incomplete" || r.IncompleteDetails.Reason != "timeout" || outputText(r) == "" {
+				t.Fatalf("streamed=%v: response = %+v; want incomplete (timeout) with the text before the cut", streamed, r)
+			}
+			if n := r.Usage.OutputTokens; n == 0 || n >= 200 {
+				t.Errorf("streamed=%v: %d output tokens billed, want those delivered before the cut", streamed, n)
+			}
 		}
 	})
 
