@@ -55,7 +55,9 @@ func Serve(ctx context.Context, env *Env, args []string) error {
 		}
 		cfg.Listen = *addr
 	}
-	log := newLogger(env, cfg.Log)
+	logs := newLogBuffer(env.Stderr)
+	defer logs.Close()
+	log := newLogger(logs, cfg.Log)
 	app, err := Build(ctx, cfg, log)
 	if err != nil {
 		return err

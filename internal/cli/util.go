@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -9,14 +10,14 @@ import (
 	"github.com/firstword/firstword/internal/config"
 )
 
-func newLogger(env *Env, lc config.Log) *slog.Logger {
+func newLogger(w io.Writer, lc config.Log) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(lc.Level))
 	opts := &slog.HandlerOptions{Level: level}
 	if lc.Format == "text" {
-		return slog.New(slog.NewTextHandler(env.Stderr, opts))
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(env.Stderr, opts))
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

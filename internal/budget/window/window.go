@@ -40,7 +40,8 @@ type Window struct {
 
 	mu     sync.Mutex
 	slots  map[string][]*slot // by surface; "" is every surface
-	recent []Request
+	recent []Request          // a ring of the last keep requests
+	next   int                // where the next request goes in recent
 }
 
 type slot struct {
@@ -113,10 +114,7 @@ func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *
 	stages := rec.Stages()
 	ttfw, ttc := rec.TTFW(), rec.TTC()
 	path := budget.CriticalPath(stages, ttfw)
-	onPath := map[string]bool{}
-	for _, p := range path {
-		onPath[p] = true
-	}
+	joined := strings.Join(path, " → ")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, key := range []string{"", surface} {
@@ -124,7 +122,7 @@ func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *
 		s.n++
 		if ttfw > 0 {
 			s.ttfw.Add(ms(ttfw))
-			s.paths[strings.Join(path, " → ")]++
+			s.paths[joined]++
 		}
 		if ttc > 0 && (status == "complete" || status == "timeout") {
 			s.ttc.Add(ms(ttc))
@@ -139,17 +137,18 @@ func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *
 			if ttfw > 0 && st.End <= ttfw {
 				ss.beforeWord++
 			}
-			if onPath[st.Name] {
+			if slices.Contains(path, st.Name) {
 				ss.critical++
 			}
 		}
 	}
 	r := Request{ID: id, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
-	if len(w.recent) >= w.keep {
-		copy(w.recent, w.recent[1:])
-		w.recent = w.recent[:len(w.recent)-1]
+	if len(w.recent) < w.keep {
+		w.recent = append(w.recent, r)
+	} else {
+		w.recent[w.next] = r
 	}
-	w.recent = append(w.recent, r)
+	w.next = (w.next + 1) % w.keep
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -261,7 +260,8 @@ func (w *Window) Report(now time.Time, surface string, recent int) Report {
 	if words > 0 {
 		rep.CriticalShare = float64(best) / float64(words)
 	}
-	for i := len(w.recent) - 1; i >= 0 && len(rep.Recent) < recent; i-- {
+	for k := 1; k <= len(w.recent) && len(rep.Recent) < recent; k++ {
+		i := (w.next - k + len(w.recent)) % len(w.recent) // newest first
 		if surface == "" || w.recent[i].Surface == surface {
 			rep.Recent = append(rep.Recent, w.recent[i])
 		}
