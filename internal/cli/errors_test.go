@@ -61,6 +61,35 @@ func TestErrorsBeforeFirstByte(t *testing.T) {
 	})
 }
 
+// TestUpstreamOKButNoAnswer: a 200 that is not an answer (a web page, an
+// error object, a completion without choices) is an error, not an empty
+// success.
+func TestUpstreamOKButNoAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name, ctype, body, wantMsg string
+	}{
+		{"html page", "text/html; charset=utf-8", "<html><body>Welcome to nginx!</body></html>", "HTML page"},
+		{"error object", "application/json", `{"error":{"message":"quota exceeded","type":"insufficient_quota"}}`, "quota exceeded"},
+		{"no choices", "application/json", `{"id":"x","object":"chat.completion","choices":[]}`, "without choices"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tt.ctype)
+				io.WriteString(w, tt.body)
+			})
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			for _, stream := range []string{"true", "false"} {
+				resp := post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 502 || !strings.Contains(string(b), tt.wantMsg) || strings.Contains(string(b), "[DONE]") {
+					t.Errorf("stream=%s: %d %s; want 502 saying %q", stream, resp.StatusCode, b, tt.wantMsg)
+				}
+			}
+		})
+	}
+}
+
 func checkErrorResponse(t *testing.T, resp *http.Response, status int, code string) {
 	t.Helper()
 	defer resp.Body.Close()

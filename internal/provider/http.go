@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -120,6 +122,34 @@ func ReadError(name string, resp *http.Response, decode func(status int, body []
 	e.Provider = name
 	e.RetryAfter = RetryAfter(resp.Header, time.Now())
 	return e
+}
+
+// Unexpected returns the error for a 2xx answer whose Content-Type says
+// it is not what the adapter reads, or nil: a web page (most likely the
+// provider's base_url points at the wrong server; the page is not shown to
+// clients), or, when jsonIsError, a JSON body where an event stream was
+// asked for (some servers send an error object with 200; it is decoded
+// with decode).
+func Unexpected(name string, resp *http.Response, jsonIsError bool, decode func(status int, body []byte) *chat.Error) *chat.Error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch {
+	case mt == "text/html":
+		Drain(resp.Body)
+		return &chat.Error{
+			Category: chat.CategoryProtocol, Provider: name, Status: http.StatusBadGateway, Retryable: true,
+			Message: "upstream answered with an HTML page, not an API response (check the provider's base_url)",
+		}
+	case mt == "application/json" && jsonIsError:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if !bytes.Contains(body, []byte(`"error"`)) {
+			return &chat.Error{Category: chat.CategoryProtocol, Provider: name, Status: http.StatusBadGateway, Retryable: true,
+				Message: "upstream answered with JSON, not an event stream"}
+		}
+		e := decode(http.StatusBadGateway, body)
+		e.Provider = name
+		return e
+	}
+	return nil
 }
 
 // RetryAfter parses the Retry-After header (seconds or an HTTP date) and the

@@ -81,6 +81,10 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 			yield(chat.Chunk{}, readError(p.cfg.Name, resp))
 			return
 		}
+		if e := provider.Unexpected(p.cfg.Name, resp, true, wire.DecodeError); e != nil {
+			yield(chat.Chunk{}, e)
+			return
+		}
 		for ch, err := range wire.ReadStream(resp.Body, p.cfg.MaxEventSize) {
 			if err != nil {
 				err = provider.Cause(ctx, err)

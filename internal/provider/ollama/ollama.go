@@ -71,6 +71,10 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 			yield(chat.Chunk{}, provider.ReadError(p.cfg.Name, resp, wire.DecodeError))
 			return
 		}
+		if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
+			yield(chat.Chunk{}, e)
+			return
+		}
 		for ch, err := range wire.ReadStream(resp.Body, p.cfg.MaxLineSize) {
 			if err != nil {
 				err = provider.Cause(ctx, err)

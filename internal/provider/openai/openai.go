@@ -81,9 +81,14 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 			return
 		}
 		stream := wire.ReadStream(resp.Body, p.cfg.MaxEventSize)
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+		case "application/json":
 			// A server that ignored stream:true and answered whole.
 			stream = wire.ReadCompletion(resp.Body)
+		}
+		if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
+			yield(chat.Chunk{}, e)
+			return
 		}
 		for ch, err := range stream {
 			if err != nil {

@@ -304,10 +304,22 @@ func truncate(s string, n int) string {
 // as a stream: one chunk per choice, then the usage.
 func ReadCompletion(r io.Reader) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		var c Completion
+		var c struct {
+			Completion
+			Error json.RawMessage `json:"error"`
+		}
 		dec := json.NewDecoder(io.LimitReader(r, 64<<20))
 		if err := dec.Decode(&c); err != nil {
 			yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err)))
+			return
+		}
+		if len(c.Error) > 0 && string(c.Error) != "null" {
+			// Some servers answer 200 with an error object.
+			yield(chat.Chunk{}, DecodeError(0, append(append([]byte(`{"error":`), c.Error...), '}')))
+			return
+		}
+		if len(c.Choices) == 0 {
+			yield(chat.Chunk{}, protocolError(errors.New("upstream sent a completion without choices")))
 			return
 		}
 		for i, ch := range c.Choices {
