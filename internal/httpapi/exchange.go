@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -49,14 +50,28 @@ func newExchange(w http.ResponseWriter, r *http.Request, surface, idPrefix strin
 	return x
 }
 
-// readBody reads a bounded request body, answering 413 or 400 itself.
+// readBody reads a bounded request body within the body timeout,
+// answering 413, 408 or 400 itself.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxRequestBytes))
+	if deadline {
+		// Clearing it also frees the read that watches for the client
+		// leaving, which may already be waiting.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 				"request body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+			return nil, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeRequestError(w, r, http.StatusRequestTimeout, "invalid_request_error", "request_timeout",
+				"the request body did not arrive within "+s.opt.BodyTimeout.String())
 			return nil, false
 		}
 		writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", "could not read the request body: "+err.Error())

@@ -63,6 +63,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// MaxRequestBytes bounds request bodies (default 4 MiB).
 	MaxRequestBytes int64
+	// BodyTimeout bounds how long a request body may take to arrive
+	// (default 30s), so a client trickling its body cannot hold a
+	// connection forever; the stream after it is not limited by it.
+	BodyTimeout time.Duration
 	// Extra routes mounted on the same mux (e.g. a sim's stats), for
 	// authenticated requests only.
 	Extra map[string]http.Handler
@@ -79,6 +83,9 @@ type Server struct {
 func New(opt Options) *Server {
 	if opt.WriteTimeout <= 0 {
 		opt.WriteTimeout = 30 * time.Second
+	}
+	if opt.BodyTimeout <= 0 {
+		opt.BodyTimeout = 30 * time.Second
 	}
 	if opt.MaxRequestBytes <= 0 {
 		opt.MaxRequestBytes = 4 << 20
