@@ -25,9 +25,10 @@ type aisdkResult struct {
 }
 
 // TestVercelAISDK drives the gateway with the Vercel AI SDK (ai 6 with
-// @ai-sdk/openai and @ai-sdk/openai-compatible) in Node.js: Chat
-// Completions (openai.chat, createOpenAICompatible) and the Responses API
-// (openai(model), the SDK's default), streamed and whole, with a tool
+// @ai-sdk/openai, @ai-sdk/openai-compatible and @ai-sdk/anthropic) in
+// Node.js: Chat Completions (openai.chat, createOpenAICompatible), the
+// Responses API (openai(model), the SDK's default) and the Messages API
+// (createAnthropic), streamed and whole, with a tool
 // call, a failure mid-stream, a cut answer and an unknown model. It needs
 // Node.js and the packages in testdata/aisdk (`npm ci` there; .ci/run does
 // it) and says so when it skips.
@@ -66,13 +67,13 @@ models:
 		t.Logf("%s: %s", name, b)
 	}
 
-	for _, name := range []string{"chat_stream", "compat_stream", "responses_stream"} {
+	for _, name := range []string{"chat_stream", "compat_stream", "responses_stream", "anthropic_stream"} {
 		r := res[name]
 		if r.Thrown != "" || r.Text == "" || r.Deltas != 12 || r.Finish != "stop" || r.OutputTokens != 12 || r.InputTokens <= 0 || len(r.Errors) > 0 {
 			t.Errorf("%s: %+v; want 12 deltas, finish stop, 12 output tokens", name, r)
 		}
 	}
-	for _, name := range []string{"chat_generate", "responses_generate"} {
+	for _, name := range []string{"chat_generate", "responses_generate", "anthropic_generate"} {
 		if r := res[name]; r.Thrown != "" || r.Text == "" || r.Finish != "stop" || r.OutputTokens != 12 {
 			t.Errorf("%s: %+v", name, r)
 		}
@@ -80,20 +81,22 @@ models:
 	if a, b := res["chat_stream"].Text, res["responses_stream"].Text; a != b {
 		t.Errorf("the same prompt gave %q on Chat Completions and %q on Responses", a, b)
 	}
-	for _, name := range []string{"chat_tool", "responses_tool"} {
+	for _, name := range []string{"chat_tool", "responses_tool", "anthropic_tool"} {
 		r := res[name]
 		if r.Thrown != "" || len(r.Calls) != 1 || !strings.Contains(string(r.Calls[0]), `"name":"get_weather"`) || r.Finish != "tool-calls" {
 			t.Errorf("%s: %+v; want one get_weather call, finish tool-calls", name, r)
 		}
 	}
-	for _, name := range []string{"chat_error_mid", "responses_error_mid"} {
+	for _, name := range []string{"chat_error_mid", "responses_error_mid", "anthropic_error_mid"} {
 		r := res[name]
 		if r.Text == "" || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "simulated error after 5 tokens") || r.Finish != "error" {
 			t.Errorf("%s: %+v; want the text before the failure, then the error, finish error", name, r)
 		}
 	}
-	if r := res["responses_length"]; r.Finish != "length" || r.OutputTokens != 5 {
-		t.Errorf("responses_length: %+v; want finish length after 5 tokens", r)
+	for _, name := range []string{"responses_length", "anthropic_length"} {
+		if r := res[name]; r.Finish != "length" || r.OutputTokens != 5 {
+			t.Errorf("%s: %+v; want finish length after 5 tokens", name, r)
+		}
 	}
 	if r := res["responses_history"]; r.Thrown != "" || r.Text != "thanks" {
 		t.Errorf("responses_history: %+v; want the echo of the last message", r)

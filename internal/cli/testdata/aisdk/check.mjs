@@ -1,12 +1,17 @@
-// Drives a running firstword with the Vercel AI SDK and prints what the SDK
+// Drives a running firstword with the Vercel AI SDK (OpenAI, OpenAI-compatible
+// and Anthropic providers) and prints what the SDK
 // read, as JSON, for TestVercelAISDK to check. Usage: node check.mjs BASE_URL
 import { streamText, generateText, tool, jsonSchema } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { createAnthropic } from '@ai-sdk/anthropic';
+
+globalThis.AI_SDK_LOG_WARNINGS = false;
 
 const base = process.argv[2];
 const openai = createOpenAI({ baseURL: base + '/v1', apiKey: 'unused' });
 const compat = createOpenAICompatible({ name: 'firstword', baseURL: base + '/v1', apiKey: 'unused', includeUsage: true });
+const anthropic = createAnthropic({ baseURL: base + '/v1', apiKey: 'unused' });
 const weather = { get_weather: tool({ description: 'weather', inputSchema: jsonSchema({ type: 'object', properties: { query: { type: 'string' } } }) }) };
 const fast = '[sim tokens=12 gap=1ms ttft=10ms]';
 
@@ -47,6 +52,11 @@ const cases = {
       { role: 'user', content: 'thanks [sim echo ttft=10ms gap=1ms]' }],
   }).then(r => ({ text: r.text, finish: r.finishReason })),
   unknown_model: () => generate(openai('nope'), 'x'),
+  anthropic_stream: () => stream(anthropic('fast'), 'hello ' + fast),
+  anthropic_generate: () => generate(anthropic('fast'), 'hello ' + fast),
+  anthropic_tool: () => stream(anthropic('fast'), 'weather? [sim tool=get_weather ttft=10ms gap=1ms]', { tools: weather }),
+  anthropic_error_mid: () => stream(anthropic('fast'), 'x [sim fault=error_mid after=5 ttft=10ms gap=1ms]'),
+  anthropic_length: () => generate(anthropic('fast'), 'x [sim ttft=10ms gap=1ms]', { maxOutputTokens: 5 }),
 };
 
 const out = {};
