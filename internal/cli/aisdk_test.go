@@ -101,6 +101,9 @@ models:
 	if r := res["responses_history"]; r.Thrown != "" || r.Text != "thanks" {
 		t.Errorf("responses_history: %+v; want the echo of the last message", r)
 	}
+	if r := res["responses_second_turn"]; r.Thrown != "" || r.Text != "again|again" {
+		t.Errorf("responses_second_turn: %+v; want both second turns answered", r)
+	}
 	if r := res["unknown_model"]; r.Status != 404 || !strings.Contains(r.Thrown, `"nope" does not exist`) {
 		t.Errorf("unknown_model: %+v; want a 404 naming the model", r)
 	}

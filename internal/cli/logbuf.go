@@ -74,11 +74,18 @@ func (l *logBuffer) Flush() {
 	l.mu.Unlock()
 }
 
-// Close writes what is buffered; later lines are written at once.
+// Close writes what is buffered; later lines are written at once, after
+// it (they wait for wmu, which Close holds while it writes).
 func (l *logBuffer) Close() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	l.done = true
 	l.timer.Stop()
+	b := l.buf
+	l.buf, l.spare = nil, nil
 	l.mu.Unlock()
-	l.Flush()
+	if len(b) > 0 {
+		l.w.Write(b)
+	}
 }

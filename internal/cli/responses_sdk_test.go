@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -227,4 +229,68 @@ models:
 			}
 		}
 	})
+}
+
+// TestResponsesItemReference: a client that leaves store on refers to an
+// earlier answer by its item ID instead of sending its text back (the
+// Vercel AI SDK's default); firstword resolves it to the text it sent,
+// for the tenant it sent it to, and says what to do when it cannot.
+func TestResponsesItemReference(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Paris is the capital."},"finish_reason":null}]}`+"\n\n"+
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`+"\n\ndata: [DONE]\n\n")
+	})
+	gw := startGateway(t, minimalConfig, up.URL)
+	client := sdkClient(gw.URL)
+	ctx := context.Background()
+	for _, streamed := range []bool{false, true} {
+		first := responses.ResponseNewParams{Model: "chat", Input: input("Capital of France?")}
+		var id string
+		if streamed {
+			stream := client.Responses.NewStreaming(ctx, first)
+			for stream.Next() {
+				if ev := stream.Current(); ev.Type == "response.output_item.done" {
+					id = ev.Item.ID
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			r, err := client.Responses.New(ctx, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = r.Output[0].ID
+		}
+		if id == "" {
+			t.Fatal("no message item ID")
+		}
+		_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("Capital of France?", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfItemReference(id),
+			responses.ResponseInputItemParamOfMessage("And of Spain?", responses.EasyInputMessageRoleUser),
+		}}})
+		if err != nil {
+			var apiErr *openai.Error
+			errors.As(err, &apiErr)
+			t.Fatalf("streamed=%v: %v %s", streamed, err, apiErr.RawJSON())
+		}
+		up.mu.Lock()
+		last := up.bodies[len(up.bodies)-1]
+		up.mu.Unlock()
+		if !strings.Contains(last, `{"role":"assistant","content":"Paris is the capital."}`) {
+			t.Errorf("streamed=%v: the upstream did not get the referenced answer: %s", streamed, last)
+		}
+	}
+	_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "chat", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfItemReference("msg_0_resp_unknown"),
+		responses.ResponseInputItemParamOfMessage("Hi", responses.EasyInputMessageRoleUser),
+	}}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "store: false") {
+		t.Errorf("unknown reference: %v, want a 400 saying to send the text (store: false)", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/firstword/firstword/internal/cache"
 	"log/slog"
 	"net"
 	"net/http"
@@ -100,6 +101,7 @@ type App struct {
 	Log     *slog.Logger
 
 	transport *http.Transport
+	cache     cache.Cache // the response cache, also holding Responses API items
 }
 
 // Close flushes traces and releases the upstream connection pool and the
@@ -272,6 +274,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		Logger:          log,
 		Heartbeat:       cfg.Heartbeat,
 		MaxRequestBytes: cfg.MaxRequestBytes,
+		Items:           app.cache,
 		Extra:           extra,
 	})
 	return app, nil

@@ -291,6 +291,7 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app 
 		}
 		app.closers = append(app.closers, rc.Close)
 		opt.Cache = rc
+		app.cache = rc
 	default:
 		mc, err := cache.NewMemory(cfg.Cache.MaxBytes)
 		if err != nil {
@@ -298,6 +299,7 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app 
 		}
 		app.closers = append(app.closers, mc.Close)
 		opt.Cache = mc
+		app.cache = mc
 	}
 	for name, m := range cfg.Models {
 		a := levers.Alias{MaxTokens: m.MaxTokens, DefaultMaxTokens: m.DefaultMaxTokens, Brevity: m.Brevity, PromptCaching: m.PromptCaching, Coalesce: config.Optional(m.Coalesce)}

@@ -62,13 +62,35 @@ func TestBodyTimeout(t *testing.T) {
 			t.Fatalf("%s: %v", path, err)
 		}
 		b, _ := io.ReadAll(resp.Body)
-		c.Close()
 		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive within 200ms") {
 			t.Errorf("%s: %d %s, want 408", path, resp.StatusCode, b)
 		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("%s: answered after %v", path, d)
+		// The server lets go of the connection rather than waiting for
+		// the rest of the body.
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("%s: read %d more bytes, want the connection closed", path, n)
 		}
+		c.Close()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s: answered and closed after %v", path, d)
+		}
+	}
+
+	// A request answered without reading its body (no such route): the
+	// trickled body does not hold the answer back forever either.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	io.WriteString(c, "POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("no route, trickled body: %v %v, want 404", resp, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("no route, trickled body: answered after %v", d)
 	}
 
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",

@@ -56,9 +56,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxRequestBytes))
-	if deadline {
+	if deadline && err == nil {
 		// Clearing it also frees the read that watches for the client
-		// leaving, which may already be waiting.
+		// leaving, which may already be waiting. After a failure it
+		// stays, bounding net/http's drain of the unread body.
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {

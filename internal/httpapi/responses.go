@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
+	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/responses"
 )
@@ -27,7 +29,7 @@ func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	pr, err := responses.ParseRequest(body)
+	pr, err := responses.ParseRequest(body, s.itemResolver(r.Context(), x.tenant))
 	endParse("")
 	if err != nil {
 		var re *responses.RequestError
@@ -57,7 +59,44 @@ func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.complete(w, r, x, seq, sf)
 	}
+	s.keepItems(r.Context(), x.tenant, sf.enc.Messages())
 	s.finish(r, x)
+}
+
+// itemTTL is how long the message items firstword sent can be referred to
+// (item_reference) by later requests.
+const itemTTL = time.Hour
+
+func itemKey(tenant, id string) string { return "responses-item\x00" + tenant + "\x00" + id }
+
+// keepItems remembers the message items sent, in the response cache (Redis
+// when configured, so every replica can resolve them), for clients that
+// refer to them instead of sending their text back.
+func (s *Server) keepItems(ctx context.Context, tenant string, ms []responses.Message) {
+	if s.opt.Items == nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range ms {
+		e := &cache.Entry{Alias: "responses-item", Chunks: []chat.Chunk{{Text: m.Text}}, Created: now, Expires: now.Add(itemTTL)}
+		if err := s.opt.Items.Set(context.WithoutCancel(ctx), itemKey(tenant, m.ID), e); err != nil {
+			s.log.Warn("keeping a response item", "id", m.ID, "err", err)
+		}
+	}
+}
+
+// itemResolver finds an item this tenant was sent.
+func (s *Server) itemResolver(ctx context.Context, tenant string) responses.Resolver {
+	if s.opt.Items == nil {
+		return nil
+	}
+	return func(id string) (string, bool) {
+		e, err := s.opt.Items.Get(ctx, itemKey(tenant, id))
+		if err != nil || e == nil || len(e.Chunks) != 1 {
+			return "", false
+		}
+		return e.Chunks[0].Text, true
+	}
 }
 
 // responsesSurface renders the Responses API.
@@ -86,5 +125,6 @@ func (o *responsesSurface) errorEvent(b []byte, e *chat.Error) []byte { return o
 func (o *responsesSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
 
 func (o *responsesSurface) response(x *exchange, model string, r *chat.Response) any {
-	return json.RawMessage(responses.EncodeResponse(x.id, model, x.start.Unix(), r))
+	o.enc.Model = model
+	return json.RawMessage(o.enc.Response(r))
 }

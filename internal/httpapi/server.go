@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/levers"
@@ -67,6 +68,9 @@ type Options struct {
 	// (default 30s), so a client trickling its body cannot hold a
 	// connection forever; the stream after it is not limited by it.
 	BodyTimeout time.Duration
+	// Items keeps the Responses API's message items for item_reference
+	// (nil: references are refused).
+	Items cache.Cache
 	// Extra routes mounted on the same mux (e.g. a sim's stats), for
 	// authenticated requests only.
 	Extra map[string]http.Handler
@@ -101,8 +105,16 @@ func New(opt Options) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request with a body gets the body
+// timeout at once, so one answered without reading it (401, 404, 405)
+// cannot have its body trickled into net/http's drain forever; readBody
+// clears it once the body is in.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 && r.Body != http.NoBody {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // newID returns a random identifier with a prefix.
 func newID(prefix string) string {

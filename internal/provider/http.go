@@ -1,8 +1,8 @@
 package provider
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -141,7 +141,8 @@ func Unexpected(name string, resp *http.Response, jsonIsError bool, decode func(
 		}
 	case mt == "application/json" && jsonIsError:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if !bytes.Contains(body, []byte(`"error"`)) {
+		var top map[string]json.RawMessage
+		if json.Unmarshal(body, &top) != nil || len(top["error"]) == 0 || string(top["error"]) == "null" {
 			return &chat.Error{Category: chat.CategoryProtocol, Provider: name, Status: http.StatusBadGateway, Retryable: true,
 				Message: "upstream answered with JSON, not an event stream"}
 		}

@@ -219,6 +219,17 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 
 var doneMarker = []byte("[DONE]")
 
+// hasErrorMessage reports whether an "error" member says something: an
+// object with a message, or a non-empty string ("error": null, "" or {}
+// beside a valid completion is not a failure).
+func hasErrorMessage(raw json.RawMessage) bool {
+	var o struct {
+		Message string `json:"message"`
+	}
+	var str string
+	return len(raw) > 0 && (json.Unmarshal(raw, &o) == nil && o.Message != "" || json.Unmarshal(raw, &str) == nil && str != "")
+}
+
 func protocolError(err error) error {
 	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 }
@@ -313,7 +324,7 @@ func ReadCompletion(r io.Reader) chat.Stream {
 			yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err)))
 			return
 		}
-		if len(c.Error) > 0 && string(c.Error) != "null" {
+		if hasErrorMessage(c.Error) {
 			// Some servers answer 200 with an error object.
 			yield(chat.Chunk{}, DecodeError(0, append(append([]byte(`{"error":`), c.Error...), '}')))
 			return

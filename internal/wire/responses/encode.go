@@ -73,6 +73,7 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 
 func (e *EventEncoder) textDelta(b []byte, text string) []byte {
 	if e.open < 0 {
+		b = e.closeFunctions(b)
 		e.open = len(e.items)
 		e.items = append(e.items, outItem{id: e.itemID("msg_")})
 		b = e.itemEvent(b, "response.output_item.added", e.open, "in_progress")
@@ -100,7 +101,9 @@ func (e *EventEncoder) toolDelta(b []byte, d *chat.ToolCallDelta) []byte {
 	}
 	idx := e.tools[d.Index] - 1
 	if idx < 0 {
+		// One item at a time, as OpenAI streams them.
 		b = e.closeMessage(b)
+		b = e.closeFunctions(b)
 		idx = len(e.items)
 		e.tools[d.Index] = idx + 1
 		callID := d.ID
@@ -145,9 +148,11 @@ func (e *EventEncoder) closeMessage(b []byte) []byte {
 	return e.itemEvent(b, "response.output_item.done", i, "completed")
 }
 
-// closeAll ends every item still open.
-func (e *EventEncoder) closeAll(b []byte) []byte {
-	b = e.closeMessage(b)
+// closeFunctions ends the function-call items still open. Arguments that
+// arrive later for a closed call (an upstream interleaving its calls) are
+// still sent as deltas for its output_index, and the final response holds
+// them whole.
+func (e *EventEncoder) closeFunctions(b []byte) []byte {
 	for i := range e.items {
 		it := &e.items[i]
 		if it.done {
@@ -171,7 +176,8 @@ func (e *EventEncoder) closeAll(b []byte) []byte {
 // Status). u may be nil.
 func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
 	b = e.Start(b)
-	b = e.closeAll(b)
+	b = e.closeMessage(b)
+	b = e.closeFunctions(b)
 	status, why := Status(reason)
 	b = e.event(b, "response."+status)
 	b = append(b, `,"response":`...)
@@ -329,10 +335,26 @@ func appendUsage(b []byte, u *chat.Usage) []byte {
 	return append(b, '}')
 }
 
-// EncodeResponse is a whole (non-streamed) response object for r's first
-// choice.
-func EncodeResponse(id, model string, createdAt int64, r *chat.Response) []byte {
-	e := &EventEncoder{ID: id, Model: model, CreatedAt: createdAt, open: -1}
+// Message is an output message item: its ID and text.
+type Message struct {
+	ID, Text string
+}
+
+// Messages returns the message items encoded so far, with their text.
+func (e *EventEncoder) Messages() []Message {
+	var ms []Message
+	for i := range e.items {
+		if it := &e.items[i]; !it.function && len(it.text) > 0 {
+			ms = append(ms, Message{ID: it.id, Text: string(it.text)})
+		}
+	}
+	return ms
+}
+
+// Response is a whole (non-streamed) response object for r's first
+// choice, with e's ID, model and creation time.
+func (e *EventEncoder) Response(r *chat.Response) []byte {
+	e.open = -1
 	var reason chat.FinishReason
 	if len(r.Choices) > 0 {
 		c := &r.Choices[0]
@@ -341,7 +363,11 @@ func EncodeResponse(id, model string, createdAt int64, r *chat.Response) []byte 
 			e.items = append(e.items, outItem{id: e.itemID("msg_"), text: []byte(c.Text + c.Refusal)})
 		}
 		for _, tc := range c.ToolCalls {
-			e.items = append(e.items, outItem{function: true, id: e.itemID("fc_"), callID: tc.ID, name: tc.Name, text: []byte(tc.Arguments)})
+			callID := tc.ID
+			if callID == "" {
+				callID = e.itemID("call_")
+			}
+			e.items = append(e.items, outItem{function: true, id: e.itemID("fc_"), callID: callID, name: tc.Name, text: []byte(tc.Arguments)})
 		}
 	}
 	status, why := Status(reason)

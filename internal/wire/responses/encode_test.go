@@ -85,8 +85,9 @@ func TestEncodeTextAndTools(t *testing.T) {
 	evs := events(t, b)
 	want := "response.created response.in_progress response.output_item.added response.content_part.added " +
 		"response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
-		"response.output_item.added response.function_call_arguments.delta response.output_item.added response.function_call_arguments.delta response.function_call_arguments.delta " +
-		"response.function_call_arguments.done response.output_item.done response.function_call_arguments.done response.output_item.done response.completed"
+		"response.output_item.added response.function_call_arguments.delta response.function_call_arguments.done response.output_item.done " +
+		"response.output_item.added response.function_call_arguments.delta response.function_call_arguments.delta " +
+		"response.function_call_arguments.done response.output_item.done response.completed"
 	if got := types(evs); got != want {
 		t.Errorf("events:\n got %s\nwant %s", got, want)
 	}
@@ -153,7 +154,8 @@ func TestEncodeEndings(t *testing.T) {
 }
 
 func TestEncodeResponse(t *testing.T) {
-	b := EncodeResponse("resp_3", "m", 1700000000, &chat.Response{
+	e := &EventEncoder{ID: "resp_3", Model: "m", CreatedAt: 1700000000}
+	b := e.Response(&chat.Response{
 		Choices: []chat.Choice{{Text: "Hi.", ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}, FinishReason: chat.FinishToolCalls}},
 		Usage:   &chat.Usage{InputTokens: 5, OutputTokens: 2},
 	})
@@ -161,5 +163,8 @@ func TestEncodeResponse(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
+	}
+	if ms := e.Messages(); len(ms) != 1 || ms[0].ID != "msg_0_resp_3" || ms[0].Text != "Hi." {
+		t.Errorf("Messages() = %+v", ms)
 	}
 }

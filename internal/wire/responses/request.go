@@ -3,9 +3,10 @@
 // default: requests are decoded into a chat.Request and the normalised
 // stream is encoded as Responses events, so any upstream can serve them.
 //
-// The API is stateless here: firstword keeps no responses, so
-// previous_response_id and item references are refused with a clear error
-// and the whole conversation is sent in input, as the AI SDK does.
+// firstword keeps no responses, so previous_response_id is refused with a
+// clear error and the whole conversation is sent in input, as the SDKs do;
+// item references to the message items it sent are resolved by the
+// caller's Resolver.
 package responses
 
 import (
@@ -86,6 +87,7 @@ type item struct {
 	Name      string          `json:"name"`
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
+	ID        string          `json:"id"`
 }
 
 type contentPart struct {
@@ -96,8 +98,14 @@ type contentPart struct {
 	FileID   string          `json:"file_id"`
 }
 
-// ParseRequest decodes a Responses API request body.
-func ParseRequest(body []byte) (*ParsedRequest, error) {
+// Resolver looks up an earlier answer's message item by its ID, for
+// item_reference inputs (clients that leave store on send these instead
+// of the text). It returns the text and whether the item is known.
+type Resolver func(id string) (string, bool)
+
+// ParseRequest decodes a Responses API request body. resolve may be nil:
+// every item_reference is then unknown.
+func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return nil, reqErr("", "request body must be a JSON object (expected object)")
 	}
@@ -131,7 +139,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if r.Instructions != nil && *r.Instructions != "" {
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: *r.Instructions})
 	}
-	msgs, err := parseInput(r.Input)
+	msgs, err := parseInput(r.Input, resolve)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +178,7 @@ func hasNonSystem(ms []chat.Message) bool {
 
 // parseInput turns input (a string, or a list of items) into messages.
 // Consecutive function calls become one assistant message's tool calls.
-func parseInput(raw json.RawMessage) ([]chat.Message, error) {
+func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, reqErr("input", "required")
@@ -190,7 +198,11 @@ func parseInput(raw json.RawMessage) ([]chat.Message, error) {
 	for i := range items {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
-		switch it.Type {
+		typ := it.Type
+		if typ == "" && it.Role == "" && it.ID != "" && len(it.Content) == 0 {
+			typ = "item_reference" // its type is optional
+		}
+		switch typ {
 		case "", "message":
 			m, err := message(it, param)
 			if err != nil {
@@ -216,11 +228,20 @@ func parseInput(raw json.RawMessage) ([]chat.Message, error) {
 				return nil, reqErr(param+".output", "%v", err)
 			}
 			out = append(out, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: text})
+		case "item_reference":
+			text, ok := "", false
+			if resolve != nil && it.ID != "" {
+				text, ok = resolve(it.ID)
+			}
+			if !ok {
+				return nil, reqErr(param+".id", "item_reference %q is not an answer this gateway keeps: firstword keeps the message items it sent for an hour; send the text instead (with the Vercel AI SDK, providerOptions: {openai: {store: false}})", it.ID)
+			}
+			out = append(out, chat.Message{Role: chat.RoleAssistant, Content: text})
 		case "reasoning":
 			// A reasoning model's earlier thoughts, sent back by clients;
 			// no chat upstream takes them.
 		default:
-			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call and function_call_output items)", it.Type)
+			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
 		}
 	}
 	return out, nil

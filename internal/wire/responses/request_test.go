@@ -66,6 +66,17 @@ var parseGood = []struct {
 		},
 	},
 	{
+		// The Vercel AI SDK with store on refers to earlier answers.
+		name: "item reference",
+		body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"item_reference","id":"msg_0_resp_1"},{"id":"msg_0_resp_1"},{"role":"user","content":[{"type":"input_text","text":"More"}]}]}`,
+		want: chat.Request{Model: "m", Messages: []chat.Message{
+			{Role: chat.RoleUser, Content: "Hi"},
+			{Role: chat.RoleAssistant, Content: "Earlier answer."},
+			{Role: chat.RoleAssistant, Content: "Earlier answer."},
+			{Role: chat.RoleUser, Content: "More"},
+		}},
+	},
+	{
 		name: "image and json schema",
 		body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"What is it?"},{"type":"input_image","image_url":"https://example.com/a.png","detail":"auto"}]}],
 		"tool_choice":"required","text":{"format":{"type":"json_schema","name":"answer","schema":{"type":"object"},"strict":true}}}`,
@@ -80,10 +91,18 @@ var parseGood = []struct {
 	},
 }
 
+// known resolves the one earlier answer the tests know.
+func known(id string) (string, bool) {
+	if id == "msg_0_resp_1" {
+		return "Earlier answer.", true
+	}
+	return "", false
+}
+
 func TestParseRequest(t *testing.T) {
 	for _, tt := range parseGood {
 		t.Run(tt.name, func(t *testing.T) {
-			pr, err := ParseRequest([]byte(tt.body))
+			pr, err := ParseRequest([]byte(tt.body), known)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +134,8 @@ var parseBad = []struct {
 	{`{"model":"m","input":[{"role":"user"}]}`, "input[0].content", "required"},
 	{`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].type", "not supported"},
 	{`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]}`, "input[0].content[0]", "needs an image_url"},
-	{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "not supported"},
+	{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].id", "store: false"},
+	{`{"model":"m","input":[{"type":"computer_call_output","id":"x"}]}`, "input[0].type", "not supported"},
 	{`{"model":"m","input":[{"type":"function_call","name":"f"}]}`, "input[0]", "call_id and name"},
 	{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "required"},
 	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "only function tools"},
@@ -126,7 +146,7 @@ var parseBad = []struct {
 
 func TestParseRequestErrors(t *testing.T) {
 	for _, tt := range parseBad {
-		_, err := ParseRequest([]byte(tt.body))
+		_, err := ParseRequest([]byte(tt.body), known)
 		var re *RequestError
 		if !errors.As(err, &re) {
 			t.Errorf("%s: error %v, want a *RequestError", tt.body, err)
@@ -149,7 +169,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(tt.body))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		pr, err := ParseRequest(b)
+		pr, err := ParseRequest(b, known)
 		if err != nil {
 			var re *RequestError
 			if !errors.As(err, &re) {

@@ -52,6 +52,21 @@ const cases = {
       { role: 'user', content: 'thanks [sim echo ttft=10ms gap=1ms]' }],
   }).then(r => ({ text: r.text, finish: r.finishReason })),
   unknown_model: () => generate(openai('nope'), 'x'),
+  // A real second turn: the SDK leaves store on and refers to the first
+  // answer by its item ID.
+  responses_second_turn: async () => {
+    const first = [{ role: 'user', content: 'hello ' + fast }];
+    const r1 = await generateText({ model: openai('fast'), messages: first, maxRetries: 0 });
+    const s1 = streamText({ model: openai('fast'), messages: first, maxRetries: 0, onError: () => {} });
+    await s1.text;
+    const turns = [];
+    for (const earlier of [r1.response.messages, (await s1.response).messages]) {
+      const r = await generateText({ model: openai('fast'), maxRetries: 0,
+        messages: [...first, ...earlier, { role: 'user', content: 'again [sim echo ttft=10ms gap=1ms]' }] });
+      turns.push(r.text);
+    }
+    return { text: turns.join('|'), finish: 'stop' };
+  },
   anthropic_stream: () => stream(anthropic('fast'), 'hello ' + fast),
   anthropic_generate: () => generate(anthropic('fast'), 'hello ' + fast),
   anthropic_tool: () => stream(anthropic('fast'), 'weather? [sim tool=get_weather ttft=10ms gap=1ms]', { tools: weather }),
