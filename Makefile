@@ -34,8 +34,11 @@ build: ## build ./firstword
 run: ## run the gateway on the built-in simulated models
 	$(GO) run ./cmd/firstword serve
 
+# -p 1: packages one at a time, so the tests that measure timing (stage
+# budgets, heartbeats, chunk gaps) do not compete with a browser test
+# for the same cores.
 test: ## run every test with the race detector
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 1 ./...
 
 # A target fails the run when it fails and writes a reproducer. Go 1.26's
 # fuzz coordinator can also fail a target with a bare "context deadline
