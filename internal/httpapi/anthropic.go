@@ -3,7 +3,6 @@ package httpapi
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/anthropic"
@@ -14,48 +13,28 @@ import (
 // with the same deadlines, cancellation, metering and error contract as
 // /v1/chat/completions (errors mid-stream are Anthropic's event: error).
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
-	x := newExchange(w, r, "anthropic", "msg_")
-	p, ok := s.authenticate(w, r, x.rec)
-	if !ok {
-		return
-	}
-	x.tenant = p.TenantID
-	endParse := x.rec.Begin("parse")
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
-	pr, err := anthropic.ParseRequest(body)
-	endParse("")
-	if err != nil {
-		msg := err.Error()
-		var re *anthropic.RequestError
-		if errors.As(err, &re) && re.Param != "" {
-			msg = re.Param + ": " + re.Message
+	s.serveAPI(w, r, &anthropicAPI)
+}
+
+var anthropicAPI = api{
+	name: "anthropic", idPrefix: "msg_",
+	parse: func(w http.ResponseWriter, _ *http.Request, x *exchange, body []byte) surface {
+		pr, err := anthropic.ParseRequest(body)
+		if err != nil {
+			msg := err.Error()
+			var re *anthropic.RequestError
+			if errors.As(err, &re) && re.Param != "" {
+				msg = re.Param + ": " + re.Message
+			}
+			writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
+			return nil
 		}
-		writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
-		return
-	}
-	x.req, x.stream = pr.Request, pr.Stream
-	ctx, cancel, ok := s.begin(w, r, x, func(msg string) {
+		x.req, x.stream = pr.Request, pr.Stream
+		return &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}
+	},
+	notFound: func(w http.ResponseWriter, msg string) {
 		writeAnthropicError(w, http.StatusNotFound, "not_found_error", msg)
-	})
-	if !ok {
-		return
-	}
-	defer cancel(nil)
-	if s.opt.Streams != nil {
-		defer s.opt.Streams.Open("anthropic")()
-	}
-	x.routeAt = time.Now()
-	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
-	sf := &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}
-	if pr.Stream {
-		s.stream(w, r, x, seq, sf)
-	} else {
-		s.complete(w, r, x, seq, sf)
-	}
-	s.finish(r, x)
+	},
 }
 
 // anthropicSurface renders Anthropic's Messages API.

@@ -81,6 +81,57 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
+// api is one client-facing wire format's entry point.
+type api struct {
+	name, idPrefix string
+	// parse decodes body into x.req and x.stream and returns the surface
+	// that renders the answer, or answers a bad request itself (400) and
+	// returns nil.
+	parse func(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) surface
+	// notFound answers a request for an unknown model.
+	notFound func(w http.ResponseWriter, msg string)
+}
+
+// serveAPI runs one request on a surface: authenticate, read and parse
+// the body, derive the deadline, route, stream or answer whole, meter. It
+// returns the surface after the answer was sent, or nil when the request
+// was refused before routing.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surface {
+	x := newExchange(w, r, a.name, a.idPrefix)
+	p, ok := s.authenticate(w, r, x.rec)
+	if !ok {
+		return nil
+	}
+	x.tenant = p.TenantID
+	endParse := x.rec.Begin("parse")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return nil
+	}
+	sf := a.parse(w, r, x, body)
+	endParse("")
+	if sf == nil {
+		return nil
+	}
+	ctx, cancel, ok := s.begin(w, r, x, func(msg string) { a.notFound(w, msg) })
+	if !ok {
+		return nil
+	}
+	defer cancel(nil)
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open(a.name)()
+	}
+	x.routeAt = time.Now()
+	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	if x.stream {
+		s.stream(w, r, x, seq, sf)
+	} else {
+		s.complete(w, r, x, seq, sf)
+	}
+	s.finish(r, x)
+	return sf
+}
+
 // begin checks the alias and derives the request's context: its deadline
 // is the alias's timeout from when the request arrived, or the client's
 // tighter X-Request-Timeout; every attempt inside shares it.

@@ -18,49 +18,27 @@ import (
 // /v1/chat/completions: a failure after the first byte is a
 // response.failed event, a cut answer a response.incomplete.
 func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
-	x := newExchange(w, r, "responses", "resp_")
-	p, ok := s.authenticate(w, r, x.rec)
-	if !ok {
-		return
+	a := api{
+		name: "responses", idPrefix: "resp_",
+		parse: func(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) surface {
+			pr, err := responses.ParseRequest(body, s.itemResolver(r.Context(), x.tenant))
+			if err != nil {
+				var re *responses.RequestError
+				param := ""
+				if errors.As(err, &re) {
+					param = re.Param
+				}
+				writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", param, err.Error())
+				return nil
+			}
+			x.req, x.stream = pr.Request, pr.Stream
+			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}
+		},
+		notFound: openaiAPI.notFound,
 	}
-	x.tenant = p.TenantID
-	endParse := x.rec.Begin("parse")
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
+	if sf, ok := s.serveAPI(w, r, &a).(*responsesSurface); ok {
+		s.keepItems(r.Context(), sf.tenant, sf.enc.Messages())
 	}
-	pr, err := responses.ParseRequest(body, s.itemResolver(r.Context(), x.tenant))
-	endParse("")
-	if err != nil {
-		var re *responses.RequestError
-		param := ""
-		if errors.As(err, &re) {
-			param = re.Param
-		}
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", param, err.Error())
-		return
-	}
-	x.req, x.stream = pr.Request, pr.Stream
-	ctx, cancel, ok := s.begin(w, r, x, func(msg string) {
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
-	})
-	if !ok {
-		return
-	}
-	defer cancel(nil)
-	if s.opt.Streams != nil {
-		defer s.opt.Streams.Open("responses")()
-	}
-	x.routeAt = time.Now()
-	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
-	sf := &responsesSurface{enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}
-	if pr.Stream {
-		s.stream(w, r, x, seq, sf)
-	} else {
-		s.complete(w, r, x, seq, sf)
-	}
-	s.keepItems(r.Context(), x.tenant, sf.enc.Messages())
-	s.finish(r, x)
 }
 
 // itemTTL is how long the message items firstword sent can be referred to
@@ -101,7 +79,8 @@ func (s *Server) itemResolver(ctx context.Context, tenant string) responses.Reso
 
 // responsesSurface renders the Responses API.
 type responsesSurface struct {
-	enc responses.EventEncoder
+	tenant string
+	enc    responses.EventEncoder
 }
 
 func (o *responsesSurface) setModel(m string) { o.enc.Model = m }
