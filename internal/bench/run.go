@@ -33,7 +33,14 @@ type Options struct {
 	ReverseProxy bool
 	// GatewayEnv is added to the gateway's environment (e.g. GOMAXPROCS=1).
 	GatewayEnv []string
-	Log        io.Writer
+	// Phases selects what to measure: "latency", "throughput", "memory";
+	// empty means all.
+	Phases []string
+	Log    io.Writer
+}
+
+func (o Options) runs(phase string) bool {
+	return len(o.Phases) == 0 || slices.Contains(o.Phases, phase)
 }
 
 // Report is a run's results.
@@ -191,6 +198,9 @@ models:
 	}
 
 	for _, conc := range []int{1, 50} {
+		if !o.runs("latency") {
+			break
+		}
 		n := o.LatencyRequests
 		if conc > 1 {
 			n *= 5
@@ -211,41 +221,46 @@ models:
 		rep.Latency = append(rep.Latency, lr)
 	}
 
-	tc := o.ThroughputConcurrency
-	logf("throughput: concurrency %d, %v per path (zero-delay upstream, 20 chunks)", tc, o.ThroughputDuration)
-	rep.Through.Concurrency = tc
-	rep.Through.Seconds = o.ThroughputDuration.Seconds()
-	half := o.ThroughputDuration / 2
-	var dReq, gReq, pReq, dErr, gErr, pErr int64
-	var gCPU, pCPU time.Duration
-	for range 2 {
-		r, e := throughput(ctx, tc, half, urls["zero"], "zero")
-		dReq, dErr = dReq+r, dErr+e
-		c0, _ := gw.CPU()
-		r, e = throughput(ctx, tc, half, gw.URL, "zero")
-		c1, _ := gw.CPU()
-		gReq, gErr, gCPU = gReq+r, gErr+e, gCPU+c1-c0
+	if o.runs("throughput") {
+		tc := o.ThroughputConcurrency
+		logf("throughput: concurrency %d, %v per path (zero-delay upstream, 20 chunks)", tc, o.ThroughputDuration)
+		rep.Through.Concurrency = tc
+		rep.Through.Seconds = o.ThroughputDuration.Seconds()
+		half := o.ThroughputDuration / 2
+		var dReq, gReq, pReq, dErr, gErr, pErr int64
+		var gCPU, pCPU time.Duration
+		for range 2 {
+			r, e := throughput(ctx, tc, half, urls["zero"], "zero")
+			dReq, dErr = dReq+r, dErr+e
+			c0, _ := gw.CPU()
+			r, e = throughput(ctx, tc, half, gw.URL, "zero")
+			c1, _ := gw.CPU()
+			gReq, gErr, gCPU = gReq+r, gErr+e, gCPU+c1-c0
+			if proxy != nil {
+				c0, _ := proxy.CPU()
+				r, e = throughput(ctx, tc, half, proxy.URL, "zero")
+				c1, _ := proxy.CPU()
+				pReq, pErr, pCPU = pReq+r, pErr+e, pCPU+c1-c0
+			}
+		}
+		secs := o.ThroughputDuration.Seconds()
+		rep.Through.Direct, rep.Through.Gateway = float64(dReq)/secs, float64(gReq)/secs
+		rep.Through.DirectRequests, rep.Through.GatewayRequests = dReq, gReq
+		rep.Through.DirectErrors, rep.Through.GatewayErrors, rep.Through.PErrors = dErr, gErr, pErr
+		if gReq > 0 {
+			rep.Through.GatewayCPUPerReq = gCPU / time.Duration(gReq)
+		}
 		if proxy != nil {
-			c0, _ := proxy.CPU()
-			r, e = throughput(ctx, tc, half, proxy.URL, "zero")
-			c1, _ := proxy.CPU()
-			pReq, pErr, pCPU = pReq+r, pErr+e, pCPU+c1-c0
+			rep.Through.Proxy = float64(pReq) / secs
+			if pReq > 0 {
+				rep.Through.ProxyCPUPerReq = pCPU / time.Duration(pReq)
+			}
 		}
-	}
-	secs := o.ThroughputDuration.Seconds()
-	rep.Through.Direct, rep.Through.Gateway = float64(dReq)/secs, float64(gReq)/secs
-	rep.Through.DirectRequests, rep.Through.GatewayRequests = dReq, gReq
-	rep.Through.DirectErrors, rep.Through.GatewayErrors, rep.Through.PErrors = dErr, gErr, pErr
-	if gReq > 0 {
-		rep.Through.GatewayCPUPerReq = gCPU / time.Duration(gReq)
-	}
-	if proxy != nil {
-		rep.Through.Proxy = float64(pReq) / secs
-		if pReq > 0 {
-			rep.Through.ProxyCPUPerReq = pCPU / time.Duration(pReq)
-		}
-	}
 
+	}
+	if !o.runs("memory") {
+		return rep, nil
+	}
 	logf("memory: %d concurrent idle streams", o.IdleStreams)
 	mem, err := idle(ctx, gw, o.IdleStreams, true)
 	if err != nil {
@@ -441,11 +456,24 @@ func pct(v []float64, p float64) float64 {
 func (r *Report) Markdown(command string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s with `%s` (%s, %d CPUs; load generator, fake upstreams and gateway on the same machine).\n\n", r.When.Format("2006-01-02 15:04 UTC"), command, r.GoVersion, r.CPUs)
+	if len(r.Latency) > 0 {
+		r.latencyMarkdown(&b)
+	}
+	if t := r.Through; t.Direct > 0 {
+		r.throughputMarkdown(&b)
+	}
+	if r.Memory.RSSAfter > 0 {
+		r.memoryMarkdown(&b)
+	}
+	return b.String()
+}
+
+func (r *Report) latencyMarkdown(b *strings.Builder) {
 	b.WriteString("### Added latency (upstream: TTFT 50 ms, 100 chunks 5 ms apart)\n\n")
 	b.WriteString("Percentiles of what the client saw; *added* is the gateway's percentile minus the direct path's, measured in alternating rounds in the same run.\n\n")
 	b.WriteString("| concurrency | requests/path | TTFT p50 direct → gateway (added) | TTFT p99 direct → gateway (added) | total p50 added | total p99 added | chunk gap p50 / p99 direct | gateway |\n|---|---|---|---|---|---|---|---|\n")
 	for _, l := range r.Latency {
-		fmt.Fprintf(&b, "| %d | %d | %.2f → %.2f ms (**%+.2f ms**) | %.2f → %.2f ms (%+.2f ms) | %+.2f ms | %+.2f ms | %.2f / %.2f ms | %.2f / %.2f ms |\n",
+		fmt.Fprintf(b, "| %d | %d | %.2f → %.2f ms (**%+.2f ms**) | %.2f → %.2f ms (%+.2f ms) | %+.2f ms | %+.2f ms | %.2f / %.2f ms | %.2f / %.2f ms |\n",
 			l.Concurrency, l.N, l.Direct.TTFT50, l.Gateway.TTFT50, l.Gateway.TTFT50-l.Direct.TTFT50,
 			l.Direct.TTFT99, l.Gateway.TTFT99, l.Gateway.TTFT99-l.Direct.TTFT99,
 			l.Gateway.Total50-l.Direct.Total50, l.Gateway.Total99-l.Direct.Total99,
@@ -456,23 +484,28 @@ func (r *Report) Markdown(command string) string {
 			if l.Concurrency == r.Latency[0].Concurrency {
 				b.WriteString("\nFor reference, Go's `httputil.ReverseProxy` (parses nothing) in the same rounds:\n\n| concurrency | TTFT p50 added | TTFT p99 added | total p50 added | chunk gap p50 / p99 |\n|---|---|---|---|---|\n")
 			}
-			fmt.Fprintf(&b, "| %d | %+.2f ms | %+.2f ms | %+.2f ms | %.2f / %.2f ms |\n", l.Concurrency, p.TTFT50-l.Direct.TTFT50, p.TTFT99-l.Direct.TTFT99, p.Total50-l.Direct.Total50, p.Gap50, p.Gap99)
+			fmt.Fprintf(b, "| %d | %+.2f ms | %+.2f ms | %+.2f ms | %.2f / %.2f ms |\n", l.Concurrency, p.TTFT50-l.Direct.TTFT50, p.TTFT99-l.Direct.TTFT99, p.Total50-l.Direct.Total50, p.Gap50, p.Gap99)
 		}
 	}
+}
+
+func (r *Report) throughputMarkdown(b *strings.Builder) {
 	t := r.Through
-	fmt.Fprintf(&b, "\n### Throughput (zero-delay upstream, 20 chunks, concurrency %d, %.0f s per path)\n\n", t.Concurrency, t.Seconds)
+	fmt.Fprintf(b, "\n### Throughput (zero-delay upstream, 20 chunks, concurrency %d, %.0f s per path)\n\n", t.Concurrency, t.Seconds)
 	b.WriteString("| path | streams/s | share of direct | CPU per request | errors |\n|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| direct | %.0f | 100%% | | %d |\n", t.Direct, t.DirectErrors)
-	fmt.Fprintf(&b, "| firstword | %.0f | **%.1f%%** | %v | %d |\n", t.Gateway, 100*t.Gateway/t.Direct, t.GatewayCPUPerReq.Round(time.Microsecond), t.GatewayErrors)
+	fmt.Fprintf(b, "| direct | %.0f | 100%% | | %d |\n", t.Direct, t.DirectErrors)
+	fmt.Fprintf(b, "| firstword | %.0f | **%.1f%%** | %v | %d |\n", t.Gateway, 100*t.Gateway/t.Direct, t.GatewayCPUPerReq.Round(time.Microsecond), t.GatewayErrors)
 	if t.Proxy > 0 {
-		fmt.Fprintf(&b, "| httputil.ReverseProxy (parses nothing) | %.0f | %.1f%% | %v | %d |\n", t.Proxy, 100*t.Proxy/t.Direct, t.ProxyCPUPerReq.Round(time.Microsecond), t.PErrors)
+		fmt.Fprintf(b, "| httputil.ReverseProxy (parses nothing) | %.0f | %.1f%% | %v | %d |\n", t.Proxy, 100*t.Proxy/t.Direct, t.ProxyCPUPerReq.Round(time.Microsecond), t.PErrors)
 	}
+}
+
+func (r *Report) memoryMarkdown(b *strings.Builder) {
 	m := r.Memory
-	fmt.Fprintf(&b, "\n### Memory (%d concurrent open, idle streams)\n\n", m.Streams)
-	fmt.Fprintf(&b, "Gateway RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
+	fmt.Fprintf(b, "\n### Memory (%d concurrent open, idle streams)\n\n", m.Streams)
+	fmt.Fprintf(b, "Gateway RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
 		float64(m.RSSBefore)/(1<<20), float64(m.RSSAfter)/(1<<20), m.PerStream/1024, m.HeapPerStream/1024, m.StackPerStream/1024, m.GoroutinesPerStream)
 	if m.ProxyPerStream > 0 {
-		fmt.Fprintf(&b, "\nGo's `httputil.ReverseProxy` holding the same streams: %.1f KiB per open stream.\n", m.ProxyPerStream/1024)
+		fmt.Fprintf(b, "\nGo's `httputil.ReverseProxy` holding the same streams: %.1f KiB per open stream.\n", m.ProxyPerStream/1024)
 	}
-	return b.String()
 }

@@ -25,6 +25,7 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	dur := fs.Duration("duration", 10*time.Second, "duration of the throughput phase, per path")
 	idle := fs.Int("idle-streams", 1000, "concurrent open streams for the memory phase")
 	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy as a baseline")
+	phases := fs.String("phases", "latency,throughput,memory", "what to measure, comma-separated")
 	var genv []string
 	fs.Func("gateway-env", "`NAME=VALUE` added to the gateway's environment (repeatable)", func(v string) error { genv = append(genv, v); return nil })
 	if err := fs.Parse(args); err != nil {
@@ -37,6 +38,7 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Exe: exe, LatencyRequests: *n, ThroughputConcurrency: *conc, ThroughputDuration: *dur,
 		IdleStreams: *idle, ReverseProxy: *proxy, GatewayEnv: genv, Log: env.Stderr,
+		Phases: strings.Split(*phases, ","),
 	})
 	if err != nil {
 		return err

@@ -156,6 +156,10 @@ models:
 		p2.cmd.Process.Signal(os.Interrupt)
 		p2.cmd.Wait()
 	}()
+	// Log lines are written in batches within 10 ms: wait for it.
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(p2.log.String(), "interrupted") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if !strings.Contains(p2.log.String(), "interrupted") {
 		t.Errorf("restart did not report interrupted answers:\n%s", p2.log.String())
 	}

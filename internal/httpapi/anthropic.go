@@ -8,14 +8,11 @@ import (
 	"github.com/firstword/firstword/internal/wire/anthropic"
 )
 
-// messages serves POST /v1/messages, Anthropic's Messages API, so clients
-// using Anthropic's SDKs can use firstword and be routed to any provider,
-// with the same deadlines, cancellation, metering and error contract as
-// /v1/chat/completions (errors mid-stream are Anthropic's event: error).
-func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
-	s.serveAPI(w, r, &anthropicAPI)
-}
-
+// anthropicAPI serves POST /v1/messages, Anthropic's Messages API, so
+// clients using Anthropic's SDKs can use firstword and be routed to any
+// provider, with the same deadlines, cancellation, metering and error
+// contract as /v1/chat/completions (errors mid-stream are Anthropic's
+// event: error).
 var anthropicAPI = api{
 	name: "anthropic", idPrefix: "msg_",
 	parse: func(w http.ResponseWriter, _ *http.Request, x *exchange, body []byte) surface {

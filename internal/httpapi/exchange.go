@@ -92,32 +92,28 @@ type api struct {
 	notFound func(w http.ResponseWriter, msg string)
 }
 
+// apiHandler serves one API surface. As a Handler of its own, rather than
+// a method value in a HandlerFunc, it is one frame under every chunk's
+// write instead of two.
+type apiHandler struct {
+	s *Server
+	a *api
+}
+
+func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.serveAPI(w, r, h.a) }
+
 // serveAPI runs one request on a surface: authenticate, read and parse
 // the body, derive the deadline, route, stream or answer whole, meter. It
 // returns the surface after the answer was sent, or nil when the request
 // was refused before routing.
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surface {
-	x := newExchange(w, r, a.name, a.idPrefix)
-	p, ok := s.authenticate(w, r, x.rec)
-	if !ok {
-		return nil
-	}
-	x.tenant = p.TenantID
-	endParse := x.rec.Begin("parse")
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return nil
-	}
-	sf := a.parse(w, r, x, body)
-	endParse("")
+	// The chunks of a stream are written under this frame: what comes
+	// before routing lives in accept.
+	x, sf, ctx, release := s.accept(w, r, a)
 	if sf == nil {
 		return nil
 	}
-	ctx, cancel, ok := s.begin(w, r, x, func(msg string) { a.notFound(w, msg) })
-	if !ok {
-		return nil
-	}
-	defer cancel(nil)
+	defer release(nil)
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open(a.name)()
 	}
@@ -130,6 +126,32 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 	}
 	s.finish(r, x)
 	return sf
+}
+
+// accept authenticates, reads and parses a request and derives its
+// context, or answers it itself and returns a nil surface.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchange, surface, context.Context, context.CancelCauseFunc) {
+	x := newExchange(w, r, a.name, a.idPrefix)
+	p, ok := s.authenticate(w, r, x.rec)
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	x.tenant = p.TenantID
+	endParse := x.rec.Begin("parse")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	sf := a.parse(w, r, x, body)
+	endParse("")
+	if sf == nil {
+		return nil, nil, nil, nil
+	}
+	ctx, cancel, ok := s.begin(w, r, x, func(msg string) { a.notFound(w, msg) })
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	return x, sf, ctx, cancel
 }
 
 // begin checks the alias and derives the request's context: its deadline
@@ -261,6 +283,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 			x.ttfw = time.Now()
 		}
 	}
+	s.end(r, x, es, &out, sf)
+}
+
+// end writes a stream's ending: the surface's last events, or its error
+// (a real status when nothing was sent yet).
+func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface) {
 	if x.err != nil {
 		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
 			return

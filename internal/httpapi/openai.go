@@ -8,10 +8,7 @@ import (
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	s.serveAPI(w, r, &openaiAPI)
-}
-
+// openaiAPI serves POST /v1/chat/completions.
 var openaiAPI = api{
 	name: "openai", idPrefix: "chatcmpl-",
 	parse: func(w http.ResponseWriter, _ *http.Request, x *exchange, body []byte) surface {

@@ -18,7 +18,14 @@ import (
 // /v1/chat/completions: a failure after the first byte is a
 // response.failed event, a cut answer a response.incomplete.
 func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
-	a := api{
+	if sf, ok := s.serveAPI(w, r, s.responses).(*responsesSurface); ok {
+		s.keepItems(r.Context(), sf.tenant, sf.enc.Messages())
+	}
+}
+
+// responsesAPIFor is the Responses API's entry point on s.
+func responsesAPIFor(s *Server) *api {
+	return &api{
 		name: "responses", idPrefix: "resp_",
 		parse: func(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) surface {
 			pr, err := responses.ParseRequest(body, s.itemResolver(r.Context(), x.tenant))
@@ -35,9 +42,6 @@ func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
 			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}
 		},
 		notFound: openaiAPI.notFound,
-	}
-	if sf, ok := s.serveAPI(w, r, &a).(*responsesSurface); ok {
-		s.keepItems(r.Context(), sf.tenant, sf.enc.Messages())
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 
 // routes is the whole API surface.
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /v1/chat/completions", s.chatCompletions)
-	s.mux.HandleFunc("POST /v1/messages", s.messages)
+	s.mux.Handle("POST /v1/chat/completions", apiHandler{s, &openaiAPI})
+	s.mux.Handle("POST /v1/messages", apiHandler{s, &anthropicAPI})
 	s.mux.HandleFunc("POST /v1/responses", s.responsesAPI)
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	if s.opt.Chat != nil && s.opt.Store != nil {

@@ -81,6 +81,8 @@ type Server struct {
 	opt Options
 	log *slog.Logger
 	mux *http.ServeMux
+	// responses is the Responses API's entry point (it needs s).
+	responses *api
 }
 
 // New returns a Server.
@@ -101,6 +103,7 @@ func New(opt Options) *Server {
 		opt.Meter = metering.NewMemory(0)
 	}
 	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux()}
+	s.responses = responsesAPIFor(s)
 	s.routes()
 	return s
 }

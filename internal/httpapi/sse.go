@@ -27,6 +27,7 @@ var errStreamClosed = errors.New("stream closed")
 type eventStream struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
+	fl           errFlusher // nil: flush through rc
 	writeTimeout time.Duration
 	ping         []byte // the heartbeat event
 	heartbeat    time.Duration
@@ -46,7 +47,7 @@ type eventStream struct {
 }
 
 func newEventStream(w http.ResponseWriter, ping []byte, heartbeat, writeTimeout time.Duration) *eventStream {
-	s := &eventStream{w: w, rc: http.NewResponseController(w), ping: ping, heartbeat: heartbeat, writeTimeout: writeTimeout}
+	s := &eventStream{w: w, rc: http.NewResponseController(w), fl: flusherOf(w), ping: ping, heartbeat: heartbeat, writeTimeout: writeTimeout}
 	s.lastWrite = time.Now()
 	if heartbeat > 0 {
 		s.mu.Lock()
@@ -95,10 +96,6 @@ func (s *eventStream) Uncommitted(f func(w http.ResponseWriter)) bool {
 func (s *eventStream) Write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.writeLocked(b)
-}
-
-func (s *eventStream) writeLocked(b []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -117,7 +114,16 @@ func (s *eventStream) writeLocked(b []byte) error {
 		s.err = err
 		return err
 	}
-	if err := s.rc.Flush(); err != nil {
+	// Flushing calls the connection's FlushError itself when it can:
+	// the first flush writes the headers, net/http's deepest call, made
+	// under every frame of the stream.
+	var err error
+	if s.fl != nil {
+		err = s.fl.FlushError()
+	} else {
+		err = s.rc.Flush()
+	}
+	if err != nil {
 		s.err = err
 		return err
 	}
@@ -126,6 +132,24 @@ func (s *eventStream) writeLocked(b []byte) error {
 	}
 	s.lastWrite = now
 	return nil
+}
+
+// errFlusher is net/http's response writer's flush.
+type errFlusher interface{ FlushError() error }
+
+// flusherOf finds w's FlushError, unwrapping as http.ResponseController
+// does, or returns nil.
+func flusherOf(w http.ResponseWriter) errFlusher {
+	for {
+		if f, ok := w.(errFlusher); ok {
+			return f
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 func (s *eventStream) commitLocked() {
@@ -145,19 +169,29 @@ func (s *eventStream) commitLocked() {
 // interval, and re-arms itself.
 func (s *eventStream) beat() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || s.err != nil {
+		s.mu.Unlock()
 		return
 	}
 	idle := time.Since(s.lastWrite)
-	if idle >= s.heartbeat {
-		if s.writeLocked(s.ping) != nil {
+	s.mu.Unlock()
+	beat := idle >= s.heartbeat
+	if beat {
+		// An event written since is followed by a needless comment:
+		// harmless.
+		if s.Write(s.ping) != nil {
 			return
 		}
-		s.beats++
 		idle = 0
 	}
-	s.timer.Reset(s.heartbeat - idle)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if beat {
+		s.beats++
+	}
+	if !s.closed {
+		s.timer.Reset(s.heartbeat - idle)
+	}
 }
 
 // commentHeartbeat is an SSE comment: every client ignores it.

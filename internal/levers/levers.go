@@ -121,64 +121,88 @@ func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
 // Health implements the router's Health.
 func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
 
-// StreamReport routes req through the levers to the router.
+// StreamReport routes req through the levers to the router. What the
+// levers decide from the request alone is decided here; a request they
+// leave alone gets the router's stream itself, so the levers add no frame
+// to the path of its chunks.
 func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+	if rep == nil {
+		rep = &router.Report{}
+	}
+	rep.BillShare = 1
+	p := l.plan(req, rep)
+	if !p.cached && !p.coalesce {
+		return l.opt.Inner.StreamReport(ctx, p.req, rep)
+	}
 	return func(yield func(chat.Chunk, error) bool) {
-		if rep == nil {
-			rep = &router.Report{}
-		}
-		rep.BillShare = 1
-		a, ok := l.opt.Aliases[req.Model]
-		if !ok {
-			// Unknown to the levers: straight to the router, which
-			// answers for it.
-			l.forward(ctx, req, rep, yield)
-			return
-		}
-		if to, rule := l.pick(req, a); to != "" {
-			rep.Rule, rep.Requested = rule, req.Model
-			req = req.Clone()
-			req.Model = to
-			a = l.opt.Aliases[to]
-		}
-		req = shape(req, a)
-		key, cacheable := l.key(req, a)
-		policy := req.Meta[MetaCache]
-		if cacheable && l.opt.Cache != nil && policy != "bypass" {
-			if e, err := l.opt.Cache.Get(ctx, key); err != nil {
-				l.opt.Log.Warn("cache read", "err", err)
-			} else if e != nil {
-				l.replay(ctx, e, rep, yield)
-				return
+		store := false
+		if p.cached {
+			policy := p.req.Meta[MetaCache]
+			if policy != "bypass" {
+				if e, err := l.opt.Cache.Get(ctx, p.key); err != nil {
+					l.opt.Log.Warn("cache read", "err", err)
+				} else if e != nil {
+					l.replay(ctx, e, rep, yield)
+					return
+				}
 			}
+			store = policy != "no-store"
 		}
-		store := cacheable && l.opt.Cache != nil && policy != "no-store"
-		if cacheable && a.Coalesce {
-			l.coalesce(ctx, key, req, a, rep, store, yield)
-			return
-		}
-		if !store {
-			l.forward(ctx, req, rep, yield)
-			return
-		}
-		var kept []chat.Chunk
-		var failed bool
-		for c, err := range l.opt.Inner.StreamReport(ctx, req, rep) {
-			if err != nil {
-				failed = true
-				yield(chat.Chunk{}, err)
-				break
-			}
-			kept = append(kept, c)
-			if !yield(c, nil) {
-				failed = true
-				break
-			}
-		}
-		if !failed {
-			l.save(ctx, key, req.Model, a, rep, kept)
+		switch {
+		case p.coalesce:
+			l.coalesce(ctx, p.key, p.req, p.alias, rep, store, yield)
+		case store:
+			l.forwardAndSave(ctx, p, rep, yield)
+		default:
+			l.forward(ctx, p.req, rep, yield)
 		}
 	}
+}
+
+// plan is what the levers decided for a request.
+type plan struct {
+	req      *chat.Request // rewritten by the alias's rules and shaping
+	alias    Alias
+	key      string // the cache key, when cacheable
+	cached   bool   // look the answer up in the cache (and save it)
+	coalesce bool   // join identical requests in flight
+}
+
+// plan applies the routing rules and shaping of req's alias and decides
+// whether its answer is cached or coalesced.
+func (l *Levers) plan(req *chat.Request, rep *router.Report) *plan {
+	a, ok := l.opt.Aliases[req.Model]
+	if !ok {
+		// Unknown to the levers: straight to the router, which
+		// answers for it.
+		return &plan{req: req}
+	}
+	if to, rule := l.pick(req, a); to != "" {
+		rep.Rule, rep.Requested = rule, req.Model
+		req = req.Clone()
+		req.Model = to
+		a = l.opt.Aliases[to]
+	}
+	req = shape(req, a)
+	key, cacheable := l.key(req, a)
+	return &plan{req: req, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
+}
+
+// forwardAndSave streams from the router and saves a complete answer in
+// the cache.
+func (l *Levers) forwardAndSave(ctx context.Context, p *plan, rep *router.Report, yield func(chat.Chunk, error) bool) {
+	var kept []chat.Chunk
+	for c, err := range l.opt.Inner.StreamReport(ctx, p.req, rep) {
+		if err != nil {
+			yield(chat.Chunk{}, err)
+			return
+		}
+		kept = append(kept, c)
+		if !yield(c, nil) {
+			return
+		}
+	}
+	l.save(ctx, p.key, p.req.Model, p.alias, rep, kept)
 }
 
 func (l *Levers) forward(ctx context.Context, req *chat.Request, rep *router.Report, yield func(chat.Chunk, error) bool) {

@@ -2,7 +2,9 @@ package metering
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -13,7 +15,19 @@ type Log struct {
 
 // Record implements Meter.
 func (l Log) Record(ctx context.Context, rec *Record) {
-	attrs := []slog.Attr{
+	p := attrsPool.Get().(*[]slog.Attr)
+	*p = appendAttrs((*p)[:0], rec)
+	l.Logger.LogAttrs(ctx, slog.LevelInfo, "request", *p...)
+	clear(*p)
+	attrsPool.Put(p)
+}
+
+// attrsPool holds Record's attribute lists. They are built in
+// appendAttrs, whose 2 KiB frame is gone by the time slog runs.
+var attrsPool = sync.Pool{New: func() any { s := make([]slog.Attr, 0, 32); return &s }}
+
+func appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
+	attrs = append(attrs,
 		slog.String("request_id", rec.RequestID), slog.String("surface", rec.Surface), slog.String("tenant", rec.Tenant),
 		slog.String("alias", rec.Alias), slog.String("deployment", rec.Deployment), slog.String("model", rec.Model),
 		slog.Bool("stream", rec.Stream), slog.String("status", string(rec.Status)), slog.String("finish_reason", rec.FinishReason),
@@ -21,7 +35,7 @@ func (l Log) Record(ctx context.Context, rec *Record) {
 		slog.Int("cached_tokens", rec.Usage.CachedInputTokens), slog.Bool("usage_estimated", rec.Usage.Estimated),
 		slog.Bool("usage_missing", rec.UsageMissing), slog.Int("attempts", rec.Attempts),
 		slog.Float64("ttft_ms", msf(rec.TTFT)), slog.Float64("ttfw_ms", msf(rec.TTFW)), slog.Float64("total_ms", msf(rec.Total)),
-	}
+	)
 	if rec.Route != "" {
 		attrs = append(attrs, slog.String("route", rec.Route))
 	}
@@ -44,9 +58,13 @@ func (l Log) Record(ctx context.Context, rec *Record) {
 		attrs = append(attrs, slog.String("trace_id", rec.TraceID))
 	}
 	if rec.Timings != nil {
-		attrs = append(attrs, slog.Any("timings", rec.Timings.Timings()))
+		// Encoded here rather than by the handler: reflection at the
+		// bottom of slog is the deepest stack a request reaches.
+		if b, err := json.Marshal(rec.Timings.Timings()); err == nil {
+			attrs = append(attrs, slog.Any("timings", json.RawMessage(b)))
+		}
 	}
-	l.Logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	return attrs
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -36,9 +36,11 @@ func NewTransport() *http.Transport {
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		// Small buffers: a connection holds them for as long as its
-		// stream is open, and SSE events are a few hundred bytes.
+		// stream is open, and SSE events are a few hundred bytes. The
+		// write buffer only gathers a request's headers: a larger body
+		// goes to the socket past it.
 		ReadBufferSize:  2 << 10,
-		WriteBufferSize: 2 << 10,
+		WriteBufferSize: 1 << 10,
 	}
 }
 

@@ -6,6 +6,7 @@ package provider
 
 import (
 	"context"
+	"io"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -26,3 +27,44 @@ type Func func(ctx context.Context, req *chat.Request) chat.Stream
 
 // Stream calls f.
 func (f Func) Stream(ctx context.Context, req *chat.Request) chat.Stream { return f(ctx, req) }
+
+// Puller is a Provider whose answers can also be read chunk by chunk. The
+// router pulls from such a provider directly: a chunk is written to the
+// client under every frame between the handler and the upstream read, and
+// an iterator between them adds one.
+type Puller interface {
+	Provider
+	// Pull sends req and returns the answer's reader; a failure to send
+	// is the reader's first error.
+	Pull(ctx context.Context, req *chat.Request) Reader
+}
+
+// Reader is an answer read chunk by chunk.
+type Reader interface {
+	// Next returns the next chunk, valid until the following call; io.EOF
+	// after the last; or the error that ends the answer (as Stream's).
+	Next() (*chat.Chunk, error)
+	// Close releases the answer, aborting the upstream request if it is
+	// unfinished.
+	Close()
+}
+
+// Range is Stream for a Puller: the reader as an iterator.
+func Range(r Reader) chat.Stream {
+	return func(yield func(chat.Chunk, error) bool) {
+		defer r.Close()
+		for {
+			c, err := r.Next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(chat.Chunk{}, err)
+				return
+			}
+			if !yield(*c, nil) {
+				return
+			}
+		}
+	}
+}

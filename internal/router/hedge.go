@@ -35,7 +35,7 @@ type first struct {
 	ended bool // the stream ended with nothing visible
 }
 
-func (s *session) start(d *deployment, hedge bool) *runner {
+func (s *session) startRunner(d *deployment, hedge bool) *runner {
 	ftt := s.alias.firstTokenTimeout(d)
 	ctx, cancel := context.WithCancelCause(s.dctx)
 	r := &runner{d: d, ctx: ctx, cancel: cancel, ftt: ftt, res: make(chan first, 1)}
@@ -84,7 +84,7 @@ func (r *runner) abandon(cause error) {
 // hedge delay (or at once if primary fails first). It reports whether
 // backup was used.
 func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
-	p := s.start(primary, false)
+	p := s.startRunner(primary, false)
 	var b *runner
 	hedgeTimer := time.NewTimer(s.alias.hedgeDelay(primary, p.ftt))
 	defer hedgeTimer.Stop()
@@ -104,7 +104,7 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 		select {
 		case <-hedgeTimer.C:
 			if b == nil && s.dctx.Err() == nil {
-				b = s.start(backup, true)
+				b = s.startRunner(backup, true)
 				live++
 			}
 			continue
@@ -145,7 +145,7 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 		}
 		if got == p && b == nil && s.dctx.Err() == nil {
 			// The primary failed before the hedge delay: fall back now.
-			b = s.start(backup, false)
+			b = s.startRunner(backup, false)
 			live++
 		}
 	}

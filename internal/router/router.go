@@ -214,27 +214,36 @@ func (r *Router) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // after the first token, the stream ends with FinishTimeout chunks and
 // estimated usage rather than an error, keeping what was written.
 func (r *Router) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		if rep == nil {
-			rep = &Report{}
-		}
-		a := r.aliases[req.Model]
-		if a == nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q does not exist", req.Model)})
-			return
-		}
-		start := time.Now()
-		deadline := start.Add(a.Timeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-		rep.Alias, rep.Deadline = a.Name, deadline
-		dctx, cancel := context.WithDeadlineCause(ctx, deadline, chat.ErrDeadline)
-		defer cancel()
-		r.budget.request(start)
-		s := &session{r: r, alias: a, req: req, rep: rep, ctx: ctx, dctx: dctx, yield: yield}
-		s.run()
+	return (&session{r: r, req: req, rep: rep, ctx: ctx}).run
+}
+
+// start begins a request's walk: its alias, deadline and report.
+func (s *session) start(yield func(chat.Chunk, error) bool) error {
+	s.yield = yield
+	if s.rep == nil {
+		s.rep = &Report{}
 	}
+	a := s.r.aliases[s.req.Model]
+	if a == nil {
+		return &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q does not exist", s.req.Model)}
+	}
+	s.alias = a
+	start := time.Now()
+	deadline := start.Add(a.Timeout)
+	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	s.rep.Alias, s.rep.Deadline = a.Name, deadline
+	if d, ok := s.ctx.Deadline(); ok && !d.After(deadline) {
+		// The caller's context already ends at the deadline (the
+		// HTTP layer derives it from the same timeout): no need for
+		// another context, timer and cancellation link per request.
+		s.dctx, s.cancel = s.ctx, func() {}
+	} else {
+		s.dctx, s.cancel = context.WithDeadlineCause(s.ctx, deadline, chat.ErrDeadline)
+	}
+	s.r.budget.request(start)
+	return nil
 }
 
 // order returns the deployments to try: by priority; within a priority,

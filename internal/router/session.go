@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 )
 
 // session is one request's walk through the deployments.
@@ -17,7 +19,9 @@ type session struct {
 	rep   *Report
 	ctx   context.Context // the caller's: ends when the client leaves
 	dctx  context.Context // ctx with the request deadline
-	yield func(chat.Chunk, error) bool
+	// cancel releases dctx when the request ends.
+	cancel context.CancelFunc
+	yield  func(chat.Chunk, error) bool
 
 	lastErr error
 	tried   map[*deployment]bool
@@ -32,7 +36,14 @@ const (
 	verdictNoFallback                // failed in a way another deployment won't fix
 )
 
-func (s *session) run() {
+// run is the request's stream: it walks the deployments in order until
+// one serves the request, the deadline passes or the caller leaves.
+func (s *session) run(yield func(chat.Chunk, error) bool) {
+	if err := s.start(yield); err != nil {
+		s.abort(err)
+		return
+	}
+	defer s.cancel()
 	a := s.alias
 	order := s.r.order(a, time.Now())
 	s.tried = map[*deployment]bool{}
@@ -41,37 +52,11 @@ func (s *session) run() {
 		progressed := false
 		for i := 0; i < len(order) && attempts < a.MaxAttempts; i++ {
 			d := order[i]
-			if s.dctx.Err() != nil {
-				s.fail()
-				return
-			}
-			now := time.Now()
 			retry := s.tried[d]
-			wait := time.Duration(0)
-			if cd := d.health.cooldownUntil(); cd.After(now) {
-				wait = cd.Sub(now)
-			}
-			if pass > 0 {
-				wait = max(wait, s.backoff(pass))
-			}
-			if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
-				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry})
-				continue
-			}
-			if retry && !s.r.budget.tryRetry(now) {
-				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true})
-				continue
-			}
-			if wait > 0 && !sleep(s.dctx, wait) {
+			if ok, stop := s.admit(d, pass, retry); stop {
 				s.fail()
 				return
-			}
-			if !d.health.allow(time.Now()) {
-				now := time.Now()
-				s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
-				if s.lastErr == nil {
-					s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
-				}
+			} else if !ok {
 				continue
 			}
 			attempts++
@@ -102,6 +87,52 @@ func (s *session) run() {
 		}
 	}
 	s.fail()
+}
+
+// abort ends the stream with err. A chunk passed by value takes 128 bytes
+// of its caller's frame, and run's frame is under every chunk's write.
+//
+//go:noinline
+func (s *session) abort(err error) {
+	s.yield(chat.Chunk{}, err)
+}
+
+// admit decides whether d may be tried now, waiting out its cooldown or
+// the backoff of a later pass when the deadline allows; a deployment it
+// skips is recorded as an attempt that did not start. stop means the
+// request's deadline passed or the caller left while waiting.
+func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
+	if s.dctx.Err() != nil {
+		return false, true
+	}
+	now := time.Now()
+	wait := time.Duration(0)
+	if cd := d.health.cooldownUntil(); cd.After(now) {
+		wait = cd.Sub(now)
+	}
+	if pass > 0 {
+		wait = max(wait, s.backoff(pass))
+	}
+	if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
+		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry})
+		return false, false
+	}
+	if retry && !s.r.budget.tryRetry(now) {
+		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true})
+		return false, false
+	}
+	if wait > 0 && !sleep(s.dctx, wait) {
+		return false, true
+	}
+	if !d.health.allow(time.Now()) {
+		now := time.Now()
+		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
+		if s.lastErr == nil {
+			s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
+		}
+		return false, false
+	}
+	return true, false
 }
 
 // gone reports whether the caller went away (as opposed to the request's
@@ -147,57 +178,147 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // attempt runs one attempt and streams it to the caller if it produces a
 // first token in time.
+//
+// A stream's deepest moment is the write of a chunk, made under every
+// iterator's frame at once; so the loop here keeps to a small frame and
+// its rarer work (setting up, the first token, failures) is in methods
+// that return before the yield.
 func (s *session) attempt(d *deployment, retry bool) verdict {
-	ftt := s.alias.firstTokenTimeout(d)
-	actx, cancel := context.WithCancelCause(s.dctx)
-	defer cancel(nil)
-	timer := time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
-	defer timer.Stop()
-	idx := s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry})
-	d.health.begin()
-	req := s.req.Clone()
-	req.Model = d.Model
-
-	var pending []chat.Chunk
-	started := false
-	var t tally
-	for c, err := range d.Provider.Stream(actx, req) {
+	a := s.open(d, retry)
+	defer a.close()
+	if p, ok := d.Provider.(provider.Puller); ok {
+		return a.pull(p)
+	}
+	for c, err := range d.Provider.Stream(a.ctx, a.req) {
 		if err != nil {
-			if started {
-				return s.afterFirst(d, idx, &t, err)
-			}
-			return s.beforeFirst(d, idx, actx, err)
+			return a.failed(err)
 		}
-		if !started {
-			if !c.Visible() && c.FinishReason == "" && c.Usage == nil {
-				pending = append(pending, c)
+		if !a.started {
+			switch step, v := a.first(&c); step {
+			case stepHold:
 				continue
-			}
-			if !timer.Stop() && actx.Err() != nil {
-				// The first-token timer fired as the token arrived.
-				return s.beforeFirst(d, idx, actx, context.Cause(actx))
-			}
-			started = true
-			s.won(d, idx)
-			for _, p := range pending {
-				t.add(&p)
-				if !s.yield(p, nil) {
-					return s.stopped(d, idx)
-				}
+			case stepReturn:
+				return v
 			}
 		}
-		t.add(&c)
+		a.t.add(&c)
 		if !s.yield(c, nil) {
-			return s.stopped(d, idx)
+			return s.stopped(d, a.idx)
 		}
 	}
-	if !started {
+	return a.ended()
+}
+
+// pull is attempt's loop for a provider read chunk by chunk: one frame
+// instead of the iterator's and its loop body's.
+func (a *try) pull(p provider.Puller) verdict {
+	r := p.Pull(a.ctx, a.req)
+	defer r.Close()
+	for {
+		c, err := r.Next()
+		if err == io.EOF {
+			return a.ended()
+		}
+		if err != nil {
+			return a.failed(err)
+		}
+		if !a.started {
+			switch step, v := a.first(c); step {
+			case stepHold:
+				continue
+			case stepReturn:
+				return v
+			}
+		}
+		a.t.add(c)
+		if !a.s.yield(*c, nil) {
+			return a.s.stopped(a.d, a.idx)
+		}
+	}
+}
+
+// ended closes an attempt whose stream ended without an error.
+func (a *try) ended() verdict {
+	if !a.started {
 		// An answer with nothing visible, e.g. an empty completion:
 		// a success all the same.
-		s.won(d, idx)
+		a.s.won(a.d, a.idx)
 	}
-	s.finish(d, idx, OutcomeOK, nil, false, false)
+	a.s.finish(a.d, a.idx, OutcomeOK, nil, false, false)
 	return verdictDone
+}
+
+// try is one attempt's state.
+type try struct {
+	s       *session
+	d       *deployment
+	idx     int
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	req     *chat.Request
+	pending []chat.Chunk // chunks with nothing visible before the first token
+	started bool
+	t       tally
+}
+
+// open starts an attempt on d: its context, first-token timer and report.
+func (s *session) open(d *deployment, retry bool) *try {
+	ftt := s.alias.firstTokenTimeout(d)
+	a := &try{s: s, d: d}
+	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
+	cancel := a.cancel
+	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
+	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry})
+	d.health.begin()
+	a.req = s.req.Clone()
+	a.req.Model = d.Model
+	return a
+}
+
+func (a *try) close() {
+	a.timer.Stop()
+	a.cancel(nil)
+}
+
+// failed ends the attempt on a stream error.
+func (a *try) failed(err error) verdict {
+	if a.started {
+		return a.s.afterFirst(a.d, a.idx, &a.t, err)
+	}
+	return a.s.beforeFirst(a.d, a.idx, a.ctx, err)
+}
+
+type step int
+
+const (
+	stepYield  step = iota // yield the chunk
+	stepHold               // nothing visible yet: held until the first token
+	stepReturn             // end the attempt with the verdict
+)
+
+// first handles a chunk before the first token: chunks with nothing
+// visible are held; the first token stops the timer (unless it already
+// fired), wins the attempt and releases what was held.
+func (a *try) first(c *chat.Chunk) (step, verdict) {
+	if !c.Visible() && c.FinishReason == "" && c.Usage == nil {
+		a.pending = append(a.pending, *c)
+		return stepHold, 0
+	}
+	if !a.timer.Stop() && a.ctx.Err() != nil {
+		// The first-token timer fired as the token arrived.
+		return stepReturn, a.s.beforeFirst(a.d, a.idx, a.ctx, context.Cause(a.ctx))
+	}
+	a.started = true
+	a.s.won(a.d, a.idx)
+	for i := range a.pending {
+		a.t.add(&a.pending[i])
+		if !a.s.yield(a.pending[i], nil) {
+			return stepReturn, a.s.stopped(a.d, a.idx)
+		}
+	}
+	a.pending = nil
+	return stepYield, 0
 }
 
 // won records that attempt idx produced the first token.

@@ -6,6 +6,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -51,58 +52,116 @@ func New(cfg Config) *Provider {
 // and always asks for usage, whatever the client asked, so that every
 // request can be metered and timed to its first token.
 func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		body, err := wire.EncodeRequest(req, p.cfg.MaxTokensField)
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "text/event-stream")
-		if p.cfg.APIKey != "" {
-			hreq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
-		}
-		for k, v := range p.cfg.Headers {
-			hreq.Header.Set(k, v)
-		}
-		resp, err := provider.Do(p.cfg.Client, hreq)
-		if err != nil {
-			yield(chat.Chunk{}, provider.TransportError(ctx, p.cfg.Name, err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			yield(chat.Chunk{}, provider.ReadError(p.cfg.Name, resp, wire.DecodeError))
-			return
-		}
-		stream := wire.ReadStream(resp.Body, p.cfg.MaxEventSize)
-		switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
-		case "application/json":
-			// A server that ignored stream:true and answered whole.
-			stream = wire.ReadCompletion(resp.Body)
-		}
-		if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
-			yield(chat.Chunk{}, e)
-			return
-		}
-		for ch, err := range stream {
-			if err != nil {
-				err = provider.Cause(ctx, err)
-				if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-					ce.Provider = p.cfg.Name
-				}
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(ch, nil) {
-				return
-			}
-		}
-		provider.Drain(resp.Body)
+	return provider.Range(p.Pull(ctx, req))
+}
+
+// Pull implements provider.Puller: Stream's answer as a reader. The
+// request is sent on the first Next.
+func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
+	return &reader{p: p, ctx: ctx, req: req}
+}
+
+type reader struct {
+	p     *Provider
+	ctx   context.Context
+	req   *chat.Request
+	resp  *http.Response
+	sr    *wire.StreamReader
+	whole []chat.Chunk // a whole completion's chunks, not yet returned
+	err   error        // the error that ended the answer, returned again
+	c     chat.Chunk
+}
+
+func (r *reader) Next() (*chat.Chunk, error) {
+	if r.err != nil {
+		return nil, r.err
 	}
+	if r.resp == nil {
+		resp, whole, err := r.p.open(r.ctx, r.req)
+		if err != nil {
+			r.err = err
+			return nil, err
+		}
+		r.resp = resp
+		if whole {
+			// A server that ignored stream:true and answered whole.
+			r.whole, err = wire.CompletionChunks(resp.Body)
+			if err != nil {
+				r.err = r.p.streamError(r.ctx, err)
+				return nil, r.err
+			}
+		} else {
+			r.sr = wire.NewStreamReader(resp.Body, r.p.cfg.MaxEventSize)
+		}
+	}
+	var c *chat.Chunk
+	var err error
+	if r.sr != nil {
+		c, err = r.sr.Next()
+	} else if len(r.whole) > 0 {
+		r.c, r.whole = r.whole[0], r.whole[1:]
+		c = &r.c
+	} else {
+		err = io.EOF
+	}
+	switch {
+	case err == io.EOF:
+		provider.Drain(r.resp.Body)
+		r.err = io.EOF
+		return nil, io.EOF
+	case err != nil:
+		r.err = r.p.streamError(r.ctx, err)
+		return nil, r.err
+	}
+	return c, nil
+}
+
+func (r *reader) Close() {
+	if r.resp != nil {
+		r.resp.Body.Close()
+	}
+}
+
+// open sends req and returns the response to read the answer from, and
+// whether it is a whole completion (from a server that ignored
+// stream:true), or the error that ends the request before any chunk.
+func (p *Provider) open(ctx context.Context, req *chat.Request) (resp *http.Response, whole bool, err error) {
+	body, err := wire.EncodeRequest(req, p.cfg.MaxTokensField)
+	if err != nil {
+		return nil, false, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if p.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err = provider.Do(p.cfg.Client, hreq)
+	if err != nil {
+		return nil, false, provider.TransportError(ctx, p.cfg.Name, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, false, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
+	}
+	if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
+		resp.Body.Close()
+		return nil, false, e
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return resp, mt == "application/json", nil
+}
+
+func (p *Provider) streamError(ctx context.Context, err error) error {
+	err = provider.Cause(ctx, err)
+	if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
+		ce.Provider = p.cfg.Name
+	}
+	return err
 }

@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 )
 
 // Config configures a Provider.
@@ -84,25 +87,13 @@ type plan struct {
 
 // Stream implements provider.Provider.
 func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		pl, err := p.plan(req)
-		if err != nil {
-			yield(chat.Chunk{}, err)
-			return
-		}
-		p.started.Add(1)
-		outcome := p.run(ctx, req, pl, yield)
-		switch outcome {
-		case outcomeDone:
-			p.completed.Add(1)
-		case outcomeCancelled, outcomeStopped:
-			// A consumer that stops reading is, over HTTP, a closed
-			// connection: the provider sees a cancellation.
-			p.cancelled.Add(1)
-		case outcomeFailed:
-			p.failed.Add(1)
-		}
-	}
+	return provider.Range(p.Pull(ctx, req))
+}
+
+// Pull implements provider.Puller: the answer is played as it is read,
+// each chunk at its time.
+func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
+	return &reader{p: p, ctx: ctx, req: req}
 }
 
 type outcome int
@@ -111,117 +102,221 @@ const (
 	outcomeDone outcome = iota
 	outcomeCancelled
 	outcomeFailed
-	outcomeStopped // the consumer stopped iterating
 )
 
-func (p *Provider) run(ctx context.Context, req *chat.Request, pl *plan, yield func(chat.Chunk, error) bool) outcome {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	wait := func(d time.Duration) bool {
-		if d <= 0 {
-			return ctx.Err() == nil
-		}
-		timer.Reset(d)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-			return true
-		}
+// reader is one simulated answer being played.
+type reader struct {
+	p     *Provider
+	ctx   context.Context
+	req   *chat.Request
+	pl    *plan
+	timer *time.Timer
+
+	state   int // stateNew, stateTokens, stateFinish
+	total   int // tokens in the longest choice (or the tool call)
+	i, ci   int // the token being played and the next choice to send it for
+	atToken bool
+	fin     int // the next choice to finish
+	sent    int // visible chunks sent
+	model   bool
+	settled bool  // the outcome was counted
+	err     error // what ended the answer, returned again
+	c       chat.Chunk
+}
+
+const (
+	stateNew = iota
+	stateTokens
+	stateFinish
+)
+
+func (r *reader) Next() (*chat.Chunk, error) {
+	if r.err != nil {
+		return nil, r.err
 	}
-	cancelled := func() outcome {
-		yield(chat.Chunk{}, context.Cause(ctx))
-		return outcomeCancelled
+	if r.state == stateNew {
+		if err := r.begin(); err != nil {
+			return nil, err
+		}
+		r.state = stateTokens
 	}
+	for r.state == stateTokens {
+		if r.i >= r.total {
+			if r.ctx.Err() != nil {
+				return nil, r.cancelled()
+			}
+			r.state = stateFinish
+			break
+		}
+		if !r.atToken {
+			if err := r.token(); err != nil {
+				return nil, err
+			}
+		}
+		if r.pl.tool != "" {
+			r.toolChunk()
+			r.i, r.atToken = r.i+1, false
+			return r.emit(), nil
+		}
+		for r.ci < len(r.pl.choices) {
+			ci := r.ci
+			r.ci++
+			if toks := r.pl.choices[ci]; r.i < len(toks) {
+				r.c = chat.Chunk{Choice: ci, Text: toks[r.i]}
+				return r.emit(), nil
+			}
+		}
+		r.i, r.ci, r.atToken = r.i+1, 0, false
+	}
+	n := max(1, len(r.pl.choices))
+	if r.fin < n {
+		r.finishChunk(r.fin, r.fin == n-1)
+		r.fin++
+		return r.emit(), nil
+	}
+	r.settle(outcomeDone)
+	r.err = io.EOF
+	return nil, io.EOF
+}
+
+// Close stops the answer; one stopped before its end counts as
+// cancelled: over HTTP, a consumer that stops reading is a closed
+// connection.
+func (r *reader) Close() {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.settle(outcomeCancelled)
+	if r.err == nil {
+		r.err = errClosed
+	}
+}
+
+var errClosed = errors.New("sim: answer closed")
+
+func (r *reader) settle(o outcome) {
+	if r.settled {
+		return
+	}
+	r.settled = true
+	switch o {
+	case outcomeDone:
+		r.p.completed.Add(1)
+	case outcomeCancelled:
+		r.p.cancelled.Add(1)
+	case outcomeFailed:
+		r.p.failed.Add(1)
+	}
+}
+
+// begin plans the answer, plays the faults that strike before the first
+// token and waits for it.
+func (r *reader) begin() error {
+	pl, err := r.p.plan(r.req)
+	if err != nil {
+		return r.fail(err)
+	}
+	r.p.started.Add(1)
+	r.pl, r.timer = pl, time.NewTimer(time.Hour)
+	for _, toks := range pl.choices {
+		r.total = max(r.total, len(toks))
+	}
+	r.total = max(r.total, len(pl.toolArgs))
 	f := pl.fault
 	switch f.Mode {
+	case FaultHang:
+		<-r.ctx.Done()
+		return r.cancelled()
 	case Fault429, Fault500, Fault503:
 		// Failures come back fast, as real ones do.
-		if !wait(pl.ttft / 20) {
-			return cancelled()
+		if !r.wait(pl.ttft / 20) {
+			return r.cancelled()
 		}
 		status := map[string]int{Fault429: 429, Fault500: 500, Fault503: 503}[f.Mode]
 		cat, retry := chat.CategoryForStatus(status)
-		yield(chat.Chunk{}, &chat.Error{Category: cat, Status: status, Retryable: retry, RetryAfter: f.RetryAfter, Provider: p.cfg.Name, Message: fmt.Sprintf("simulated %d", status)})
-		return outcomeFailed
-	case FaultHang:
-		<-ctx.Done()
-		return cancelled()
+		return r.fail(&chat.Error{Category: cat, Status: status, Retryable: retry, RetryAfter: f.RetryAfter, Provider: r.p.cfg.Name, Message: fmt.Sprintf("simulated %d", status)})
 	}
-	if !wait(pl.ttft) {
-		return cancelled()
+	if !r.wait(pl.ttft) {
+		return r.cancelled()
 	}
-	model := req.Model
-	sent := 0
-	first := true
-	emit := func(c chat.Chunk) bool {
-		if first {
-			c.Model = model
-			first = false
-		}
-		return yield(c, nil)
+	return nil
+}
+
+// token waits for token i's time and plays a fault due then.
+func (r *reader) token() error {
+	r.atToken = true
+	if r.i > 0 && !r.wait(r.pl.gaps()) {
+		return r.cancelled()
 	}
-	total := 0
-	for _, toks := range pl.choices {
-		total = max(total, len(toks))
+	if f := r.pl.fault; f.Mode == FaultNone || r.i != f.After {
+		return nil
 	}
-	total = max(total, len(pl.toolArgs))
-	for i := 0; i < total; i++ {
-		if i > 0 && !wait(pl.gaps()) {
-			return cancelled()
-		}
-		if f.Mode != FaultNone && i == f.After {
-			switch f.Mode {
-			case FaultErrorMid:
-				yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: p.cfg.Name, Message: fmt.Sprintf("simulated error after %d tokens", sent), Retryable: true})
-				return outcomeFailed
-			case FaultStallMid:
-				<-ctx.Done()
-				return cancelled()
-			case FaultTruncateMid:
-				yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryProtocol, Provider: p.cfg.Name, Message: fmt.Sprintf("%v: simulated truncation after %d tokens", chat.ErrTruncated, sent), Retryable: true, Err: chat.ErrTruncated})
-				return outcomeFailed
-			}
-		}
-		if pl.tool != "" {
-			c := chat.Chunk{ToolCalls: []chat.ToolCallDelta{{Index: 0, Arguments: pl.toolArgs[i]}}}
-			if i == 0 {
-				c.ToolCalls[0].ID = fmt.Sprintf("call_sim%06d", p.seq.Load())
-				c.ToolCalls[0].Name = pl.tool
-			}
-			if !emit(c) {
-				return outcomeStopped
-			}
-			sent++
-			p.tokens.Add(1)
-			continue
-		}
-		for ci, toks := range pl.choices {
-			if i >= len(toks) {
-				continue
-			}
-			if !emit(chat.Chunk{Choice: ci, Text: toks[i]}) {
-				return outcomeStopped
-			}
-			sent++
-			p.tokens.Add(1)
-		}
+	switch r.pl.fault.Mode {
+	case FaultErrorMid:
+		return r.fail(&chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: r.p.cfg.Name, Message: fmt.Sprintf("simulated error after %d tokens", r.sent), Retryable: true})
+	case FaultStallMid:
+		<-r.ctx.Done()
+		return r.cancelled()
+	case FaultTruncateMid:
+		return r.fail(&chat.Error{Category: chat.CategoryProtocol, Provider: r.p.cfg.Name, Message: fmt.Sprintf("%v: simulated truncation after %d tokens", chat.ErrTruncated, r.sent), Retryable: true, Err: chat.ErrTruncated})
 	}
-	if ctx.Err() != nil {
-		return cancelled()
+	return nil
+}
+
+func (r *reader) wait(d time.Duration) bool {
+	if d <= 0 {
+		return r.ctx.Err() == nil
 	}
-	n := max(1, len(pl.choices))
-	for ci := range n {
-		c := chat.Chunk{Choice: ci, FinishReason: pl.finish}
-		if ci == n-1 {
-			u := pl.usage
-			c.Usage = &u
-		}
-		if !emit(c) {
-			return outcomeStopped
-		}
+	r.timer.Reset(d)
+	select {
+	case <-r.ctx.Done():
+		return false
+	case <-r.timer.C:
+		return true
 	}
-	return outcomeDone
+}
+
+// emit returns r.c, with the model on the first chunk; it counts tokens.
+func (r *reader) emit() *chat.Chunk {
+	if !r.model {
+		r.c.Model = r.req.Model
+		r.model = true
+	}
+	if r.c.Visible() {
+		r.sent++
+		r.p.tokens.Add(1)
+	}
+	return &r.c
+}
+
+// toolChunk sets r.c to the current piece of the tool call.
+func (r *reader) toolChunk() {
+	r.c = chat.Chunk{ToolCalls: []chat.ToolCallDelta{{Index: 0, Arguments: r.pl.toolArgs[r.i]}}}
+	if r.i == 0 {
+		r.c.ToolCalls[0].ID = fmt.Sprintf("call_sim%06d", r.p.seq.Load())
+		r.c.ToolCalls[0].Name = r.pl.tool
+	}
+}
+
+// finishChunk sets r.c to choice ci's ending; the last carries the usage.
+func (r *reader) finishChunk(ci int, last bool) {
+	r.c = chat.Chunk{Choice: ci, FinishReason: r.pl.finish}
+	if last {
+		u := r.pl.usage
+		r.c.Usage = &u
+	}
+}
+
+func (r *reader) cancelled() error {
+	r.settle(outcomeCancelled)
+	r.err = context.Cause(r.ctx)
+	return r.err
+}
+
+func (r *reader) fail(err error) error {
+	r.settle(outcomeFailed)
+	r.err = err
+	return err
 }
 
 func (p *Provider) plan(req *chat.Request) (*plan, error) {

@@ -117,103 +117,146 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // invalid UTF-8 or an oversized event, yields a protocol error.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		rd := sse.NewReader(r, maxEventSize)
-		var (
-			c         chunk
-			held      []chat.Chunk
-			usage     *chat.Usage
-			model     string
-			modelSent bool
-			chunks    int
-		)
+		sr := NewStreamReader(r, maxEventSize)
 		for {
-			ev, err := rd.Next()
+			c, err := sr.Next()
+			if err == io.EOF {
+				return
+			}
 			if err != nil {
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
-					err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, chunks)
-				}
-				yield(chat.Chunk{}, protocolError(err))
+				yield(chat.Chunk{}, err)
 				return
 			}
-			data := ev.Data
-			if len(data) == 0 {
-				continue
-			}
-			if bytes.Equal(data, doneMarker) {
-				if len(held) == 0 && usage != nil {
-					held = append(held, chat.Chunk{})
-				}
-				for i := range held {
-					if i == len(held)-1 {
-						held[i].Usage = usage
-					}
-					if !yield(held[i], nil) {
-						return
-					}
-				}
+			if !yield(*c, nil) {
 				return
-			}
-			if ev.Type == "error" {
-				yield(chat.Chunk{}, decodeErrorEvent(data))
-				return
-			}
-			if !utf8.Valid(data) {
-				yield(chat.Chunk{}, protocolError(errors.New("upstream sent invalid UTF-8")))
-				return
-			}
-			c = chunk{}
-			if err := decodeChunk(data, &c); err != nil {
-				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err)))
-				return
-			}
-			chunks++
-			if c.Error != nil {
-				yield(chat.Chunk{}, errorFromBody(0, c.Error))
-				return
-			}
-			if c.Usage != nil {
-				usage = c.Usage.toChat()
-			}
-			if model == "" && c.Model != "" {
-				model = c.Model
-			}
-			more := rd.EventBuffered()
-			for i := range c.Choices {
-				ch := &c.Choices[i]
-				if ch.Index < 0 || ch.Index >= chat.MaxChoices {
-					yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index)))
-					return
-				}
-				out := chat.Chunk{Choice: ch.Index}
-				if !modelSent && model != "" {
-					// The first chunk after the model is known (Azure's
-					// first chunk carries none).
-					out.Model, modelSent = model, true
-				}
-				if ch.Delta.Content != nil {
-					out.Text = *ch.Delta.Content
-				}
-				if ch.Delta.Refusal != nil {
-					out.Refusal = *ch.Delta.Refusal
-				}
-				for _, tc := range ch.Delta.ToolCalls {
-					if tc.Index < 0 || tc.Index >= chat.MaxToolCalls {
-						yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index)))
-						return
-					}
-					out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-				}
-				if ch.FinishReason != nil && *ch.FinishReason != "" {
-					held = append(held, chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(*ch.FinishReason)})
-				}
-				if out.Visible() || out.Model != "" {
-					out.More = more || i < len(c.Choices)-1
-					if !yield(out, nil) {
-						return
-					}
-				}
 			}
 		}
+	}
+}
+
+// NewStreamReader returns ReadStream's decoder as a pull reader, for
+// callers that would rather not add an iterator's frame to every chunk's
+// path.
+func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
+	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
+}
+
+// StreamReader decodes a Chat Completions event stream chunk by chunk,
+// as ReadStream does.
+type StreamReader struct {
+	rd        *sse.Reader
+	c         chunk // the event being yielded, choice by choice
+	choice    int   // the next choice of c to look at
+	more      bool  // another event is already buffered
+	held      []chat.Chunk
+	usage     *chat.Usage
+	model     string
+	modelSent bool
+	chunks    int
+	done      bool // [DONE] seen: yielding held
+	out       chat.Chunk
+}
+
+// Next returns the next chunk, io.EOF after the last, or the error that
+// ends the stream. The chunk is the reader's own, valid until the next
+// call.
+func (s *StreamReader) Next() (*chat.Chunk, error) {
+	for {
+		if s.done {
+			if len(s.held) == 0 {
+				return nil, io.EOF
+			}
+			s.out = s.held[0]
+			s.held = s.held[1:]
+			if len(s.held) == 0 {
+				s.out.Usage = s.usage
+			}
+			return &s.out, nil
+		}
+		for s.choice < len(s.c.Choices) {
+			i := s.choice
+			s.choice++
+			ch := &s.c.Choices[i]
+			if ch.Index < 0 || ch.Index >= chat.MaxChoices {
+				return nil, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
+			}
+			s.out = chat.Chunk{Choice: ch.Index}
+			out := &s.out
+			if !s.modelSent && s.model != "" {
+				// The first chunk after the model is known (Azure's
+				// first chunk carries none).
+				out.Model, s.modelSent = s.model, true
+			}
+			if ch.Delta.Content != nil {
+				out.Text = *ch.Delta.Content
+			}
+			if ch.Delta.Refusal != nil {
+				out.Refusal = *ch.Delta.Refusal
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				if tc.Index < 0 || tc.Index >= chat.MaxToolCalls {
+					return nil, protocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index))
+				}
+				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				s.held = append(s.held, chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(*ch.FinishReason)})
+			}
+			if out.Visible() || out.Model != "" {
+				out.More = s.more || s.choice < len(s.c.Choices)
+				return out, nil
+			}
+		}
+		if err := s.event(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// event reads and decodes the next event into s.c, or notes [DONE].
+func (s *StreamReader) event() error {
+	for {
+		ev, err := s.rd.Next()
+		if err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, s.chunks)
+			}
+			return protocolError(err)
+		}
+		data := ev.Data
+		if len(data) == 0 {
+			continue
+		}
+		if bytes.Equal(data, doneMarker) {
+			if len(s.held) == 0 && s.usage != nil {
+				s.held = append(s.held, chat.Chunk{})
+			}
+			s.done = true
+			return nil
+		}
+		if ev.Type == "error" {
+			return decodeErrorEvent(data)
+		}
+		if !utf8.Valid(data) {
+			return protocolError(errors.New("upstream sent invalid UTF-8"))
+		}
+		s.c = chunk{}
+		s.choice = 0
+		if err := decodeChunk(data, &s.c); err != nil {
+			return protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err))
+		}
+		s.chunks++
+		if s.c.Error != nil {
+			return errorFromBody(0, s.c.Error)
+		}
+		if s.c.Usage != nil {
+			s.usage = s.c.Usage.toChat()
+		}
+		if s.model == "" && s.c.Model != "" {
+			s.model = s.c.Model
+		}
+		s.more = s.rd.EventBuffered()
+		return nil
 	}
 }
 
@@ -315,50 +358,61 @@ func truncate(s string, n int) string {
 // as a stream: one chunk per choice, then the usage.
 func ReadCompletion(r io.Reader) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		var c struct {
-			Completion
-			Error json.RawMessage `json:"error"`
-		}
-		dec := json.NewDecoder(io.LimitReader(r, 64<<20))
-		if err := dec.Decode(&c); err != nil {
-			yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err)))
+		chunks, err := CompletionChunks(r)
+		if err != nil {
+			yield(chat.Chunk{}, err)
 			return
 		}
-		if hasErrorMessage(c.Error) {
-			// Some servers answer 200 with an error object.
-			yield(chat.Chunk{}, DecodeError(0, append(append([]byte(`{"error":`), c.Error...), '}')))
-			return
-		}
-		if len(c.Choices) == 0 {
-			yield(chat.Chunk{}, protocolError(errors.New("upstream sent a completion without choices")))
-			return
-		}
-		for i, ch := range c.Choices {
-			if ch.Index < 0 || ch.Index >= chat.MaxChoices {
-				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index)))
-				return
-			}
-			out := chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(ch.FinishReason)}
-			if i == 0 {
-				out.Model = c.Model
-			}
-			var text string
-			if len(ch.Message.Content) > 0 && ch.Message.Content[0] == '"' {
-				_ = json.Unmarshal(ch.Message.Content, &text)
-			}
-			out.Text = text
-			if ch.Message.Refusal != nil {
-				out.Refusal = *ch.Message.Refusal
-			}
-			for j, tc := range ch.Message.ToolCalls {
-				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: j, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-			}
-			if i == len(c.Choices)-1 && c.Usage != nil {
-				out.Usage = c.Usage.toChat()
-			}
-			if !yield(out, nil) {
+		for _, c := range chunks {
+			if !yield(c, nil) {
 				return
 			}
 		}
 	}
+}
+
+// CompletionChunks decodes a non-streaming chat.completion response from r
+// into ReadCompletion's chunks.
+func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
+	var c struct {
+		Completion
+		Error json.RawMessage `json:"error"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r, 64<<20))
+	if err := dec.Decode(&c); err != nil {
+		return nil, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err))
+	}
+	if hasErrorMessage(c.Error) {
+		// Some servers answer 200 with an error object.
+		return nil, DecodeError(0, append(append([]byte(`{"error":`), c.Error...), '}'))
+	}
+	if len(c.Choices) == 0 {
+		return nil, protocolError(errors.New("upstream sent a completion without choices"))
+	}
+	chunks := make([]chat.Chunk, 0, len(c.Choices))
+	for i, ch := range c.Choices {
+		if ch.Index < 0 || ch.Index >= chat.MaxChoices {
+			return nil, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
+		}
+		out := chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(ch.FinishReason)}
+		if i == 0 {
+			out.Model = c.Model
+		}
+		var text string
+		if len(ch.Message.Content) > 0 && ch.Message.Content[0] == '"' {
+			_ = json.Unmarshal(ch.Message.Content, &text)
+		}
+		out.Text = text
+		if ch.Message.Refusal != nil {
+			out.Refusal = *ch.Message.Refusal
+		}
+		for j, tc := range ch.Message.ToolCalls {
+			out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: j, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		if i == len(c.Choices)-1 && c.Usage != nil {
+			out.Usage = c.Usage.toChat()
+		}
+		chunks = append(chunks, out)
+	}
+	return chunks, nil
 }
