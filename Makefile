@@ -15,6 +15,7 @@ FUZZ_TARGETS := \
 	./internal/wire/anthropic:FuzzDecodeEvent \
 	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \
+	./internal/budget:FuzzTimingsJSON \
 	./internal/guard:FuzzScanCards \
 	./internal/guard:FuzzScanEmails \
 	./internal/guard:FuzzBlocklist \

@@ -45,7 +45,7 @@ type Recorder struct {
 
 // New starts a recorder for a request that arrived at start.
 func New(start time.Time) *Recorder {
-	return &Recorder{start: start, stages: make([]Stage, 0, 8)}
+	return &Recorder{start: start, stages: make([]Stage, 0, 6)}
 }
 
 // Start is when the request arrived.

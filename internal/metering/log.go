@@ -60,7 +60,7 @@ func appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 	if rec.Timings != nil {
 		// Encoded here rather than by the handler: reflection at the
 		// bottom of slog is the deepest stack a request reaches.
-		if b, err := json.Marshal(rec.Timings.Timings()); err == nil {
+		if b, err := rec.Timings.Timings().MarshalJSON(); err == nil {
 			attrs = append(attrs, slog.Any("timings", json.RawMessage(b)))
 		}
 	}

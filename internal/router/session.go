@@ -437,34 +437,41 @@ func (s *session) cut(t *tally) {
 // stream is cut.
 type tally struct {
 	out      int
-	finished map[int]bool
-	seen     map[int]bool
+	seen     choiceSet // choices that showed something
+	finished choiceSet // choices that ended
 	reported *chat.Usage
 }
 
+// choiceSet is a set of choice indexes (below chat.MaxChoices).
+type choiceSet [chat.MaxChoices / 64]uint64
+
+func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
+func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+
 func (t *tally) add(c *chat.Chunk) {
-	if t.seen == nil {
-		t.seen, t.finished = map[int]bool{}, map[int]bool{}
+	if c.Choice < 0 || c.Choice >= chat.MaxChoices {
+		return
 	}
 	if c.Visible() {
-		t.seen[c.Choice] = true
+		t.seen.add(c.Choice)
 		t.out += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)
 		for _, tc := range c.ToolCalls {
 			t.out += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
 		}
 	}
 	if c.FinishReason != "" {
-		t.finished[c.Choice] = true
+		t.finished.add(c.Choice)
 	}
 	if c.Usage != nil {
 		t.reported = c.Usage
 	}
 }
 
+// open returns the choices that showed something and did not end.
 func (t *tally) open() []int {
 	var out []int
-	for ch := 0; ch < chat.MaxChoices && len(out) < len(t.seen); ch++ {
-		if t.seen[ch] && !t.finished[ch] {
+	for ch := range chat.MaxChoices {
+		if t.seen.has(ch) && !t.finished.has(ch) {
 			out = append(out, ch)
 		}
 	}

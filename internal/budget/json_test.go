@@ -1,0 +1,56 @@
+package budget
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+)
+
+// plainTimings is Timings without its MarshalJSON, for encoding/json's own
+// encoding.
+type plainTimings struct {
+	TTFWMs float64       `json:"ttfw_ms"`
+	TTCMs  float64       `json:"ttc_ms"`
+	Stages []StageTiming `json:"stages"`
+}
+
+func checkSame(t *testing.T, tm Timings) {
+	t.Helper()
+	got, err := json.Marshal(tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(plainTimings(tm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("MarshalJSON\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestTimingsJSON(t *testing.T) {
+	for _, tm := range []Timings{
+		{},
+		{Stages: []StageTiming{}},
+		{TTFWMs: 51.257, TTCMs: 576.053, Stages: []StageTiming{
+			{Name: "auth", StartMs: 0.01, EndMs: 0.012},
+			{Name: "upstream hold/bench", StartMs: 0.172, EndMs: 576.04, Note: "ok", Group: true},
+		}},
+		{TTFWMs: 1e-7, TTCMs: 1e22, Stages: []StageTiming{{Name: "a\"b\\c<d>&e\n\t\x01\u2028\u2029é\xff", Note: "x", StartMs: -0.5, EndMs: 123456789.125}}},
+		{TTFWMs: math.SmallestNonzeroFloat64, TTCMs: math.MaxFloat64},
+	} {
+		checkSame(t, tm)
+	}
+}
+
+func FuzzTimingsJSON(f *testing.F) {
+	f.Add("auth", "ok", 0.01, 0.012, true)
+	f.Add("a<b>\u2028", "\xff", 1e-9, 1e21, false)
+	f.Fuzz(func(t *testing.T, name, note string, start, end float64, group bool) {
+		if math.IsNaN(start) || math.IsInf(start, 0) || math.IsNaN(end) || math.IsInf(end, 0) {
+			return
+		}
+		checkSame(t, Timings{TTFWMs: start, TTCMs: end, Stages: []StageTiming{{Name: name, StartMs: start, EndMs: end, Note: note, Group: group}}})
+	})
+}
