@@ -71,6 +71,7 @@ func TestUpstreamOKButNoAnswer(t *testing.T) {
 		{"html page", "text/html; charset=utf-8", "<html><body>Welcome to nginx!</body></html>", "HTML page"},
 		{"error object", "application/json", `{"error":{"message":"quota exceeded","type":"insufficient_quota"}}`, "quota exceeded"},
 		{"no choices", "application/json", `{"id":"x","object":"chat.completion","choices":[]}`, "without choices"},
+		{"only [DONE]", "text/event-stream", "data: [DONE]\n\n", "before any chunk"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -87,6 +88,30 @@ func TestUpstreamOKButNoAnswer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpstreamAnsweredWhole: an upstream that ignores stream:true and
+// answers with a whole completion is streamed to a client that asked for
+// a stream, and answered whole to one that did not.
+func TestUpstreamAnsweredWhole(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello whole"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	})
+	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+	resp := post(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"Hello whole"`) || !strings.Contains(string(b), `"finish_reason":"stop"`) ||
+		!strings.Contains(string(b), `"completion_tokens":2`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Errorf("stream: %d %s", resp.StatusCode, b)
+	}
+	resp = post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"Hello whole"`) || !strings.Contains(string(b), `"prompt_tokens":3`) {
+		t.Errorf("whole: %d %s", resp.StatusCode, b)
 	}
 }
 

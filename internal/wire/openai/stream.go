@@ -228,6 +228,9 @@ func (s *StreamReader) event() error {
 			continue
 		}
 		if bytes.Equal(data, doneMarker) {
+			if s.chunks == 0 {
+				return protocolError(fmt.Errorf("%w: the end marker came before any chunk", chat.ErrTruncated))
+			}
 			if len(s.held) == 0 && s.usage != nil {
 				s.held = append(s.held, chat.Chunk{})
 			}
