@@ -7,6 +7,7 @@ FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
+	./internal/wire/openai:FuzzParseSimpleRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
 	./internal/wire/gemini:FuzzReadStream \
 	./internal/wire/anthropic:FuzzReadStream \

@@ -57,6 +57,14 @@ var known = map[string]bool{
 // ParseRequest decodes a Chat Completions request body, checking types and
 // required fields. Errors are *RequestError naming the field.
 func ParseRequest(body []byte) (*ParsedRequest, error) {
+	if pr, ok := parseSimpleRequest(body); ok {
+		return pr, nil
+	}
+	return parseRequest(body)
+}
+
+// parseRequest is ParseRequest for any request.
+func parseRequest(body []byte) (*ParsedRequest, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&raw); err != nil {
