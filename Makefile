@@ -8,6 +8,7 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzParseSimpleRequest \
+	./internal/wire/openai:FuzzEncodeSimpleRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
 	./internal/wire/gemini:FuzzReadStream \
 	./internal/wire/anthropic:FuzzReadStream \

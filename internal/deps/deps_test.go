@@ -46,7 +46,7 @@ func TestImportRules(t *testing.T) {
 	}
 	// Packages that may import only the standard library (and the module's
 	// own stdlib-only packages).
-	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget"}
+	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget", "internal/jsonenc"}
 	// Packages nothing else may import.
 	roots := map[string][]string{
 		"internal/cli":     {"cmd/firstword"},

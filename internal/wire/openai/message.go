@@ -175,6 +175,14 @@ func EncodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 	if maxTokensField == "" {
 		maxTokensField = "max_tokens"
 	}
+	if b, ok := encodeSimpleRequest(req, maxTokensField); ok {
+		return b, nil
+	}
+	return encodeRequest(req, maxTokensField)
+}
+
+// encodeRequest is EncodeRequest for any request.
+func encodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 	body := map[string]any{
 		"model":          req.Model,
 		"stream":         true,
