@@ -134,32 +134,37 @@ func (r *Recorder) Stages() []Stage {
 // them. Repeated names (several attempts) get a numeric suffix.
 func (r *Recorder) ServerTiming(until time.Time) string {
 	limit := until.Sub(r.start)
-	var b strings.Builder
-	seen := map[string]int{}
-	for _, s := range r.Stages() {
+	stages := r.Stages()
+	b := make([]byte, 0, 40*len(stages))
+	for i, s := range stages {
 		if s.End > limit {
 			continue
 		}
 		name := token(s.Name)
-		if n := seen[name]; n > 0 {
-			seen[name] = n + 1
-			name += "-" + strconv.Itoa(n+1)
-		} else {
-			seen[name] = 1
+		// The n-th use of a name (in the order of the stages) gets -n.
+		n := 1
+		for _, p := range stages[:i] {
+			if p.End <= limit && token(p.Name) == name {
+				n++
+			}
 		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
+		if len(b) > 0 {
+			b = append(b, ", "...)
 		}
-		b.WriteString(name)
-		b.WriteString(";dur=")
-		b.WriteString(strconv.FormatFloat(float64(s.Duration().Microseconds())/1000, 'f', -1, 64))
+		b = append(b, name...)
+		if n > 1 {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(n), 10)
+		}
+		b = append(b, ";dur="...)
+		b = strconv.AppendFloat(b, float64(s.Duration().Microseconds())/1000, 'f', -1, 64)
 		if s.Note != "" {
-			b.WriteString(`;desc="`)
-			b.WriteString(token(s.Note))
-			b.WriteByte('"')
+			b = append(b, `;desc="`...)
+			b = append(b, token(s.Note)...)
+			b = append(b, '"')
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // token makes a name safe for a header token.

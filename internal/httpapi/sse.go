@@ -103,7 +103,10 @@ func (s *eventStream) Write(b []byte) error {
 		return errStreamClosed
 	}
 	now := time.Now()
-	if s.writeTimeout > 0 && now.Add(s.writeTimeout/2).After(s.deadline) {
+	// The first write, a few hundred bytes into an empty socket buffer,
+	// cannot block: its deadline is set by the next one, off the path of
+	// the first token.
+	if s.writeTimeout > 0 && (!s.firstByte.IsZero() || len(b) > 16<<10) && now.Add(s.writeTimeout/2).After(s.deadline) {
 		s.deadline = now.Add(s.writeTimeout)
 		_ = s.rc.SetWriteDeadline(s.deadline)
 	}
