@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -120,6 +123,11 @@ func unreachable(err error) string {
 func ReadError(name string, resp *http.Response, decode func(status int, body []byte) *chat.Error) *chat.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := decode(resp.StatusCode, body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/html" {
+		// A proxy's or load balancer's error page: its markup says
+		// nothing a client can use.
+		e.Message = fmt.Sprintf("upstream answered %d with an HTML page (%s)", resp.StatusCode, htmlTitle(body))
+	}
 	e.Status = resp.StatusCode
 	e.Provider = name
 	e.RetryAfter = RetryAfter(resp.Header, time.Now())
@@ -197,4 +205,34 @@ func Drain(body io.ReadCloser) {
 	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
 	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	t.Stop()
+}
+
+// htmlTitle returns an HTML page's title, or "no title".
+func htmlTitle(page []byte) string {
+	lower := bytes.ToLower(page)
+	i := bytes.Index(lower, []byte("<title"))
+	if i < 0 {
+		return "no title"
+	}
+	j := bytes.IndexByte(lower[i:], '>')
+	if j < 0 {
+		return "no title"
+	}
+	start := i + j + 1
+	end := bytes.Index(lower[start:], []byte("</title"))
+	if end < 0 {
+		return "no title"
+	}
+	t := strings.Join(strings.Fields(string(page[start:start+end])), " ")
+	if t == "" || !utf8.ValidString(t) {
+		return "no title"
+	}
+	if len(t) > 120 {
+		t = t[:120]
+		for len(t) > 0 && !utf8.ValidString(t) {
+			t = t[:len(t)-1]
+		}
+		t += "…"
+	}
+	return "title: " + strconv.Quote(t)
 }

@@ -37,3 +37,25 @@ func TestUnexpected(t *testing.T) {
 		}
 	}
 }
+
+// TestReadErrorHTMLPage: a non-2xx answer that is a web page (a proxy's or
+// load balancer's) is reported by its status and title, not its markup.
+func TestReadErrorHTMLPage(t *testing.T) {
+	decode := func(status int, body []byte) *chat.Error {
+		return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Status: status, Message: string(body)}
+	}
+	for _, tt := range []struct {
+		ctype, body, want string
+	}{
+		{"text/html", "<html><head><TITLE>502 Bad\n  Gateway</TITLE></head><body><center><h1>502</h1></center></body></html>", `upstream answered 502 with an HTML page (title: "502 Bad Gateway")`},
+		{"text/html; charset=utf-8", "<html><body>oops</body></html>", "upstream answered 502 with an HTML page (no title)"},
+		{"text/html", "<title>" + strings.Repeat("é", 100) + "</title>", "…"},
+		{"application/json", `{"error":"x"}`, `{"error":"x"}`},
+	} {
+		resp := &http.Response{StatusCode: 502, Header: http.Header{"Content-Type": {tt.ctype}}, Body: io.NopCloser(strings.NewReader(tt.body))}
+		e := ReadError("p", resp, decode)
+		if !strings.Contains(e.Message, tt.want) || e.Status != 502 || e.Provider != "p" || strings.Contains(e.Message, "<") {
+			t.Errorf("%s %q: %+v, want a message with %q", tt.ctype, tt.body, e, tt.want)
+		}
+	}
+}
