@@ -37,6 +37,47 @@ type scanner struct {
 	i int
 }
 
+// decodeInto decodes the next value into dst with encoding/json; a value
+// it refuses takes the slow path, which reports the error.
+func (s *scanner) decodeInto(dst any) error {
+	s.ws()
+	start := s.i
+	if err := s.skip(); err != nil {
+		return err
+	}
+	if json.Unmarshal(s.b[start:s.i], dst) != nil {
+		return errSlowPath
+	}
+	return nil
+}
+
+// message decodes message_start's message: its model here, its usage
+// with encoding/json.
+func (s *scanner) message(dst **startMessage) error {
+	if s.null() {
+		*dst = nil
+		return nil
+	}
+	if *dst == nil {
+		*dst = new(startMessage)
+	}
+	m := *dst
+	return s.object(func(key []byte) error {
+		switch string(key) {
+		case "model":
+			v, err := s.str()
+			m.Model = v
+			return err
+		case "usage":
+			return s.decodeInto(&m.Usage)
+		}
+		if foldMatch(key, "model", "usage") {
+			return errSlowPath
+		}
+		return s.skip()
+	})
+}
+
 func (s *scanner) event(e *event) error {
 	err := s.object(func(key []byte) error {
 		switch string(key) {
@@ -49,6 +90,17 @@ func (s *scanner) event(e *event) error {
 				return nil
 			}
 			return s.delta(&e.Delta)
+		// The nested objects go to encoding/json one by one, rather
+		// than the whole event: each level of its decoder takes about
+		// 1 KiB of stack, and this runs under every frame of a stream.
+		case "message":
+			return s.message(&e.Message)
+		case "content_block":
+			return s.decodeInto(&e.ContentBlock)
+		case "usage":
+			return s.decodeInto(&e.Usage)
+		case "error":
+			return s.decodeInto(&e.Error)
 		}
 		// Fields this scanner does not decode, and keys encoding/json
 		// would match to a field case-insensitively, take the slow path.

@@ -140,80 +140,111 @@ type streamState struct {
 // and Chunk.More is set when the next chunk followed without waiting.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		rd := sse.NewReader(r, maxEventSize)
-		var (
-			s       streamState
-			pending chat.Chunk
-			held    bool
-		)
-		// flush yields the held chunk, if any.
-		flush := func(more bool) bool {
-			if !held {
-				return true
-			}
-			held = false
-			pending.More = more
-			return yield(pending, nil)
-		}
-		fail := func(err error) {
-			if flush(false) {
-				yield(chat.Chunk{}, err)
-			}
-		}
+		sr := NewStreamReader(r, maxEventSize)
 		for {
-			if held && !rd.EventBuffered() {
-				// Never wait on the upstream with a chunk in hand.
-				if !flush(false) {
-					return
-				}
-			}
-			ev, err := rd.Next()
-			if err != nil {
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
-					err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, s.events)
-				}
-				fail(protocolError(err))
+			c, err := sr.Next()
+			if err == io.EOF {
 				return
 			}
-			c, emit, done, err := s.step(ev)
 			if err != nil {
-				fail(err)
+				yield(chat.Chunk{}, err)
 				return
 			}
-			if emit {
-				if !flush(true) {
-					return
-				}
-				pending, held = c, true
-			}
-			if done {
-				flush(false)
+			if !yield(*c, nil) {
 				return
 			}
 		}
 	}
 }
 
-// step applies one event. It returns the chunk the event produced, if
-// any, and whether the stream is done.
-func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err error) {
+// StreamReader is ReadStream as a pull reader, for callers that would
+// rather not add an iterator's frame to every chunk's path.
+type StreamReader struct {
+	rd      *sse.Reader
+	s       streamState
+	pending chat.Chunk // held while the next event is already buffered
+	held    bool
+	out     chat.Chunk
+	err     error // how the stream ended (io.EOF when it finished), once pending is out
+}
+
+// NewStreamReader returns a StreamReader of r.
+func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
+	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
+}
+
+// Next returns the next chunk, valid until the following call; io.EOF
+// after the last; or the error that ends the stream.
+func (r *StreamReader) Next() (*chat.Chunk, error) {
+	for {
+		if r.held && (r.err != nil || !r.rd.EventBuffered()) {
+			// Never wait on the upstream with a chunk in hand.
+			return r.release(false), nil
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		ev, err := r.rd.Next()
+		if err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, r.s.events)
+			}
+			r.err = protocolError(err)
+			continue
+		}
+		// step decodes into pending: the held chunk waits in out.
+		wasHeld := r.held
+		if wasHeld {
+			r.out = r.pending
+		}
+		emit, done, err := r.s.step(ev, &r.pending)
+		if err != nil {
+			r.err = err
+		} else if done {
+			r.err = io.EOF
+		}
+		switch {
+		case emit && err == nil:
+			r.held = true
+			if wasHeld {
+				// The next chunk followed without waiting.
+				r.out.More = true
+				return &r.out, nil
+			}
+		case wasHeld:
+			r.pending = r.out
+		}
+	}
+}
+
+// release hands out the held chunk.
+func (r *StreamReader) release(more bool) *chat.Chunk {
+	r.out, r.held = r.pending, false
+	r.out.More = more
+	return &r.out
+}
+
+// step applies one event. It sets c to the chunk the event produced and
+// reports whether it did (emit), and whether the stream is done.
+func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err error) {
+	*c = chat.Chunk{}
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 {
-		return c, false, false, nil
+		return false, false, nil
 	}
 	s.events++
 	if ev.Type == "error" {
-		return c, false, false, decodeErrorEvent(data)
+		return false, false, decodeErrorEvent(data)
 	}
 	if !utf8.Valid(data) {
-		return c, false, false, protocolError(errors.New("upstream sent invalid UTF-8"))
+		return false, false, protocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	if data[0] != '{' {
-		return c, false, false, protocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
+		return false, false, protocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
 	}
 	e := &s.ev
 	if err := decodeEvent(data, e); err != nil {
-		return c, false, false, protocolError(fmt.Errorf("upstream sent a malformed %s event: %v", ev.Type, err))
+		return false, false, protocolError(fmt.Errorf("upstream sent a malformed %s event: %v", ev.Type, err))
 	}
 	typ := e.Type
 	if typ == "" {
@@ -221,12 +252,12 @@ func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err er
 	}
 	switch typ {
 	case "ping":
-		return c, false, false, nil
+		return false, false, nil
 	case "error":
-		return c, false, false, errorFromBody(0, e.Error, data)
+		return false, false, errorFromBody(0, e.Error, data)
 	case "message_start":
 		if s.started {
-			return c, false, false, protocolError(errors.New("upstream sent a second message_start"))
+			return false, false, protocolError(errors.New("upstream sent a second message_start"))
 		}
 		s.started = true
 		if m := e.Message; m != nil {
@@ -234,34 +265,34 @@ func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err er
 			s.addUsage(m.Usage)
 		}
 		c.Model = s.model
-		return c, s.model != "", false, nil
+		return s.model != "", false, nil
 	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
 		if !s.started {
-			return c, false, false, protocolError(fmt.Errorf("upstream sent %s before message_start", typ))
+			return false, false, protocolError(fmt.Errorf("upstream sent %s before message_start", typ))
 		}
 	default:
 		// New event types may be added to the API; they are skipped.
-		return c, false, false, nil
+		return false, false, nil
 	}
 
 	switch typ {
 	case "content_block_start":
 		b, err := s.startBlock(e.Index)
 		if err != nil {
-			return c, false, false, err
+			return false, false, err
 		}
 		cb := e.ContentBlock
 		if cb == nil {
-			return c, false, false, protocolError(fmt.Errorf("upstream sent content_block_start %d without a content_block", e.Index))
+			return false, false, protocolError(fmt.Errorf("upstream sent content_block_start %d without a content_block", e.Index))
 		}
 		switch cb.Type {
 		case "text":
 			b.kind = blockText
 			c.Text = cb.Text
-			return c, c.Text != "", false, nil
+			return c.Text != "", false, nil
 		case "tool_use":
 			if s.tools >= chat.MaxToolCalls {
-				return c, false, false, protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
+				return false, false, protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
 			}
 			b.kind, b.tool = blockTool, s.tools
 			s.tools++
@@ -269,7 +300,7 @@ func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err er
 				b.input = string(in)
 			}
 			c.ToolCalls = []chat.ToolCallDelta{{Index: b.tool, ID: cb.ID, Name: cb.Name}}
-			return c, true, false, nil
+			return true, false, nil
 		default:
 			b.kind = blockOther
 		}
@@ -278,25 +309,25 @@ func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err er
 		// it: EventEncoder sends one when an upstream interleaves calls.
 		b, err := s.block(e.Index, "content_block_delta")
 		if err != nil {
-			return c, false, false, err
+			return false, false, err
 		}
 		d := &e.Delta
 		switch {
 		case b.kind == blockText && d.Type == "text_delta":
 			c.Text = d.Text
-			return c, c.Text != "", false, nil
+			return c.Text != "", false, nil
 		case b.kind == blockTool && d.Type == "input_json_delta" && d.PartialJSON != "":
 			b.args = true
 			c.ToolCalls = []chat.ToolCallDelta{{Index: b.tool, Arguments: d.PartialJSON}}
-			return c, true, false, nil
+			return true, false, nil
 		}
 	case "content_block_stop":
 		b, err := s.block(e.Index, "content_block_stop")
 		if err != nil {
-			return c, false, false, err
+			return false, false, err
 		}
 		if !b.open {
-			return c, false, false, protocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
+			return false, false, protocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
 		}
 		b.open = false
 	case "message_delta":
@@ -323,9 +354,9 @@ func (s *streamState) step(ev *sse.Event) (c chat.Chunk, emit, done bool, err er
 			c.FinishReason = chat.FinishStop
 		}
 		c.Usage = s.usage()
-		return c, true, true, nil
+		return true, true, nil
 	}
-	return c, false, false, nil
+	return false, false, nil
 }
 
 // startBlock claims the block at index i for a content_block_start.
