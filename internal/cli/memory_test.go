@@ -1,16 +1,19 @@
 package cli_test
 
 import (
-	"context"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/firstword/firstword/internal/bench"
+	"github.com/firstword/firstword/internal/sse"
 )
 
 // TestOpenStreamStacks holds 200 streams open through the real binary
@@ -30,6 +33,36 @@ func TestOpenStreamStacks(t *testing.T) {
 	up := httptest.NewServer(bench.Upstreams())
 	defer up.Close()
 	defer up.CloseClientConnections()
+	anth := httptest.NewServer(http.HandlerFunc(holdAnthropic))
+	defer anth.Close()
+	defer anth.CloseClientConnections()
+	// With an upstream: the connection's 8 KiB, the upstream
+	// connection's read and write loops at 4 KiB each, the background
+	// read's 2 KiB. The sim has no upstream connection. A connection
+	// goroutine that outgrew 8 KiB adds 8 more.
+	for _, tt := range []struct {
+		name, provider, model, content string
+		limit                          float64
+	}{
+		{"openai upstream", "{type: openai, base_url: " + up.URL + "/hold/v1}", "bench", "benchmark", 22},
+		{"anthropic upstream", "{type: anthropic, base_url: " + anth.URL + "/v1}", "claude", "benchmark", 22},
+		// The sim's first token, then a minute's wait for the next.
+		{"sim", "{type: sim}", "small", "[sim ttft=1ms gap=60s tokens=5]", 14},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stackPer, heapPer := openStreamCost(t, tt.provider, tt.model, tt.content)
+			t.Logf("per open stream: %.1f KiB of goroutine stacks, %.1f KiB of heap", stackPer, heapPer)
+			if stackPer > tt.limit {
+				t.Errorf("%.1f KiB of goroutine stacks per open stream, want at most %.0f (the connection's goroutine outgrew 8 KiB)", stackPer, tt.limit)
+			}
+		})
+	}
+}
+
+// openStreamCost runs the binary with one alias on provider, holds 200
+// streams open on it and returns the goroutine stacks and heap each
+// costs, in KiB.
+func openStreamCost(t *testing.T, provider, model, content string) (stack, heap float64) {
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,24 +76,42 @@ listen: %s
 store: {path: %s}
 auth: {cache_ttl: 10m}
 providers:
-  hold: {type: openai, base_url: %s/hold/v1}
+  up: %s
 models:
-  hold: {deployments: [{provider: hold, model: bench}]}
-`, addr, filepath.Join(dir, "firstword.db"), up.URL)), 0o600)
+  hold: {deployments: [{provider: up, model: %s}]}
+`, addr, filepath.Join(dir, "firstword.db"), provider, model)), 0o600)
 	p := startProcess(t, cfg, addr)
 	defer func() {
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 	}()
 
-	ctx := context.Background()
-	warm := bench.NewClient(4)
-	for range 10 {
-		b, err := bench.OpenIdle(ctx, warm, p.url, "hold")
+	body := `{"model":"hold","stream":true,"messages":[{"role":"user","content":"` + content + `"}]}`
+	open := func(c *http.Client) io.Closer {
+		t.Helper()
+		resp, err := c.Post(p.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Close()
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		// Wait for the first text.
+		rd := sse.NewReader(resp.Body, 0)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				t.Fatalf("stream ended before its first text: %v", err)
+			}
+			if bytes.Contains(ev.Data, []byte(`"content":"`)) && !bytes.Contains(ev.Data, []byte(`"content":""`)) {
+				return resp.Body
+			}
+		}
+	}
+	warm := bench.NewClient(4)
+	for range 10 {
+		open(warm).Close()
 	}
 	warm.CloseIdleConnections()
 
@@ -82,17 +133,20 @@ models:
 		}
 	}()
 	for range n {
-		b, err := bench.OpenIdle(ctx, c, p.url, "hold")
-		if err != nil {
-			t.Fatalf("stream %d: %v", len(bodies), err)
-		}
-		bodies = append(bodies, b)
+		bodies = append(bodies, open(c))
 	}
 	stack1, heap1 := stats()
-	stackPer, heapPer := (stack1-stack0)/n/1024, (heap1-heap0)/n/1024
-	t.Logf("per open stream: %.1f KiB of goroutine stacks, %.1f KiB of heap", stackPer, heapPer)
-	// 8 + 4 + 4 + 2 KiB; with the connection's at 16 KiB it is 26.
-	if stackPer > 22 {
-		t.Errorf("%.1f KiB of goroutine stacks per open stream, want at most 22 (the connection's goroutine outgrew 8 KiB)", stackPer)
-	}
+	return (stack1 - stack0) / n / 1024, (heap1 - heap0) / n / 1024
+}
+
+// holdAnthropic is an Anthropic upstream that streams its first text and
+// then holds the stream open until the client leaves.
+func holdAnthropic(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n"+
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
 }
