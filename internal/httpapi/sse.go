@@ -103,10 +103,7 @@ func (s *eventStream) Write(b []byte) error {
 		return errStreamClosed
 	}
 	now := time.Now()
-	// The first write, a few hundred bytes into an empty socket buffer,
-	// cannot block: its deadline is set by the next one, off the path of
-	// the first token.
-	if s.writeTimeout > 0 && (!s.firstByte.IsZero() || len(b) > 16<<10) && now.Add(s.writeTimeout/2).After(s.deadline) {
+	if s.writeTimeout > 0 && now.Add(s.writeTimeout/2).After(s.deadline) {
 		s.deadline = now.Add(s.writeTimeout)
 		_ = s.rc.SetWriteDeadline(s.deadline)
 	}
@@ -146,6 +143,11 @@ func flusherOf(w http.ResponseWriter) errFlusher {
 	for {
 		if f, ok := w.(errFlusher); ok {
 			return f
+		}
+		if _, ok := w.(http.Flusher); ok {
+			// A wrapper with a flush of its own (a buffering
+			// middleware): flush through it, as rc does.
+			return nil
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {

@@ -123,7 +123,7 @@ func unreachable(err error) string {
 func ReadError(name string, resp *http.Response, decode func(status int, body []byte) *chat.Error) *chat.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := decode(resp.StatusCode, body)
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/html" {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/html" && bytes.HasPrefix(bytes.TrimSpace(body), []byte("<")) {
 		// A proxy's or load balancer's error page: its markup says
 		// nothing a client can use.
 		e.Message = fmt.Sprintf("upstream answered %d with an HTML page (%s)", resp.StatusCode, htmlTitle(body))
@@ -209,7 +209,15 @@ func Drain(body io.ReadCloser) {
 
 // htmlTitle returns an HTML page's title, or "no title".
 func htmlTitle(page []byte) string {
-	lower := bytes.ToLower(page)
+	// ASCII-only lower case: the same length as page, whatever its
+	// encoding (bytes.ToLower may change lengths).
+	lower := make([]byte, len(page))
+	for i, c := range page {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
 	i := bytes.Index(lower, []byte("<title"))
 	if i < 0 {
 		return "no title"

@@ -51,6 +51,11 @@ func TestReadErrorHTMLPage(t *testing.T) {
 		{"text/html; charset=utf-8", "<html><body>oops</body></html>", "upstream answered 502 with an HTML page (no title)"},
 		{"text/html", "<title>" + strings.Repeat("é", 100) + "</title>", "…"},
 		{"application/json", `{"error":"x"}`, `{"error":"x"}`},
+		// Latin-1 bytes before the title (bytes.ToLower would change
+		// the length).
+		{"text/html", "<html>" + strings.Repeat("\xe9", 600) + "<title>Bad Gateway</title></html>", `(title: "Bad Gateway")`},
+		// A JSON error labelled text/html keeps its message.
+		{"text/html", `{"error":"x"}`, `{"error":"x"}`},
 	} {
 		resp := &http.Response{StatusCode: 502, Header: http.Header{"Content-Type": {tt.ctype}}, Body: io.NopCloser(strings.NewReader(tt.body))}
 		e := ReadError("p", resp, decode)

@@ -116,8 +116,9 @@ type reader struct {
 	total   int // tokens in the longest choice (or the tool call)
 	i, ci   int // the token being played and the next choice to send it for
 	atToken bool
-	fin     int // the next choice to finish
-	sent    int // visible chunks sent
+	fin     int  // the next choice to finish
+	sent    int  // visible chunks taken by the consumer
+	unsent  bool // the chunk handed out last is visible and not counted yet
 	model   bool
 	settled bool  // the outcome was counted
 	err     error // what ended the answer, returned again
@@ -131,6 +132,9 @@ const (
 )
 
 func (r *reader) Next() (*chat.Chunk, error) {
+	// The chunk handed out last was taken: count it now, as the consumer
+	// asks for the next.
+	r.countSent()
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -186,7 +190,9 @@ func (r *reader) Close() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	r.settle(outcomeCancelled)
+	if r.pl != nil {
+		r.settle(outcomeCancelled)
+	}
 	if r.err == nil {
 		r.err = errClosed
 	}
@@ -214,7 +220,9 @@ func (r *reader) settle(o outcome) {
 func (r *reader) begin() error {
 	pl, err := r.p.plan(r.req)
 	if err != nil {
-		return r.fail(err)
+		// A request the sim refuses never started: counted nowhere.
+		r.settled, r.err = true, err
+		return err
 	}
 	r.p.started.Add(1)
 	r.pl, r.timer = pl, time.NewTimer(time.Hour)
@@ -282,11 +290,17 @@ func (r *reader) emit() *chat.Chunk {
 		r.c.Model = r.req.Model
 		r.model = true
 	}
-	if r.c.Visible() {
+	r.unsent = r.c.Visible()
+	return &r.c
+}
+
+// countSent counts the visible chunk handed out last.
+func (r *reader) countSent() {
+	if r.unsent {
+		r.unsent = false
 		r.sent++
 		r.p.tokens.Add(1)
 	}
-	return &r.c
 }
 
 // toolChunk sets r.c to the current piece of the tool call.

@@ -322,3 +322,28 @@ func FuzzDirective(f *testing.F) {
 		}
 	})
 }
+
+// TestStatsCountOnce: a request the sim refuses, and an answer closed
+// before it was read, count nowhere; a chunk counts as a token once the
+// consumer asks for the next.
+func TestStatsCountOnce(t *testing.T) {
+	p := New(Config{Seed: 1})
+	ctx := context.Background()
+	r := p.Pull(ctx, &chat.Request{Model: "no-such-tier", Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}})
+	if _, err := r.Next(); err == nil {
+		t.Fatal("unknown tier: no error")
+	}
+	r.Close()
+	p.Pull(ctx, &chat.Request{Model: "small", Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}).Close()
+	if s := p.Stats(); s != (Stats{}) {
+		t.Errorf("after a refused and an unread answer: %+v, want nothing counted", s)
+	}
+	r = p.Pull(ctx, &chat.Request{Model: "small", Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi [sim ttft=1ms gap=1ms tokens=5]"}}})
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the consumer stopped after the first chunk
+	if s := p.Stats(); s.Started != 1 || s.Cancelled != 1 || s.TokensOut != 0 {
+		t.Errorf("stopped after one chunk: %+v, want started 1, cancelled 1, no token taken", s)
+	}
+}

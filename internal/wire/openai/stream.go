@@ -155,12 +155,24 @@ type StreamReader struct {
 	chunks    int
 	done      bool // [DONE] seen: yielding held
 	out       chat.Chunk
+	err       error // what ended the stream (io.EOF at its end), returned again
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 func (s *StreamReader) Next() (*chat.Chunk, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	c, err := s.next()
+	if err != nil {
+		s.err = err
+	}
+	return c, err
+}
+
+func (s *StreamReader) next() (*chat.Chunk, error) {
 	for {
 		if s.done {
 			if len(s.held) == 0 {
