@@ -18,6 +18,7 @@ FUZZ_TARGETS := \
 	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \
 	./internal/budget:FuzzTimingsJSON \
+	./internal/jsonenc:FuzzAppendString \
 	./internal/guard:FuzzScanCards \
 	./internal/guard:FuzzScanEmails \
 	./internal/guard:FuzzBlocklist \

@@ -28,7 +28,7 @@ import (
 // more: this is what catches it.
 func TestOpenStreamStacks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and runs the binary")
+		t.Skip("skipped in -short mode: it builds and runs the binary (make test and .ci/run run it)")
 	}
 	up := httptest.NewServer(bench.Upstreams())
 	defer up.Close()

@@ -35,12 +35,18 @@ const hexDigits = "0123456789abcdef"
 // AppendString appends s quoted as encoding/json quotes it: HTML
 // characters and the line and paragraph separators escaped, invalid UTF-8
 // replaced.
-func AppendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte { return appendString(b, s, true) }
+
+// AppendStringNoHTML is AppendString without escaping <, > and &, as an
+// encoding/json Encoder with SetEscapeHTML(false) writes it.
+func AppendStringNoHTML(b []byte, s string) []byte { return appendString(b, s, false) }
+
+func appendString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}

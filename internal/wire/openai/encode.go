@@ -3,9 +3,9 @@ package openai
 import (
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/jsonenc"
 )
 
 // ChunkEncoder writes chat.completion.chunk events for a client. The zero
@@ -144,58 +144,10 @@ func (e *ChunkEncoder) close(b []byte) []byte {
 	return append(b, "}\n\n"...)
 }
 
-const hex = "0123456789abcdef"
-
 // AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does; U+2028 and U+2029 are escaped so the output is safe
 // in JavaScript too.
-func AppendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+func AppendString(b []byte, s string) []byte { return jsonenc.AppendStringNoHTML(b, s) }
 
 // Completion is a non-streaming chat.completion response.
 type Completion struct {
