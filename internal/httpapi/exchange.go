@@ -283,12 +283,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 			x.ttfw = time.Now()
 		}
 	}
-	s.end(r, x, es, &out, sf)
+	s.end(r, x, es, &out, sf, visible)
 }
 
 // end writes a stream's ending: the surface's last events, or its error
-// (a real status when nothing was sent yet).
-func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface) {
+// (a real status when nothing was sent yet). The handler returns right
+// after, and net/http flushes the ending with the response's end.
+func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface, visible bool) {
 	if x.err != nil {
 		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
 			return
@@ -300,15 +301,19 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 		}) {
 			return
 		}
-		es.Write(sf.errorEvent(out.get(), ce))
+		es.Last(sf.errorEvent(out.get(), ce))
 		return
 	}
 	out.b = sf.end(out.get(), x)
 	if !es.Committed() {
 		es.Header(x.commitHeaders)
 	}
-	if err := es.Write(out.b); err != nil {
+	if err := es.Last(out.b); err != nil {
 		x.err = err
+		return
+	}
+	if x.ttfw.IsZero() && visible {
+		x.ttfw = time.Now() // the whole answer came in the last read
 	}
 }
 

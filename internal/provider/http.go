@@ -47,16 +47,27 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// Do sends req and returns the response, retrying once on a fresh
-// connection when a pooled one turns out to be dead before any response
-// byte arrived (the upstream restarted or closed it while idle), so an
-// upstream restart costs no client errors. req must have GetBody set when it
-// has a body (http.NewRequest does this for in-memory bodies).
+// Do sends req through client's transport and returns the response,
+// retrying once on a fresh connection when a pooled one turns out to be
+// dead before any response byte arrived (the upstream restarted or closed
+// it while idle), so an upstream restart costs no client errors. req must
+// have GetBody set when it has a body (http.NewRequest does this for
+// in-memory bodies).
+//
+// Redirects are not followed: a 3xx is returned like any other answer
+// (ReadError says what to do about it), since a POST re-sent elsewhere
+// would start a second generation. The transport is called directly,
+// without http.Client's redirect machinery and its per-request copy of
+// the headers.
 func Do(client *http.Client, req *http.Request) (*http.Response, error) {
+	rt := client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
 	reused := false
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
 	ctx := req.Context()
-	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	resp, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	if err == nil || !reused || ctx.Err() != nil || !staleConn(err) {
 		return resp, err
 	}
@@ -73,10 +84,10 @@ func Do(client *http.Client, req *http.Request) (*http.Response, error) {
 	}
 	// Every idle connection to a restarted upstream is dead; drop them so
 	// the retry dials.
-	if t, ok := client.Transport.(interface{ CloseIdleConnections() }); ok {
+	if t, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
-	return client.Do(retry)
+	return rt.RoundTrip(retry)
 }
 
 // staleConn reports whether err looks like a connection the peer had
@@ -127,6 +138,10 @@ func ReadError(name string, resp *http.Response, decode func(status int, body []
 		// A proxy's or load balancer's error page: its markup says
 		// nothing a client can use.
 		e.Message = fmt.Sprintf("upstream answered %d with an HTML page (%s)", resp.StatusCode, htmlTitle(body))
+	}
+	if resp.StatusCode/100 == 3 {
+		// The target is not named: messages reach clients.
+		e.Message = fmt.Sprintf("upstream answered %d, a redirect, which is not followed: set the provider's base_url to where it points", resp.StatusCode)
 	}
 	e.Status = resp.StatusCode
 	e.Provider = name

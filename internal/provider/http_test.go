@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -41,5 +43,36 @@ func TestTransportErrorHidesAddress(t *testing.T) {
 	cancel(context.Canceled)
 	if got := TransportError(ctx, "up", err); !errors.Is(got, context.Canceled) {
 		t.Errorf("cancelled: %v", got)
+	}
+}
+
+// TestDoDoesNotFollowRedirects, on a real socket: an upstream that
+// redirects is answered with an error that says so, without naming the
+// target, and the target never sees the request (a POST re-sent elsewhere
+// would be a second, unbilled generation).
+func TestDoDoesNotFollowRedirects(t *testing.T) {
+	var targetHit atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/target", func(w http.ResponseWriter, r *http.Request) { targetHit.Store(true) })
+	mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/target", http.StatusTemporaryRedirect)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{}`))
+	resp, err := Do(&http.Client{Transport: NewTransport()}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || targetHit.Load() {
+		t.Fatalf("status %d, target hit %v: the redirect was followed", resp.StatusCode, targetHit.Load())
+	}
+	e := ReadError("up", resp, func(status int, body []byte) *chat.Error {
+		c, retry := chat.CategoryForStatus(status)
+		return &chat.Error{Category: c, Status: status, Message: string(body), Retryable: retry}
+	})
+	if !strings.Contains(e.Message, "upstream answered 307, a redirect, which is not followed") || strings.Contains(e.Message, "/target") || e.Provider != "up" {
+		t.Errorf("message %q (provider %q)", e.Message, e.Provider)
 	}
 }

@@ -289,8 +289,9 @@ func (s *scanner) skipStr() error {
 	return err
 }
 
-// optStr decodes a string or null into *string.
-func (s *scanner) optStr(dst **string) error {
+// optStr decodes a string or null into *dst, storing the string in
+// *store.
+func (s *scanner) optStr(dst **string, store *string) error {
 	if s.null() {
 		*dst = nil
 		return nil
@@ -299,7 +300,8 @@ func (s *scanner) optStr(dst **string) error {
 	if err != nil {
 		return err
 	}
-	*dst = &v
+	*store = v
+	*dst = store
 	return nil
 }
 
@@ -488,7 +490,7 @@ func (s *scanner) choice(ch *chunkChoice) error {
 		case "index":
 			return s.integer(&ch.Index)
 		case "finish_reason":
-			return s.optStr(&ch.FinishReason)
+			return s.optStr(&ch.FinishReason, &ch.finish)
 		case "delta":
 			if s.null() {
 				return nil
@@ -506,9 +508,9 @@ func (s *scanner) delta(d *delta) error {
 	return s.object(func(key []byte) error {
 		switch string(key) {
 		case "content":
-			return s.optStr(&d.Content)
+			return s.optStr(&d.Content, &d.content)
 		case "refusal":
-			return s.optStr(&d.Refusal)
+			return s.optStr(&d.Refusal, &d.refusal)
 		case "tool_calls":
 			if s.null() {
 				d.ToolCalls = nil

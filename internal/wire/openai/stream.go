@@ -73,12 +73,16 @@ type chunkChoice struct {
 	Index        int     `json:"index"`
 	Delta        delta   `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+	finish       string  // what FinishReason points to, from the fast decoder
 }
 
 type delta struct {
 	Content   *string         `json:"content"`
 	Refusal   *string         `json:"refusal"`
 	ToolCalls []toolCallDelta `json:"tool_calls"`
+	// What Content and Refusal point to, from the fast decoder: kept in
+	// the reused chunk rather than allocated per chunk.
+	content, refusal string
 }
 
 type toolCallDelta struct {
@@ -255,7 +259,8 @@ func (s *StreamReader) event() error {
 		if !utf8.Valid(data) {
 			return protocolError(errors.New("upstream sent invalid UTF-8"))
 		}
-		s.c = chunk{}
+		// decodeChunk resets s.c but keeps its storage (choices and
+		// model) for this chunk: nothing handed out points into it.
 		s.choice = 0
 		if err := decodeChunk(data, &s.c); err != nil {
 			return protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err))
