@@ -195,12 +195,20 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		return nil, reqErr("input", "must be a string or an array of items: %v", jsonerr.Type(err))
 	}
 	var out []chat.Message
+	// Images a run of function call outputs returned: a chat upstream's
+	// tool message carries text only, so they follow the run as a user
+	// message (one placed between tool messages would be refused).
+	var toolImages []chat.Part
 	for i := range items {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
 		typ := it.Type
 		if typ == "" && it.Role == "" && it.ID != "" && len(it.Content) == 0 {
 			typ = "item_reference" // its type is optional
+		}
+		if typ != "function_call_output" && len(toolImages) > 0 {
+			out = append(out, chat.Message{Role: chat.RoleUser, Parts: toolImages})
+			toolImages = nil
 		}
 		switch typ {
 		case "", "message":
@@ -223,11 +231,12 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			if it.CallID == "" {
 				return nil, reqErr(param+".call_id", "required")
 			}
-			text, err := outputText(it.Output)
+			text, images, err := output(it.Output, param+".output")
 			if err != nil {
-				return nil, reqErr(param+".output", "%v", err)
+				return nil, err
 			}
 			out = append(out, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: text})
+			toolImages = append(toolImages, images...)
 		case "item_reference":
 			text, ok := "", false
 			if resolve != nil && it.ID != "" {
@@ -243,6 +252,9 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		default:
 			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
 		}
+	}
+	if len(toolImages) > 0 {
+		out = append(out, chat.Message{Role: chat.RoleUser, Parts: toolImages})
 	}
 	return out, nil
 }
@@ -307,27 +319,45 @@ func message(it *item, param string) (chat.Message, error) {
 	return m, nil
 }
 
-// outputText is a function call's output: a string, or content parts whose
-// text is joined.
-func outputText(raw json.RawMessage) (string, error) {
+// output is a function call's output: a string, or content parts whose
+// text is joined and whose images are returned apart.
+func output(raw json.RawMessage, param string) (string, []chat.Part, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	if raw[0] == '"' {
 		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", nil, reqErr(param, "%v", err)
+		}
+		return s, nil, nil
 	}
 	var parts []contentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("must be a string or an array of content parts: %v", jsonerr.Type(err))
+		return "", nil, reqErr(param, "must be a string or an array of content parts: %v", jsonerr.Type(err))
 	}
 	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
+	var images []chat.Part
+	for j, p := range parts {
+		pp := fmt.Sprintf("%s[%d]", param, j)
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			b.WriteString(p.Text)
+		case "input_image":
+			var url string
+			if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
+				return "", nil, reqErr(pp+".image_url", "must be a string")
+			}
+			if url == "" {
+				return "", nil, reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
+			}
+			images = append(images, chat.Part{Type: chat.PartImage, ImageURL: url})
+		default:
+			return "", nil, reqErr(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+		}
 	}
-	return b.String(), nil
+	return b.String(), images, nil
 }
 
 func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {

@@ -66,6 +66,25 @@ var parseGood = []struct {
 		},
 	},
 	{
+		// A tool that returns an image: a chat upstream's tool message
+		// carries text only, so the images follow the run of outputs.
+		name: "image in a function call's output",
+		body: `{"model":"m","input":[
+			{"type":"function_call","call_id":"c1","name":"shot","arguments":"{}"},
+			{"type":"function_call","call_id":"c2","name":"time","arguments":"{}"},
+			{"type":"function_call_output","call_id":"c1","output":[{"type":"input_text","text":"the screen"},{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
+			{"type":"function_call_output","call_id":"c2","output":"noon"},
+			{"role":"user","content":"What is on it?"}
+		]}`,
+		want: chat.Request{Model: "m", Messages: []chat.Message{
+			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shot", Arguments: "{}"}, {ID: "c2", Name: "time", Arguments: "{}"}}},
+			{Role: chat.RoleTool, ToolCallID: "c1", Content: "the screen"},
+			{Role: chat.RoleTool, ToolCallID: "c2", Content: "noon"},
+			{Role: chat.RoleUser, Parts: []chat.Part{{Type: chat.PartImage, ImageURL: "data:image/png;base64,AAAA"}}},
+			{Role: chat.RoleUser, Content: "What is on it?"},
+		}},
+	},
+	{
 		// The Vercel AI SDK with store on refers to earlier answers.
 		name: "item reference",
 		body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"item_reference","id":"msg_0_resp_1"},{"id":"msg_0_resp_1"},{"role":"user","content":[{"type":"input_text","text":"More"}]}]}`,
@@ -138,6 +157,8 @@ var parseBad = []struct {
 	{`{"model":"m","input":[{"type":"computer_call_output","id":"x"}]}`, "input[0].type", "not supported"},
 	{`{"model":"m","input":[{"type":"function_call","name":"f"}]}`, "input[0]", "call_id and name"},
 	{`{"model":"m","input":[{"type":"function_call_output","output":"x"}]}`, "input[0].call_id", "required"},
+	{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].output[0].type", "not supported in a function call's output"},
+	{`{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image"}]}]}`, "input[0].output[0]", "needs an image_url"},
 	{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "only function tools"},
 	{`{"model":"m","input":"x","tool_choice":"sometimes"}`, "tool_choice", "not one of"},
 	{`{"model":"m","input":"x","text":{"format":{"type":"xml"}}}`, "text.format.type", "not one of"},
