@@ -33,8 +33,15 @@ type outItem struct {
 	id       string
 	callID   string
 	name     string
-	text     []byte // the message's text, or the call's arguments
+	text     []byte    // the call's arguments
+	parts    []msgPart // the message's content parts; the last is open
 	done     bool
+}
+
+// msgPart is a message's content part: output_text or refusal.
+type msgPart struct {
+	refusal bool
+	text    []byte
 }
 
 // Start appends response.created and response.in_progress. Chunk and
@@ -60,10 +67,10 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 		return b
 	}
 	if c.Text != "" {
-		b = e.textDelta(b, c.Text)
+		b = e.textDelta(b, c.Text, false)
 	}
 	if c.Refusal != "" {
-		b = e.textDelta(b, c.Refusal)
+		b = e.textDelta(b, c.Refusal, true)
 	}
 	for i := range c.ToolCalls {
 		b = e.toolDelta(b, &c.ToolCalls[i])
@@ -71,24 +78,74 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	return b
 }
 
-func (e *EventEncoder) textDelta(b []byte, text string) []byte {
+// textDelta appends text to the open message's output_text part, or a
+// refusal to its refusal part, opening the message or the part as needed.
+func (e *EventEncoder) textDelta(b []byte, text string, refusal bool) []byte {
 	if e.open < 0 {
 		b = e.closeFunctions(b)
 		e.open = len(e.items)
 		e.items = append(e.items, outItem{id: e.itemID("msg_")})
 		b = e.itemEvent(b, "response.output_item.added", e.open, "in_progress")
-		b = e.event(b, "response.content_part.added")
-		b = e.itemRef(b, e.open)
-		b = append(b, `,"content_index":0,"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}`...)
-		b = end(b)
 	}
 	it := &e.items[e.open]
-	it.text = append(it.text, text...)
-	b = e.event(b, "response.output_text.delta")
+	if n := len(it.parts); n == 0 || it.parts[n-1].refusal != refusal {
+		if n > 0 {
+			b = e.closePart(b, e.open, n-1)
+		}
+		it.parts = append(it.parts, msgPart{refusal: refusal})
+		b = e.event(b, "response.content_part.added")
+		b = e.itemRef(b, e.open)
+		b = append(b, `,"content_index":`...)
+		b = strconv.AppendInt(b, int64(len(it.parts)-1), 10)
+		b = append(b, `,"part":`...)
+		b = appendPart(b, &msgPart{refusal: refusal})
+		b = end(b)
+	}
+	k := len(it.parts) - 1
+	p := &it.parts[k]
+	p.text = append(p.text, text...)
+	if refusal {
+		b = e.event(b, "response.refusal.delta")
+	} else {
+		b = e.event(b, "response.output_text.delta")
+	}
 	b = e.itemRef(b, e.open)
-	b = append(b, `,"content_index":0,"delta":`...)
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, `,"delta":`...)
 	b = openai.AppendString(b, text)
-	b = append(b, `,"logprobs":[]`...)
+	if !refusal {
+		b = append(b, `,"logprobs":[]`...)
+	}
+	return end(b)
+}
+
+// closePart appends the .done events of part k of message item i.
+func (e *EventEncoder) closePart(b []byte, i, k int) []byte {
+	p := &e.items[i].parts[k]
+	if p.refusal {
+		b = e.event(b, "response.refusal.done")
+	} else {
+		b = e.event(b, "response.output_text.done")
+	}
+	b = e.itemRef(b, i)
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(k), 10)
+	if p.refusal {
+		b = append(b, `,"refusal":`...)
+		b = openai.AppendString(b, string(p.text))
+	} else {
+		b = append(b, `,"text":`...)
+		b = openai.AppendString(b, string(p.text))
+		b = append(b, `,"logprobs":[]`...)
+	}
+	b = end(b)
+	b = e.event(b, "response.content_part.done")
+	b = e.itemRef(b, i)
+	b = append(b, `,"content_index":`...)
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, `,"part":`...)
+	b = appendPart(b, p)
 	return end(b)
 }
 
@@ -133,17 +190,9 @@ func (e *EventEncoder) closeMessage(b []byte) []byte {
 	i := e.open
 	e.open = -1
 	it := &e.items[i]
-	b = e.event(b, "response.output_text.done")
-	b = e.itemRef(b, i)
-	b = append(b, `,"content_index":0,"text":`...)
-	b = openai.AppendString(b, string(it.text))
-	b = append(b, `,"logprobs":[]`...)
-	b = end(b)
-	b = e.event(b, "response.content_part.done")
-	b = e.itemRef(b, i)
-	b = append(b, `,"content_index":0,"part":`...)
-	b = appendTextPart(b, it.text)
-	b = end(b)
+	if n := len(it.parts); n > 0 {
+		b = e.closePart(b, i, n-1)
+	}
 	it.done = true
 	return e.itemEvent(b, "response.output_item.done", i, "completed")
 }
@@ -261,14 +310,24 @@ func appendItem(b []byte, it *outItem, status string) []byte {
 	b = append(b, status...)
 	b = append(b, `","role":"assistant","content":[`...)
 	if status != "in_progress" {
-		b = appendTextPart(b, it.text)
+		for k := range it.parts {
+			if k > 0 {
+				b = append(b, ',')
+			}
+			b = appendPart(b, &it.parts[k])
+		}
 	}
 	return append(b, "]}"...)
 }
 
-func appendTextPart(b, text []byte) []byte {
+func appendPart(b []byte, p *msgPart) []byte {
+	if p.refusal {
+		b = append(b, `{"type":"refusal","refusal":`...)
+		b = openai.AppendString(b, string(p.text))
+		return append(b, '}')
+	}
 	b = append(b, `{"type":"output_text","text":`...)
-	b = openai.AppendString(b, string(text))
+	b = openai.AppendString(b, string(p.text))
 	return append(b, `,"annotations":[],"logprobs":[]}`...)
 }
 
@@ -344,8 +403,16 @@ type Message struct {
 func (e *EventEncoder) Messages() []Message {
 	var ms []Message
 	for i := range e.items {
-		if it := &e.items[i]; !it.function && len(it.text) > 0 {
-			ms = append(ms, Message{ID: it.id, Text: string(it.text)})
+		it := &e.items[i]
+		if it.function {
+			continue
+		}
+		var text []byte
+		for _, p := range it.parts {
+			text = append(text, p.text...)
+		}
+		if len(text) > 0 {
+			ms = append(ms, Message{ID: it.id, Text: string(text)})
 		}
 	}
 	return ms
@@ -360,7 +427,14 @@ func (e *EventEncoder) Response(r *chat.Response) []byte {
 		c := &r.Choices[0]
 		reason = c.FinishReason
 		if c.Text != "" || c.Refusal != "" {
-			e.items = append(e.items, outItem{id: e.itemID("msg_"), text: []byte(c.Text + c.Refusal)})
+			it := outItem{id: e.itemID("msg_")}
+			if c.Text != "" {
+				it.parts = append(it.parts, msgPart{text: []byte(c.Text)})
+			}
+			if c.Refusal != "" {
+				it.parts = append(it.parts, msgPart{refusal: true, text: []byte(c.Refusal)})
+			}
+			e.items = append(e.items, it)
 		}
 		for _, tc := range c.ToolCalls {
 			callID := tc.ID

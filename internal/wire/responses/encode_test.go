@@ -168,3 +168,42 @@ func TestEncodeResponse(t *testing.T) {
 		t.Errorf("Messages() = %+v", ms)
 	}
 }
+
+// TestEncodeRefusal: a refusal is a refusal content part with its own
+// events, not output_text; text then a refusal are two parts of one
+// message, in order.
+func TestEncodeRefusal(t *testing.T) {
+	e := &EventEncoder{ID: "resp_4", Model: "m"}
+	var b []byte
+	for _, c := range []chat.Chunk{{Text: "Well. "}, {Refusal: "I can't "}, {Refusal: "help with that."}} {
+		b = e.Chunk(b, &c)
+	}
+	b = e.Finish(b, chat.FinishStop, nil)
+	evs := events(t, b)
+	want := "response.created response.in_progress response.output_item.added " +
+		"response.content_part.added response.output_text.delta response.output_text.done response.content_part.done " +
+		"response.content_part.added response.refusal.delta response.refusal.delta response.refusal.done response.content_part.done " +
+		"response.output_item.done response.completed"
+	if got := types(evs); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	if p := evs[7]["part"].(map[string]any); p["type"] != "refusal" || p["refusal"] != "" || evs[7]["content_index"] != 1.0 {
+		t.Errorf("refusal part added: %v", evs[7])
+	}
+	if d := evs[8]; d["delta"] != "I can't " || d["content_index"] != 1.0 || d["item_id"] != "msg_0_resp_4" || d["output_index"] != 0.0 {
+		t.Errorf("refusal delta: %v", d)
+	}
+	if d := evs[10]; d["refusal"] != "I can't help with that." {
+		t.Errorf("refusal done: %v", d)
+	}
+	content := evs[len(evs)-1]["response"].(map[string]any)["output"].([]any)[0].(map[string]any)["content"].([]any)
+	if len(content) != 2 || content[0].(map[string]any)["text"] != "Well. " ||
+		content[1].(map[string]any)["type"] != "refusal" || content[1].(map[string]any)["refusal"] != "I can't help with that." {
+		t.Errorf("final content: %v", content)
+	}
+
+	whole := (&EventEncoder{ID: "resp_5", Model: "m"}).Response(&chat.Response{Choices: []chat.Choice{{Refusal: "No.", FinishReason: chat.FinishStop}}})
+	if !strings.Contains(string(whole), `"content":[{"type":"refusal","refusal":"No."}]`) {
+		t.Errorf("whole response: %s", whole)
+	}
+}
