@@ -36,6 +36,12 @@ func TestOpenStreamStacks(t *testing.T) {
 	anth := httptest.NewServer(http.HandlerFunc(holdAnthropic))
 	defer anth.Close()
 	defer anth.CloseClientConnections()
+	gem := httptest.NewServer(http.HandlerFunc(holdGemini))
+	defer gem.Close()
+	defer gem.CloseClientConnections()
+	oll := httptest.NewServer(http.HandlerFunc(holdOllama))
+	defer oll.Close()
+	defer oll.CloseClientConnections()
 	// With an upstream: the connection's 8 KiB, the upstream
 	// connection's read and write loops at 4 KiB each, the background
 	// read's 2 KiB. The sim has no upstream connection. A connection
@@ -46,6 +52,12 @@ func TestOpenStreamStacks(t *testing.T) {
 	}{
 		{"openai upstream", "{type: openai, base_url: " + up.URL + "/hold/v1}", "bench", "benchmark", 22},
 		{"anthropic upstream", "{type: anthropic, base_url: " + anth.URL + "/v1}", "claude", "benchmark", 22},
+		// Gemini's events are decoded by encoding/json, whose recursion
+		// through candidates, content and parts takes the connection's
+		// goroutine past 8 KiB: 8 KiB more per open Gemini stream, until
+		// it has a decoder of its own.
+		{"gemini upstream", "{type: gemini, base_url: " + gem.URL + "/v1beta}", "gemini-x", "benchmark", 30},
+		{"ollama upstream", "{type: ollama, base_url: " + oll.URL + "}", "llama", "benchmark", 22},
 		// The sim's first token, then a minute's wait for the next.
 		{"sim", "{type: sim}", "small", "[sim ttft=1ms gap=60s tokens=5]", 14},
 	} {
@@ -147,6 +159,22 @@ func holdAnthropic(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n"+
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
 		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n")
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
+func holdGemini(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	io.WriteString(w, `data: {"candidates":[{"content":{"parts":[{"text":"Hello"}],"role":"model"},"index":0}],"modelVersion":"gemini-x"}`+"\r\n\r\n")
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
+func holdOllama(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	io.WriteString(w, `{"model":"llama","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":"Hello"},"done":false}`+"\n")
 	w.(http.Flusher).Flush()
 	<-r.Context().Done()
 }

@@ -259,3 +259,68 @@ func htmlTitle(page []byte) string {
 	}
 	return "title: " + strconv.Quote(t)
 }
+
+// Opener sends a request upstream: the answer's response and the decoder
+// of its body, or the error that ends the request before any chunk.
+type Opener interface {
+	Open(ctx context.Context, req *chat.Request) (*http.Response, ChunkReader, error)
+}
+
+// ChunkReader decodes an answer's body chunk by chunk: the chunk, valid
+// until the next call; io.EOF after the last; or the error that ends it.
+type ChunkReader interface {
+	Next() (*chat.Chunk, error)
+}
+
+// PullHTTP returns the Reader of an answer over HTTP: o opens it on the
+// first Next; an error from the body is reported by its cause when ctx
+// ended, and names provider name; at the end the body is drained so that
+// its connection goes back to the pool.
+func PullHTTP(ctx context.Context, name string, o Opener, req *chat.Request) Reader {
+	return &httpReader{ctx: ctx, name: name, o: o, req: req}
+}
+
+type httpReader struct {
+	ctx  context.Context
+	name string
+	o    Opener
+	req  *chat.Request
+	resp *http.Response
+	cr   ChunkReader
+	err  error // the error that ended the answer, returned again
+}
+
+func (r *httpReader) Next() (*chat.Chunk, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.resp == nil {
+		resp, cr, err := r.o.Open(r.ctx, r.req)
+		if err != nil {
+			r.err = err
+			return nil, err
+		}
+		r.resp, r.cr = resp, cr
+	}
+	c, err := r.cr.Next()
+	switch {
+	case err == io.EOF:
+		Drain(r.resp.Body)
+		r.err = io.EOF
+		return nil, io.EOF
+	case err != nil:
+		err = Cause(r.ctx, err)
+		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
+			ce.Provider = r.name
+		}
+		r.err = err
+		return nil, err
+	}
+	return c, nil
+}
+
+func (r *httpReader) Close() {
+	if r.resp != nil {
+		r.resp.Body.Close()
+	}
+}

@@ -5,7 +5,6 @@ package anthropic
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strings"
 
@@ -74,67 +73,22 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 }
 
 // Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next.
+// request is sent on the first Next. The wire reader stops at
+// message_stop; the rest of the body is drained so that the connection
+// goes back to the pool.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return &reader{p: p, ctx: ctx, req: req}
+	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
 }
 
-type reader struct {
-	p    *Provider
-	ctx  context.Context
-	req  *chat.Request
-	resp *http.Response
-	sr   *wire.StreamReader
-	err  error // the error that ended the answer, returned again
-}
-
-func (r *reader) Next() (*chat.Chunk, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.resp == nil {
-		resp, err := r.p.open(r.ctx, r.req)
-		if err != nil {
-			r.err = err
-			return nil, err
-		}
-		r.resp, r.sr = resp, wire.NewStreamReader(resp.Body, r.p.cfg.MaxEventSize)
-	}
-	c, err := r.sr.Next()
-	switch {
-	case err == io.EOF:
-		// The reader stops at message_stop: read the rest of the body
-		// so that the connection goes back to the pool.
-		provider.Drain(r.resp.Body)
-		r.err = io.EOF
-		return nil, io.EOF
-	case err != nil:
-		err = provider.Cause(r.ctx, err)
-		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-			ce.Provider = r.p.cfg.Name
-		}
-		r.err = err
-		return nil, err
-	}
-	return c, nil
-}
-
-func (r *reader) Close() {
-	if r.resp != nil {
-		r.resp.Body.Close()
-	}
-}
-
-// open sends req and returns the response to read the answer from, or
-// the error that ends the request before any chunk.
-func (p *Provider) open(ctx context.Context, req *chat.Request) (*http.Response, error) {
+// Open implements provider.Opener.
+func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
 	body, err := wire.EncodeRequest(req, p.opts)
 	if err != nil {
-		return nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
-		return nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
@@ -147,15 +101,15 @@ func (p *Provider) open(ctx context.Context, req *chat.Request) (*http.Response,
 	}
 	resp, err := provider.Do(p.cfg.Client, hreq)
 	if err != nil {
-		return nil, provider.TransportError(ctx, p.cfg.Name, err)
+		return nil, nil, provider.TransportError(ctx, p.cfg.Name, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
-		return nil, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
+		return nil, nil, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
 	}
 	if e := provider.Unexpected(p.cfg.Name, resp, true, wire.DecodeError); e != nil {
 		resp.Body.Close()
-		return nil, e
+		return nil, nil, e
 	}
-	return resp, nil
+	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
 }

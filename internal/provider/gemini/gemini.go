@@ -51,55 +51,47 @@ func New(cfg Config) *Provider {
 // Stream implements provider.Provider. req.Model is the model's name, e.g.
 // gemini-2.5-flash (a "models/" prefix is accepted too).
 func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		body, err := wire.EncodeRequest(req)
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse"
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "text/event-stream")
-		if p.cfg.APIKey != "" {
-			hreq.Header.Set("x-goog-api-key", p.cfg.APIKey)
-		}
-		for k, v := range p.cfg.Headers {
-			hreq.Header.Set(k, v)
-		}
-		resp, err := provider.Do(p.cfg.Client, hreq)
-		if err != nil {
-			yield(chat.Chunk{}, provider.TransportError(ctx, p.cfg.Name, err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			yield(chat.Chunk{}, readError(p.cfg.Name, resp))
-			return
-		}
-		if e := provider.Unexpected(p.cfg.Name, resp, true, wire.DecodeError); e != nil {
-			yield(chat.Chunk{}, e)
-			return
-		}
-		for ch, err := range wire.ReadStream(resp.Body, p.cfg.MaxEventSize) {
-			if err != nil {
-				err = provider.Cause(ctx, err)
-				if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-					ce.Provider = p.cfg.Name
-				}
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(ch, nil) {
-				return
-			}
-		}
-		provider.Drain(resp.Body)
+	return provider.Range(p.Pull(ctx, req))
+}
+
+// Pull implements provider.Puller: Stream's answer as a reader. The
+// request is sent on the first Next.
+func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
+	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+}
+
+// Open implements provider.Opener.
+func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
+	body, err := wire.EncodeRequest(req)
+	if err != nil {
+		return nil, nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
 	}
+	u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if p.cfg.APIKey != "" {
+		hreq.Header.Set("x-goog-api-key", p.cfg.APIKey)
+	}
+	for k, v := range p.cfg.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := provider.Do(p.cfg.Client, hreq)
+	if err != nil {
+		return nil, nil, provider.TransportError(ctx, p.cfg.Name, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, nil, readError(p.cfg.Name, resp)
+	}
+	if e := provider.Unexpected(p.cfg.Name, resp, true, wire.DecodeError); e != nil {
+		resp.Body.Close()
+		return nil, nil, e
+	}
+	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
 }
 
 // readError classifies a non-2xx response. Gemini states its retry delay

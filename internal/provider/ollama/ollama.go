@@ -45,49 +45,41 @@ func New(cfg Config) *Provider {
 
 // Stream implements provider.Provider.
 func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		body, err := wire.EncodeRequest(req)
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-		if err != nil {
-			yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()})
-			return
-		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "application/x-ndjson")
-		for k, v := range p.cfg.Headers {
-			hreq.Header.Set(k, v)
-		}
-		resp, err := provider.Do(p.cfg.Client, hreq)
-		if err != nil {
-			yield(chat.Chunk{}, provider.TransportError(ctx, p.cfg.Name, err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			yield(chat.Chunk{}, provider.ReadError(p.cfg.Name, resp, wire.DecodeError))
-			return
-		}
-		if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
-			yield(chat.Chunk{}, e)
-			return
-		}
-		for ch, err := range wire.ReadStream(resp.Body, p.cfg.MaxLineSize) {
-			if err != nil {
-				err = provider.Cause(ctx, err)
-				if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-					ce.Provider = p.cfg.Name
-				}
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(ch, nil) {
-				return
-			}
-		}
-		provider.Drain(resp.Body)
+	return provider.Range(p.Pull(ctx, req))
+}
+
+// Pull implements provider.Puller: Stream's answer as a reader. The
+// request is sent on the first Next.
+func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
+	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+}
+
+// Open implements provider.Opener.
+func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
+	body, err := wire.EncodeRequest(req)
+	if err != nil {
+		return nil, nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
 	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/x-ndjson")
+	for k, v := range p.cfg.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := provider.Do(p.cfg.Client, hreq)
+	if err != nil {
+		return nil, nil, provider.TransportError(ctx, p.cfg.Name, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, nil, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
+	}
+	if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
+		resp.Body.Close()
+		return nil, nil, e
+	}
+	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxLineSize), nil
 }

@@ -58,68 +58,43 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // Pull implements provider.Puller: Stream's answer as a reader. The
 // request is sent on the first Next.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return &reader{p: p, ctx: ctx, req: req}
+	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
 }
 
-type reader struct {
-	p     *Provider
-	ctx   context.Context
-	req   *chat.Request
-	resp  *http.Response
-	sr    *wire.StreamReader
-	whole []chat.Chunk // a whole completion's chunks, not yet returned
-	err   error        // the error that ended the answer, returned again
-	c     chat.Chunk
+// Open implements provider.Opener.
+func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
+	resp, whole, err := p.open(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !whole {
+		return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
+	}
+	// A server that ignored stream:true and answered whole.
+	cs, err := wire.CompletionChunks(resp.Body)
+	if err != nil {
+		resp.Body.Close()
+		err = provider.Cause(ctx, err)
+		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
+			ce.Provider = p.cfg.Name
+		}
+		return nil, nil, err
+	}
+	return resp, &chunkList{cs: cs}, nil
 }
 
-func (r *reader) Next() (*chat.Chunk, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.resp == nil {
-		resp, whole, err := r.p.open(r.ctx, r.req)
-		if err != nil {
-			r.err = err
-			return nil, err
-		}
-		r.resp = resp
-		if whole {
-			// A server that ignored stream:true and answered whole.
-			r.whole, err = wire.CompletionChunks(resp.Body)
-			if err != nil {
-				r.err = r.p.streamError(r.ctx, err)
-				return nil, r.err
-			}
-		} else {
-			r.sr = wire.NewStreamReader(resp.Body, r.p.cfg.MaxEventSize)
-		}
-	}
-	var c *chat.Chunk
-	var err error
-	if r.sr != nil {
-		c, err = r.sr.Next()
-	} else if len(r.whole) > 0 {
-		r.c, r.whole = r.whole[0], r.whole[1:]
-		c = &r.c
-	} else {
-		err = io.EOF
-	}
-	switch {
-	case err == io.EOF:
-		provider.Drain(r.resp.Body)
-		r.err = io.EOF
+// chunkList reads a whole completion's chunks.
+type chunkList struct {
+	cs []chat.Chunk
+	c  chat.Chunk
+}
+
+func (l *chunkList) Next() (*chat.Chunk, error) {
+	if len(l.cs) == 0 {
 		return nil, io.EOF
-	case err != nil:
-		r.err = r.p.streamError(r.ctx, err)
-		return nil, r.err
 	}
-	return c, nil
-}
-
-func (r *reader) Close() {
-	if r.resp != nil {
-		r.resp.Body.Close()
-	}
+	l.c, l.cs = l.cs[0], l.cs[1:]
+	return &l.c, nil
 }
 
 // open sends req and returns the response to read the answer from, and
@@ -156,12 +131,4 @@ func (p *Provider) open(ctx context.Context, req *chat.Request) (resp *http.Resp
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	return resp, mt == "application/json", nil
-}
-
-func (p *Provider) streamError(ctx context.Context, err error) error {
-	err = provider.Cause(ctx, err)
-	if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-		ce.Provider = p.cfg.Name
-	}
-	return err
 }

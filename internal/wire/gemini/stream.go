@@ -97,144 +97,196 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // blocked prompt yield a classified *chat.Error.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		rd := sse.NewReader(r, maxEventSize)
-		var (
-			resp      Response
-			usage     *chat.Usage
-			model     string
-			modelSent bool
-			events    int
-			calls     int // function calls in the stream, for IDs
-			perChoice = map[int]*choiceState{}
-			held      []chat.Chunk
-			out       []chat.Chunk
-		)
+		sr := NewStreamReader(r, maxEventSize)
 		for {
-			ev, err := rd.Next()
+			c, err := sr.Next()
 			if err == io.EOF {
-				break
+				return
 			}
 			if err != nil {
-				if err == io.ErrUnexpectedEOF {
-					err = fmt.Errorf("%w: stream ended inside an event after %d events", chat.ErrTruncated, events)
-				}
-				yield(chat.Chunk{}, protocolError(err))
+				yield(chat.Chunk{}, err)
 				return
 			}
-			data := ev.Data
-			if len(bytes.TrimSpace(data)) == 0 {
-				continue
-			}
-			if !utf8.Valid(data) {
-				yield(chat.Chunk{}, protocolError(errors.New("upstream sent invalid UTF-8")))
-				return
-			}
-			resp = Response{}
-			if err := json.Unmarshal(data, &resp); err != nil {
-				yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent a malformed event: %v", err)))
-				return
-			}
-			events++
-			if resp.Error != nil {
-				yield(chat.Chunk{}, errorFromBody(0, resp.Error))
-				return
-			}
-			if fb := resp.PromptFeedback; fb != nil && fb.BlockReason != "" && len(resp.Candidates) == 0 {
-				yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryContentFilter, Message: "the prompt was blocked: " + fb.BlockReason})
-				return
-			}
-			if resp.UsageMetadata != nil {
-				usage = resp.UsageMetadata.Usage()
-			}
-			if model == "" {
-				model = resp.ModelVersion
-			}
-			out = out[:0]
-			for i := range resp.Candidates {
-				c := &resp.Candidates[i]
-				idx := i
-				if c.Index != nil {
-					idx = *c.Index
-				}
-				if idx < 0 || idx >= chat.MaxChoices {
-					yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent candidate index %d", idx)))
-					return
-				}
-				st := perChoice[idx]
-				if st == nil {
-					st = &choiceState{}
-					perChoice[idx] = st
-				}
-				ch := chat.Chunk{Choice: idx}
-				if c.Content != nil {
-					var text strings.Builder
-					for _, p := range c.Content.Parts {
-						if p.FunctionCall != nil {
-							if st.calls >= chat.MaxToolCalls {
-								yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls)))
-								return
-							}
-							ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(p.FunctionCall, st.calls, calls))
-							st.calls++
-							calls++
-							continue
-						}
-						if !p.Thought {
-							text.WriteString(p.Text)
-						}
-					}
-					ch.Text = text.String()
-				}
-				if c.FinishReason != "" {
-					st.finished = true
-					fr := NormalizeFinishReason(c.FinishReason)
-					if fr == chat.FinishStop && st.calls > 0 {
-						fr = chat.FinishToolCalls
-					}
-					held = append(held, chat.Chunk{Choice: idx, FinishReason: fr})
-				}
-				if ch.Visible() {
-					out = append(out, ch)
-				}
-			}
-			if !modelSent && model != "" {
-				if len(out) == 0 {
-					out = append(out, chat.Chunk{})
-				}
-				out[0].Model = model
-				modelSent = true
-			}
-			more := rd.EventBuffered()
-			for i := range out {
-				out[i].More = more || i < len(out)-1
-				if !yield(out[i], nil) {
-					return
-				}
-			}
-		}
-		// The body ended cleanly: the stream is complete if every
-		// candidate it named finished.
-		if events == 0 {
-			yield(chat.Chunk{}, protocolError(fmt.Errorf("%w: empty stream", chat.ErrTruncated)))
-			return
-		}
-		if len(perChoice) == 0 {
-			yield(chat.Chunk{}, protocolError(fmt.Errorf("%w: no candidates in %d events", chat.ErrTruncated, events)))
-			return
-		}
-		for idx := range chat.MaxChoices {
-			if st := perChoice[idx]; st != nil && !st.finished {
-				yield(chat.Chunk{}, protocolError(fmt.Errorf("%w: candidate %d has no finishReason", chat.ErrTruncated, idx)))
-				return
-			}
-		}
-		held[len(held)-1].Usage = usage
-		for i := range held {
-			if !yield(held[i], nil) {
+			if !yield(*c, nil) {
 				return
 			}
 		}
 	}
+}
+
+// NewStreamReader returns ReadStream's decoder as a pull reader, for
+// callers that would rather not add an iterator's frame to every chunk's
+// path.
+func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
+	return &StreamReader{rd: sse.NewReader(r, maxEventSize), perChoice: map[int]*choiceState{}}
+}
+
+// StreamReader decodes a streamGenerateContent stream event by event, as
+// ReadStream does.
+type StreamReader struct {
+	rd        *sse.Reader
+	resp      Response
+	usage     *chat.Usage
+	model     string
+	modelSent bool
+	events    int
+	calls     int // function calls in the stream, for IDs
+	perChoice map[int]*choiceState
+	held      []chat.Chunk // finish reasons, yielded once the body ended
+	queue     []chat.Chunk // chunks decoded but not returned yet
+	next      int          // the next chunk of queue to return
+	ended     bool         // the body ended and the stream is complete
+	out       chat.Chunk
+	err       error // what ended the stream (io.EOF at its end), returned again
+}
+
+// Next returns the next chunk, io.EOF after the last, or the error that
+// ends the stream. The chunk is the reader's own, valid until the next
+// call.
+func (s *StreamReader) Next() (*chat.Chunk, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	c, err := s.pull()
+	if err != nil {
+		s.err = err
+	}
+	return c, err
+}
+
+func (s *StreamReader) pull() (*chat.Chunk, error) {
+	for {
+		if s.next < len(s.queue) {
+			s.out = s.queue[s.next]
+			s.next++
+			return &s.out, nil
+		}
+		if s.ended {
+			return nil, io.EOF
+		}
+		ev, err := s.rd.Next()
+		if err == io.EOF {
+			if err := s.end(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			if err == io.ErrUnexpectedEOF {
+				err = fmt.Errorf("%w: stream ended inside an event after %d events", chat.ErrTruncated, s.events)
+			}
+			return nil, protocolError(err)
+		}
+		if len(bytes.TrimSpace(ev.Data)) == 0 {
+			continue
+		}
+		if err := s.event(ev.Data); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// event decodes one event into queue.
+func (s *StreamReader) event(data []byte) error {
+	if !utf8.Valid(data) {
+		return protocolError(errors.New("upstream sent invalid UTF-8"))
+	}
+	resp := &s.resp
+	*resp = Response{}
+	if err := json.Unmarshal(data, resp); err != nil {
+		return protocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
+	}
+	s.events++
+	if resp.Error != nil {
+		return errorFromBody(0, resp.Error)
+	}
+	if fb := resp.PromptFeedback; fb != nil && fb.BlockReason != "" && len(resp.Candidates) == 0 {
+		return &chat.Error{Category: chat.CategoryContentFilter, Message: "the prompt was blocked: " + fb.BlockReason}
+	}
+	if resp.UsageMetadata != nil {
+		s.usage = resp.UsageMetadata.Usage()
+	}
+	if s.model == "" {
+		s.model = resp.ModelVersion
+	}
+	s.queue, s.next = s.queue[:0], 0
+	for i := range resp.Candidates {
+		c := &resp.Candidates[i]
+		idx := i
+		if c.Index != nil {
+			idx = *c.Index
+		}
+		if idx < 0 || idx >= chat.MaxChoices {
+			return protocolError(fmt.Errorf("upstream sent candidate index %d", idx))
+		}
+		st := s.perChoice[idx]
+		if st == nil {
+			st = &choiceState{}
+			s.perChoice[idx] = st
+		}
+		ch := chat.Chunk{Choice: idx}
+		if c.Content != nil {
+			var text strings.Builder
+			for _, p := range c.Content.Parts {
+				if p.FunctionCall != nil {
+					if st.calls >= chat.MaxToolCalls {
+						return protocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
+					}
+					ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(p.FunctionCall, st.calls, s.calls))
+					st.calls++
+					s.calls++
+					continue
+				}
+				if !p.Thought {
+					text.WriteString(p.Text)
+				}
+			}
+			ch.Text = text.String()
+		}
+		if c.FinishReason != "" {
+			st.finished = true
+			fr := NormalizeFinishReason(c.FinishReason)
+			if fr == chat.FinishStop && st.calls > 0 {
+				fr = chat.FinishToolCalls
+			}
+			s.held = append(s.held, chat.Chunk{Choice: idx, FinishReason: fr})
+		}
+		if ch.Visible() {
+			s.queue = append(s.queue, ch)
+		}
+	}
+	if !s.modelSent && s.model != "" {
+		if len(s.queue) == 0 {
+			s.queue = append(s.queue, chat.Chunk{})
+		}
+		s.queue[0].Model = s.model
+		s.modelSent = true
+	}
+	more := s.rd.EventBuffered()
+	for i := range s.queue {
+		s.queue[i].More = more || i < len(s.queue)-1
+	}
+	return nil
+}
+
+// end checks, once the body ended cleanly, that the stream is complete
+// (every candidate it named finished) and queues the held finish reasons,
+// the last with the usage.
+func (s *StreamReader) end() error {
+	if s.events == 0 {
+		return protocolError(fmt.Errorf("%w: empty stream", chat.ErrTruncated))
+	}
+	if len(s.perChoice) == 0 {
+		return protocolError(fmt.Errorf("%w: no candidates in %d events", chat.ErrTruncated, s.events))
+	}
+	for idx := range chat.MaxChoices {
+		if st := s.perChoice[idx]; st != nil && !st.finished {
+			return protocolError(fmt.Errorf("%w: candidate %d has no finishReason", chat.ErrTruncated, idx))
+		}
+	}
+	s.held[len(s.held)-1].Usage = s.usage
+	s.queue, s.next, s.ended = s.held, 0, true
+	return nil
 }
 
 type choiceState struct {

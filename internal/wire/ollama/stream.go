@@ -68,85 +68,138 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 // line yields a classified *chat.Error.
 func ReadStream(r io.Reader, maxLineSize int) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
-		lr := newLineReader(r, maxLineSize)
-		var (
-			resp      Response
-			final     *chat.Chunk
-			calls     int
-			lines     int
-			modelSent bool
-		)
+		sr := NewStreamReader(r, maxLineSize)
 		for {
-			line, err := lr.next()
+			c, err := sr.Next()
 			if err == io.EOF {
-				break
+				return
 			}
 			if err != nil {
-				yield(chat.Chunk{}, protocolError(err))
+				yield(chat.Chunk{}, err)
 				return
 			}
-			if len(bytes.TrimSpace(line)) == 0 {
-				continue
-			}
-			if final != nil {
-				yield(chat.Chunk{}, protocolError(errors.New("upstream sent data after the done line")))
+			if !yield(*c, nil) {
 				return
-			}
-			if !utf8.Valid(line) {
-				yield(chat.Chunk{}, protocolError(errors.New("upstream sent invalid UTF-8")))
-				return
-			}
-			resp = Response{}
-			if err := json.Unmarshal(line, &resp); err != nil {
-				if lr.partial {
-					err = fmt.Errorf("%w: stream ended inside a line after %d lines", chat.ErrTruncated, lines)
-				} else {
-					err = fmt.Errorf("upstream sent a malformed line: %v", err)
-				}
-				yield(chat.Chunk{}, protocolError(err))
-				return
-			}
-			lines++
-			if len(resp.Error) > 0 && string(resp.Error) != "null" {
-				yield(chat.Chunk{}, streamError(resp.Error))
-				return
-			}
-			out := chat.Chunk{Text: resp.Message.Content}
-			for _, tc := range resp.Message.ToolCalls {
-				if calls >= chat.MaxToolCalls {
-					yield(chat.Chunk{}, protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls)))
-					return
-				}
-				out.ToolCalls = append(out.ToolCalls, toolCallDelta(&tc, calls))
-				calls++
-			}
-			if !modelSent && resp.Model != "" {
-				out.Model = resp.Model
-				modelSent = true
-			}
-			if resp.Done {
-				fr := NormalizeDoneReason(resp.DoneReason)
-				if fr == chat.FinishStop && calls > 0 {
-					fr = chat.FinishToolCalls
-				}
-				final = &chat.Chunk{FinishReason: fr}
-				if resp.PromptEvalCount != nil || resp.EvalCount != nil {
-					final.Usage = &chat.Usage{InputTokens: deref(resp.PromptEvalCount), OutputTokens: deref(resp.EvalCount)}
-				}
-			}
-			if out.Visible() || out.Model != "" {
-				out.More = lr.lineBuffered()
-				if !yield(out, nil) {
-					return
-				}
 			}
 		}
-		if final == nil {
-			yield(chat.Chunk{}, protocolError(fmt.Errorf("%w: no done line after %d lines", chat.ErrTruncated, lines)))
-			return
-		}
-		yield(*final, nil)
 	}
+}
+
+// NewStreamReader returns ReadStream's decoder as a pull reader, for
+// callers that would rather not add an iterator's frame to every chunk's
+// path.
+func NewStreamReader(r io.Reader, maxLineSize int) *StreamReader {
+	return &StreamReader{lr: newLineReader(r, maxLineSize)}
+}
+
+// StreamReader decodes an /api/chat stream line by line, as ReadStream
+// does.
+type StreamReader struct {
+	lr        *lineReader
+	resp      Response
+	final     *chat.Chunk
+	calls     int
+	lines     int
+	modelSent bool
+	ended     bool // the done line's chunk was returned
+	out       chat.Chunk
+	err       error // what ended the stream (io.EOF at its end), returned again
+}
+
+// Next returns the next chunk, io.EOF after the last, or the error that
+// ends the stream. The chunk is the reader's own, valid until the next
+// call.
+func (s *StreamReader) Next() (*chat.Chunk, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	c, err := s.next()
+	if err != nil {
+		s.err = err
+	}
+	return c, err
+}
+
+func (s *StreamReader) next() (*chat.Chunk, error) {
+	for {
+		line, err := s.lr.next()
+		if err == io.EOF {
+			return s.end()
+		}
+		if err != nil {
+			return nil, protocolError(err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if s.final != nil {
+			return nil, protocolError(errors.New("upstream sent data after the done line"))
+		}
+		if err := s.decode(line); err != nil {
+			return nil, err
+		}
+		if s.out.Visible() || s.out.Model != "" {
+			s.out.More = s.lr.lineBuffered()
+			return &s.out, nil
+		}
+	}
+}
+
+// decode decodes one line into s.out, noting the done line's ending.
+func (s *StreamReader) decode(line []byte) error {
+	if !utf8.Valid(line) {
+		return protocolError(errors.New("upstream sent invalid UTF-8"))
+	}
+	resp := &s.resp
+	*resp = Response{}
+	if err := json.Unmarshal(line, resp); err != nil {
+		if s.lr.partial {
+			err = fmt.Errorf("%w: stream ended inside a line after %d lines", chat.ErrTruncated, s.lines)
+		} else {
+			err = fmt.Errorf("upstream sent a malformed line: %v", err)
+		}
+		return protocolError(err)
+	}
+	s.lines++
+	if len(resp.Error) > 0 && string(resp.Error) != "null" {
+		return streamError(resp.Error)
+	}
+	s.out = chat.Chunk{Text: resp.Message.Content}
+	for _, tc := range resp.Message.ToolCalls {
+		if s.calls >= chat.MaxToolCalls {
+			return protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
+		}
+		s.out.ToolCalls = append(s.out.ToolCalls, toolCallDelta(&tc, s.calls))
+		s.calls++
+	}
+	if !s.modelSent && resp.Model != "" {
+		s.out.Model = resp.Model
+		s.modelSent = true
+	}
+	if resp.Done {
+		fr := NormalizeDoneReason(resp.DoneReason)
+		if fr == chat.FinishStop && s.calls > 0 {
+			fr = chat.FinishToolCalls
+		}
+		s.final = &chat.Chunk{FinishReason: fr}
+		if resp.PromptEvalCount != nil || resp.EvalCount != nil {
+			s.final.Usage = &chat.Usage{InputTokens: deref(resp.PromptEvalCount), OutputTokens: deref(resp.EvalCount)}
+		}
+	}
+	return nil
+}
+
+// end is the body's clean end: the held done line, once, or the error for
+// a stream that had none.
+func (s *StreamReader) end() (*chat.Chunk, error) {
+	if s.ended {
+		return nil, io.EOF
+	}
+	if s.final == nil {
+		return nil, protocolError(fmt.Errorf("%w: no done line after %d lines", chat.ErrTruncated, s.lines))
+	}
+	s.out, s.ended = *s.final, true
+	return &s.out, nil
 }
 
 func deref(p *int) int {
