@@ -287,8 +287,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 }
 
 // end writes a stream's ending: the surface's last events, or its error
-// (a real status when nothing was sent yet). The handler returns right
-// after, and net/http flushes the ending with the response's end.
+// (a real status when nothing was sent yet). It is flushed at once: what
+// follows (metering, keeping Responses items) may block, and must not hold
+// the ending back.
 func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface, visible bool) {
 	if x.err != nil {
 		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
@@ -301,14 +302,14 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 		}) {
 			return
 		}
-		es.Last(sf.errorEvent(out.get(), ce))
+		es.Write(sf.errorEvent(out.get(), ce))
 		return
 	}
 	out.b = sf.end(out.get(), x)
 	if !es.Committed() {
 		es.Header(x.commitHeaders)
 	}
-	if err := es.Last(out.b); err != nil {
+	if err := es.Write(out.b); err != nil {
 		x.err = err
 		return
 	}

@@ -96,13 +96,28 @@ func (s *eventStream) Uncommitted(f func(w http.ResponseWriter)) bool {
 func (s *eventStream) Write(b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now, err := s.writeLocked(b)
-	if err != nil {
+	if s.err != nil {
+		return s.err
+	}
+	if s.closed {
+		return errStreamClosed
+	}
+	now := time.Now()
+	if s.writeTimeout > 0 && now.Add(s.writeTimeout/2).After(s.deadline) {
+		s.deadline = now.Add(s.writeTimeout)
+		_ = s.rc.SetWriteDeadline(s.deadline)
+	}
+	if !s.committed {
+		s.commitLocked()
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = err
 		return err
 	}
 	// Flushing calls the connection's FlushError itself when it can:
 	// the first flush writes the headers, net/http's deepest call, made
 	// under every frame of the stream.
+	var err error
 	if s.fl != nil {
 		err = s.fl.FlushError()
 	} else {
@@ -117,45 +132,6 @@ func (s *eventStream) Write(b []byte) error {
 	}
 	s.lastWrite = now
 	return nil
-}
-
-// Last writes b, the stream's last events, and closes the stream without
-// flushing: net/http flushes them as the handler returns, together with
-// the response's terminating chunk, in one system call instead of two.
-// The handler must return promptly after Last. The write deadline stays
-// set to bound that flush; net/http clears it after the response ends
-// (HTTP/2 deadlines are the stream's own).
-func (s *eventStream) Last(b []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err := s.writeLocked(b)
-	s.closed = true
-	s.stopTimer()
-	return err
-}
-
-// writeLocked pushes the write deadline forward if needed, commits the
-// response and writes b unflushed.
-func (s *eventStream) writeLocked(b []byte) (time.Time, error) {
-	if s.err != nil {
-		return time.Time{}, s.err
-	}
-	if s.closed {
-		return time.Time{}, errStreamClosed
-	}
-	now := time.Now()
-	if s.writeTimeout > 0 && now.Add(s.writeTimeout/2).After(s.deadline) {
-		s.deadline = now.Add(s.writeTimeout)
-		_ = s.rc.SetWriteDeadline(s.deadline)
-	}
-	if !s.committed {
-		s.commitLocked()
-	}
-	if _, err := s.w.Write(b); err != nil {
-		s.err = err
-		return now, err
-	}
-	return now, nil
 }
 
 // errFlusher is net/http's response writer's flush.
@@ -245,9 +221,6 @@ func (s *eventStream) FirstByte() time.Time {
 func (s *eventStream) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return // after Last, the deadline covers net/http's final flush
-	}
 	s.closed = true
 	s.stopTimer()
 	if !s.deadline.IsZero() {

@@ -2,13 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,89 +15,66 @@ import (
 	"github.com/firstword/firstword/internal/router"
 )
 
-// writeLog records every write the server makes to its connections.
-type writeLog struct {
-	mu     sync.Mutex
-	writes [][]byte
+// blockingMeter holds Record until release is closed, as a meter whose
+// store is slow would.
+type blockingMeter struct {
+	release chan struct{}
+	timeout chan struct{}
 }
 
-type loggedListener struct {
-	net.Listener
-	log *writeLog
-}
-
-func (l loggedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+func (m *blockingMeter) Record(context.Context, *metering.Record) {
+	select {
+	case <-m.release:
+	case <-time.After(5 * time.Second):
+		close(m.timeout)
 	}
-	return loggedConn{c, l.log}, nil
 }
 
-type loggedConn struct {
-	net.Conn
-	log *writeLog
-}
-
-func (c loggedConn) Write(b []byte) (int, error) {
-	c.log.mu.Lock()
-	c.log.writes = append(c.log.writes, bytes.Clone(b))
-	c.log.mu.Unlock()
-	return c.Conn.Write(b)
-}
-
-// TestStreamEndsInOneWrite, on a real socket: a stream's last events
-// ([DONE]) and the response's terminating chunk go out in one write; every
-// event before them was flushed on its own.
-func TestStreamEndsInOneWrite(t *testing.T) {
-	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(3, 20*time.Millisecond)}}}}})
+// TestEndingNotHeldByMetering, on a real socket: a stream's ending
+// ([DONE]) reaches the client while the request is still being metered; a
+// slow meter (a full usage queue, a slow store) must not hold it back.
+func TestEndingNotHeldByMetering(t *testing.T) {
+	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(3, time.Millisecond)}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(New(Options{Router: r, Meter: metering.NewMemory(10)}))
-	log := &writeLog{}
-	srv.Listener = loggedListener{srv.Listener, log}
-	srv.Start()
+	m := &blockingMeter{release: make(chan struct{}), timeout: make(chan struct{})}
+	srv := httptest.NewServer(New(Options{Router: r, Meter: m}))
 	defer srv.Close()
+	defer close(m.release) // before the server waits for its handlers
 
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.HasSuffix(string(b), "data: [DONE]\n\n") || strings.Count(string(b), `" word"`) != 3 {
-		t.Fatalf("stream:\n%s", b)
-	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	words, last := 0, -1
-	for i, w := range log.writes {
-		words += bytes.Count(w, []byte(`" word"`))
-		if bytes.Contains(w, []byte("[DONE]")) {
-			last = i
+	defer resp.Body.Close()
+	done := make(chan string, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("data: [DONE]\n\n")) {
+			n, err := resp.Body.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				break
+			}
 		}
-	}
-	if last < 0 {
-		t.Fatalf("no write carried [DONE]: %q", log.writes)
-	}
-	if w := log.writes[last]; !bytes.HasSuffix(w, []byte("data: [DONE]\n\n\r\n0\r\n\r\n")) {
-		t.Errorf("the write with [DONE] is %q, want it to end the chunked response too", w)
-	}
-	if last != len(log.writes)-1 {
-		t.Errorf("%d writes after the one with [DONE]: %q", len(log.writes)-1-last, log.writes[last+1:])
-	}
-	// Each of the 3 words (20 ms apart) was flushed as it came.
-	if words != 3 || len(log.writes) < 4 {
-		t.Errorf("%d writes carrying %d words, want each word in a write of its own: %q", len(log.writes), words, log.writes)
+		done <- string(got)
+	}()
+	select {
+	case got := <-done:
+		if !strings.HasSuffix(got, "data: [DONE]\n\n") || strings.Count(got, `" word"`) != 3 {
+			t.Errorf("stream:\n%s", got)
+		}
+	case <-m.timeout:
+		t.Fatal("[DONE] did not arrive while the request was being metered")
 	}
 }
 
 // TestWriteDeadlineDoesNotOutliveStream: the write deadline a stream's
-// last write leaves on its connection (to bound the final flush) is gone
-// for the next request on that connection, however long after it comes
-// (net/http clears it once the response ended).
+// writes set on its connection is gone for the next request on that
+// connection, however long after it comes.
 func TestWriteDeadlineDoesNotOutliveStream(t *testing.T) {
 	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(2, time.Millisecond)}}}}})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,14 +57,32 @@ func NewTransport() *http.Transport {
 //
 // Redirects are not followed: a 3xx is returned like any other answer
 // (ReadError says what to do about it), since a POST re-sent elsewhere
-// would start a second generation. The transport is called directly,
-// without http.Client's redirect machinery and its per-request copy of
-// the headers.
+// would start a second generation. Only client's Transport is used (its
+// Timeout, Jar and CheckRedirect are not); as http.Client does, a user and
+// password in the URL are sent as basic auth unless the request has an
+// Authorization header, and errors name the method and the URL (without
+// its password).
 func Do(client *http.Client, req *http.Request) (*http.Response, error) {
 	rt := client.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pass)
+	}
+	resp, err := roundTrip(rt, req)
+	if err != nil {
+		op := "Get"
+		if m := req.Method; m != "" {
+			op = m[:1] + strings.ToLower(m[1:])
+		}
+		err = &url.Error{Op: op, URL: req.URL.Redacted(), Err: err}
+	}
+	return resp, err
+}
+
+func roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	reused := false
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
 	ctx := req.Context()

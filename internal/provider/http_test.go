@@ -23,8 +23,8 @@ func TestTransportErrorHidesAddress(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/chat/completions", nil)
-	_, err = (&http.Client{}).Do(req)
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions", strings.NewReader("{}"))
+	_, err = Do(&http.Client{Transport: NewTransport()}, req)
 	if err == nil {
 		t.Fatal("the request to a closed port succeeded")
 	}
@@ -35,8 +35,8 @@ func TestTransportErrorHidesAddress(t *testing.T) {
 	if ce.Message != "upstream unreachable: connection refused" || ce.Category != chat.CategoryUpstreamUnavailable || !ce.Retryable {
 		t.Errorf("client message %q (%s, retryable %v)", ce.Message, ce.Category, ce.Retryable)
 	}
-	if !strings.Contains(ce.Error(), addr) {
-		t.Errorf("the log line lost the address: %q", ce.Error())
+	if !strings.Contains(ce.Error(), `Post "http://`+addr+`/v1/chat/completions"`) {
+		t.Errorf("the log line lost the method or the address: %q", ce.Error())
 	}
 	// A cancelled request is not an upstream failure.
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -74,5 +74,46 @@ func TestDoDoesNotFollowRedirects(t *testing.T) {
 	})
 	if !strings.Contains(e.Message, "upstream answered 307, a redirect, which is not followed") || strings.Contains(e.Message, "/target") || e.Provider != "up" {
 		t.Errorf("message %q (provider %q)", e.Message, e.Provider)
+	}
+}
+
+// TestDoSendsURLUserAsBasicAuth, on a real socket: a base_url with a user
+// and password (an upstream behind a basic-auth proxy) is sent as basic
+// auth, as http.Client sends it, unless an Authorization header is set;
+// an error names the URL without the password.
+func TestDoSendsURLUserAsBasicAuth(t *testing.T) {
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+	}))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "http://user:pa%20ss@", 1) + "/v1/chat/completions"
+	c := &http.Client{Transport: NewTransport()}
+
+	req, _ := http.NewRequest("POST", u, strings.NewReader("{}"))
+	resp, err := Do(c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a := <-got; a != "Basic dXNlcjpwYSBzcw==" { // user:pa ss
+		t.Errorf("Authorization %q, want the URL's user as basic auth", a)
+	}
+
+	req, _ = http.NewRequest("POST", u, strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err = Do(c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if a := <-got; a != "Bearer k" {
+		t.Errorf("Authorization %q, want the request's own", a)
+	}
+
+	srv.Close()
+	req, _ = http.NewRequest("POST", u, strings.NewReader("{}"))
+	if _, err := Do(c, req); err == nil || strings.Contains(err.Error(), "pa%20ss") || strings.Contains(err.Error(), "pa ss") || !strings.Contains(err.Error(), "user:xxxxx@") {
+		t.Errorf("error %v: want the URL with its password redacted", err)
 	}
 }
