@@ -11,6 +11,7 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzEncodeSimpleRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
 	./internal/wire/gemini:FuzzReadStream \
+	./internal/wire/gemini:FuzzDecodeResponse \
 	./internal/wire/anthropic:FuzzReadStream \
 	./internal/wire/anthropic:FuzzParseRequest \
 	./internal/wire/responses:FuzzParseRequest \

@@ -180,22 +180,23 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue
 		}
-		if err := s.event(ev.Data); err != nil {
+		// Decoded here, not in event: the decode is the deepest moment
+		// of a stream, and event's frame is large.
+		if !utf8.Valid(ev.Data) {
+			return nil, protocolError(errors.New("upstream sent invalid UTF-8"))
+		}
+		if err := decodeResponse(ev.Data, &s.resp); err != nil {
+			return nil, protocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
+		}
+		if err := s.event(); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// event decodes one event into queue.
-func (s *StreamReader) event(data []byte) error {
-	if !utf8.Valid(data) {
-		return protocolError(errors.New("upstream sent invalid UTF-8"))
-	}
+// event turns the decoded event into queued chunks.
+func (s *StreamReader) event() error {
 	resp := &s.resp
-	*resp = Response{}
-	if err := json.Unmarshal(data, resp); err != nil {
-		return protocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
-	}
 	s.events++
 	if resp.Error != nil {
 		return errorFromBody(0, resp.Error)
@@ -313,4 +314,89 @@ func toolCallDelta(fc *FunctionCall, index, ordinal int) chat.ToolCallDelta {
 
 func protocolError(err error) error {
 	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
+}
+
+// decodeResponse decodes one event into r exactly as json.Unmarshal would
+// (FuzzDecodeResponse checks this), a level at a time: the candidates,
+// each candidate's content and each content's parts are kept raw and
+// decoded on their own. encoding/json's recursion through a whole event
+// (about 0.9 KiB a nested object) would take a stream's goroutine past an
+// 8 KiB stack, under the frames of the handler and the router above it.
+//
+// Every occurrence of a member is kept, and replayed in order into the
+// same value, as encoding/json decodes a repeated member again into the
+// same field.
+func decodeResponse(data []byte, r *Response) error {
+	var top struct {
+		Candidates     rawValues       `json:"candidates"`
+		PromptFeedback *PromptFeedback `json:"promptFeedback"`
+		UsageMetadata  *UsageMetadata  `json:"usageMetadata"`
+		ModelVersion   string          `json:"modelVersion"`
+		Error          *ErrorBody      `json:"error"`
+	}
+	if err := json.Unmarshal(data, &top); err != nil {
+		return err
+	}
+	*r = Response{PromptFeedback: top.PromptFeedback, UsageMetadata: top.UsageMetadata, ModelVersion: top.ModelVersion, Error: top.Error}
+	var lcs []lazyCandidate
+	for _, raw := range top.Candidates {
+		if err := json.Unmarshal(raw, &lcs); err != nil {
+			return err
+		}
+	}
+	if lcs != nil {
+		r.Candidates = make([]Candidate, len(lcs))
+	}
+	for i := range lcs {
+		if err := lcs[i].decode(&r.Candidates[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type lazyCandidate struct {
+	Content      rawValues `json:"content"`
+	FinishReason string    `json:"finishReason"`
+	Index        *int      `json:"index"`
+}
+
+type lazyContent struct {
+	Role  string    `json:"role"`
+	Parts rawValues `json:"parts"`
+}
+
+func (lc *lazyCandidate) decode(c *Candidate) error {
+	c.FinishReason, c.Index = lc.FinishReason, lc.Index
+	var content *lazyContent
+	for _, raw := range lc.Content {
+		if string(raw) == "null" {
+			content = nil
+			continue
+		}
+		if content == nil {
+			content = new(lazyContent)
+		}
+		if err := json.Unmarshal(raw, content); err != nil {
+			return err
+		}
+	}
+	if content == nil {
+		return nil
+	}
+	c.Content = &Content{Role: content.Role}
+	for _, raw := range content.Parts {
+		if err := json.Unmarshal(raw, &c.Content.Parts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawValues keeps every occurrence of a member, raw.
+type rawValues []json.RawMessage
+
+func (r *rawValues) UnmarshalJSON(b []byte) error {
+	*r = append(*r, bytes.Clone(b))
+	return nil
 }

@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -412,4 +413,50 @@ func FuzzReadStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+var responseSeeds = []string{
+	`{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":1,"totalTokenCount":4},"modelVersion":"gemini-2.5-flash"}`,
+	`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"a":[1,{"b":2}]}}}]},"finishReason":"STOP"}]}`,
+	`{"candidates":[{"content":{"parts":[{"text":"a"}]},"content":{"role":"model"}}]}`,
+	`{"candidates":[{"content":{"parts":[{"text":"a"}]},"content":null,"content":{"role":"x"}}],"candidates":[{"index":1}]}`,
+	`{"candidates":[{"CONTENT":{"Parts":[{"Text":"a","thought":true}]}}],"promptFeedback":{"blockReason":"SAFETY"}}`,
+	`{"candidates":[{"content":5}]}`,
+	`{"candidates":[{"content":{"parts":"x"}}]}`,
+	`{"candidates":null,"error":{"code":500,"message":"boom","status":"INTERNAL"}}`,
+	`{"candidates":[]}`,
+	`{"candidates":[{"content":{"parts":[{"text":"\u00e9\ud83d\ude00"}]}}]`,
+}
+
+// TestDecodeResponseMatchesEncodingJSON and FuzzDecodeResponse: the
+// two-step decoder decodes every event exactly as json.Unmarshal does.
+func TestDecodeResponseMatchesEncodingJSON(t *testing.T) {
+	for _, s := range responseSeeds {
+		compareResponseDecoders(t, []byte(s))
+	}
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	for _, s := range responseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		compareResponseDecoders(t, b)
+	})
+}
+
+func compareResponseDecoders(t *testing.T, b []byte) {
+	t.Helper()
+	var std, got Response
+	serr := json.Unmarshal(b, &std)
+	gerr := decodeResponse(b, &got)
+	if (serr == nil) != (gerr == nil) {
+		t.Fatalf("%s: decodeResponse error %v, encoding/json error %v", b, gerr, serr)
+	}
+	if serr != nil {
+		return
+	}
+	if d := cmp.Diff(std, got); d != "" {
+		t.Fatalf("%s: decoders differ (-encoding/json +decodeResponse):\n%s", b, d)
+	}
 }
