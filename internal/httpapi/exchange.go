@@ -227,7 +227,7 @@ type surface interface {
 	// end appends what ends a successful stream.
 	end(b []byte, x *exchange) []byte
 	// errorEvent appends a failure after the response committed.
-	errorEvent(b []byte, e *chat.Error) []byte
+	errorEvent(b []byte, x *exchange, e *chat.Error) []byte
 	// writeError answers a failure before the first byte.
 	writeError(w http.ResponseWriter, e *chat.Error)
 	// response is a whole answer, for non-streaming requests.
@@ -302,7 +302,7 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 		}) {
 			return
 		}
-		es.Write(sf.errorEvent(out.get(), ce))
+		es.Write(sf.errorEvent(out.get(), x, ce))
 		return
 	}
 	out.b = sf.end(out.get(), x)

@@ -55,7 +55,7 @@ func (o *openaiSurface) end(b []byte, x *exchange) []byte {
 	return wire.AppendDone(b)
 }
 
-func (o *openaiSurface) errorEvent(b []byte, e *chat.Error) []byte {
+func (o *openaiSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []byte {
 	return wire.AppendErrorEvent(b, wire.ErrorFromChat(e))
 }
 

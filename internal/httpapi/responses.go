@@ -103,7 +103,12 @@ func (o *responsesSurface) end(b []byte, x *exchange) []byte {
 	return o.enc.Finish(b, x.tally.Finish, &u)
 }
 
-func (o *responsesSurface) errorEvent(b []byte, e *chat.Error) []byte { return o.enc.Error(b, e) }
+// errorEvent carries the usage of what was delivered before the failure,
+// as metered.
+func (o *responsesSurface) errorEvent(b []byte, x *exchange, e *chat.Error) []byte {
+	u := x.tally.Usage(x.req)
+	return o.enc.Error(b, e, &u)
+}
 
 func (o *responsesSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
 

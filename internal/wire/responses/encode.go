@@ -234,13 +234,14 @@ func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage)
 	return end(b)
 }
 
-// Error appends response.failed, carrying the error and the output sent so
-// far (its items marked incomplete).
-func (e *EventEncoder) Error(b []byte, ce *chat.Error) []byte {
+// Error appends response.failed, carrying the error, the output sent so
+// far (its items marked incomplete) and the usage of what was sent (u may
+// be nil).
+func (e *EventEncoder) Error(b []byte, ce *chat.Error, u *chat.Usage) []byte {
 	b = e.Start(b)
 	b = e.event(b, "response.failed")
 	b = append(b, `,"response":`...)
-	b = e.appendResponse(b, "failed", "", nil, ce)
+	b = e.appendResponse(b, "failed", "", u, ce)
 	return end(b)
 }
 

@@ -120,7 +120,7 @@ func TestEncodeEndings(t *testing.T) {
 			return e.Finish(b, chat.FinishTimeout, nil)
 		}},
 		{"failed", "response.failed", "failed", "", func(e *EventEncoder, b []byte) []byte {
-			return e.Error(b, &chat.Error{Category: chat.CategoryProtocol, Message: "upstream broke"})
+			return e.Error(b, &chat.Error{Category: chat.CategoryProtocol, Message: "upstream broke"}, &chat.Usage{InputTokens: 3, OutputTokens: 1, Estimated: true})
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,6 +144,9 @@ func TestEncodeEndings(t *testing.T) {
 			if tt.status == "failed" {
 				if er, _ := resp["error"].(map[string]any); er["message"] != "upstream broke" {
 					t.Errorf("error = %v", resp["error"])
+				}
+				if u, _ := resp["usage"].(map[string]any); u["output_tokens"] != 1.0 || u["input_tokens"] != 3.0 {
+					t.Errorf("usage = %v, want what was delivered", resp["usage"])
 				}
 			}
 			if !strings.Contains(string(b), `"text":"partial"`) {
