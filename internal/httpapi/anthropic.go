@@ -63,7 +63,9 @@ func (a *anthropicSurface) end(b []byte, x *exchange) []byte {
 	return a.enc.Finish(b, x.tally.Finish, &u)
 }
 
-func (a *anthropicSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []byte { return a.enc.Error(b, e) }
+func (a *anthropicSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []byte {
+	return a.enc.Error(b, e)
+}
 
 func (a *anthropicSurface) writeError(w http.ResponseWriter, e *chat.Error) {
 	typ, status := anthropic.ErrorType(e.Category)
