@@ -393,10 +393,12 @@ func (lc *lazyCandidate) decode(c *Candidate) error {
 	return nil
 }
 
-// rawValues keeps every occurrence of a member, raw.
+// rawValues keeps every occurrence of a member, raw: slices of the event
+// being decoded, which encoding/json does not modify and decodeResponse
+// does not keep past its return.
 type rawValues []json.RawMessage
 
 func (r *rawValues) UnmarshalJSON(b []byte) error {
-	*r = append(*r, bytes.Clone(b))
+	*r = append(*r, b)
 	return nil
 }
