@@ -9,6 +9,7 @@ package chat
 import (
 	"encoding/json"
 	"iter"
+	"strings"
 )
 
 // Role is the author of a message.
@@ -57,6 +58,21 @@ type Part struct {
 	// MediaType and Data hold an inline image (Data is base64, no prefix).
 	MediaType string
 	Data      string
+}
+
+// ImagePart is an image part for url, an http(s) URL or a data: URL; a
+// base64 data: URL is also split into MediaType and Data, for the
+// providers that take inline images.
+func ImagePart(url string) Part {
+	p := Part{Type: PartImage, ImageURL: url}
+	if rest, ok := strings.CutPrefix(url, "data:"); ok {
+		if meta, data, ok := strings.Cut(rest, ","); ok {
+			if mt, ok := strings.CutSuffix(meta, ";base64"); ok {
+				p.MediaType, p.Data = mt, data
+			}
+		}
+	}
+	return p
 }
 
 // ToolCall is a complete tool call made by the assistant.

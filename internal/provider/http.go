@@ -338,8 +338,14 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 	return c, nil
 }
 
+// Close releases the answer; a Next after it sends nothing.
 func (r *httpReader) Close() {
 	if r.resp != nil {
 		r.resp.Body.Close()
 	}
+	if r.err == nil {
+		r.err = errReaderClosed
+	}
 }
+
+var errReaderClosed = errors.New("the answer's reader was closed")

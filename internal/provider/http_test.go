@@ -117,3 +117,21 @@ func TestDoSendsURLUserAsBasicAuth(t *testing.T) {
 		t.Errorf("error %v: want the URL with its password redacted", err)
 	}
 }
+
+type countingOpener struct{ n int }
+
+func (o *countingOpener) Open(context.Context, *chat.Request) (*http.Response, ChunkReader, error) {
+	o.n++
+	return nil, nil, errors.New("opened")
+}
+
+// TestPullHTTPClosedBeforeNext: a reader closed before its first Next
+// never sends the request.
+func TestPullHTTPClosedBeforeNext(t *testing.T) {
+	o := &countingOpener{}
+	r := PullHTTP(context.Background(), "up", o, &chat.Request{})
+	r.Close()
+	if _, err := r.Next(); err == nil || o.n != 0 {
+		t.Errorf("Next after Close: err %v, %d requests sent", err, o.n)
+	}
+}

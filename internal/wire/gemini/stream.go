@@ -323,10 +323,21 @@ func protocolError(err error) error {
 // (about 0.9 KiB a nested object) would take a stream's goroutine past an
 // 8 KiB stack, under the frames of the handler and the router above it.
 //
-// Every occurrence of a member is kept, and replayed in order into the
-// same value, as encoding/json decodes a repeated member again into the
-// same field.
+// An event with a repeated member at those levels (which Gemini never
+// sends), or one the levels refuse, is decoded by json.Unmarshal whole:
+// its result and error are then encoding/json's by construction.
 func decodeResponse(data []byte, r *Response) error {
+	if decodeLevels(data, r) == nil {
+		return nil
+	}
+	*r = Response{}
+	return json.Unmarshal(data, r)
+}
+
+// errRepeated sends an event with a repeated member to json.Unmarshal.
+var errRepeated = errors.New("repeated member")
+
+func decodeLevels(data []byte, r *Response) error {
 	var top struct {
 		Candidates     rawValues       `json:"candidates"`
 		PromptFeedback *PromptFeedback `json:"promptFeedback"`
@@ -336,6 +347,9 @@ func decodeResponse(data []byte, r *Response) error {
 	}
 	if err := json.Unmarshal(data, &top); err != nil {
 		return err
+	}
+	if len(top.Candidates) > 1 {
+		return errRepeated
 	}
 	*r = Response{PromptFeedback: top.PromptFeedback, UsageMetadata: top.UsageMetadata, ModelVersion: top.ModelVersion, Error: top.Error}
 	var lcs []lazyCandidate
@@ -367,6 +381,9 @@ type lazyContent struct {
 }
 
 func (lc *lazyCandidate) decode(c *Candidate) error {
+	if len(lc.Content) > 1 {
+		return errRepeated
+	}
 	c.FinishReason, c.Index = lc.FinishReason, lc.Index
 	var content *lazyContent
 	for _, raw := range lc.Content {
@@ -383,6 +400,9 @@ func (lc *lazyCandidate) decode(c *Candidate) error {
 	}
 	if content == nil {
 		return nil
+	}
+	if len(content.Parts) > 1 {
+		return errRepeated
 	}
 	c.Content = &Content{Role: content.Role}
 	for _, raw := range content.Parts {

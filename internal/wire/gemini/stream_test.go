@@ -426,6 +426,14 @@ var responseSeeds = []string{
 	`{"candidates":null,"error":{"code":500,"message":"boom","status":"INTERNAL"}}`,
 	`{"candidates":[]}`,
 	`{"candidates":[{"content":{"parts":[{"text":"\u00e9\ud83d\ude00"}]}}]`,
+	// A type error inside a value a repeated member replaces is still an
+	// error (found by review).
+	`{"candidates":[{"content":{"parts":5},"content":null}]}`,
+	`{"candidates":[{"content":{"parts":[{"text":1}]},"content":null}]}`,
+	`{"candidates":[{"content":{"parts":5}}],"candidates":null}`,
+	`{"candidates":[{"content":{"parts":5}}],"candidates":[]}`,
+	`{"candidates":[{},{"content":5}],"candidates":[{}]}`,
+	`{"candidates":[{"content":{"parts":[{"text":"a"}],"Parts":[{"text":1}]}}]}`,
 }
 
 // TestDecodeResponseMatchesEncodingJSON and FuzzDecodeResponse: the

@@ -106,7 +106,7 @@ func (m *Message) toChat() (chat.Message, error) {
 				if p.ImageURL == nil || p.ImageURL.URL == "" {
 					return out, fmt.Errorf("content[%d].image_url.url: required", j)
 				}
-				out.Parts = append(out.Parts, imagePart(p.ImageURL.URL))
+				out.Parts = append(out.Parts, chat.ImagePart(p.ImageURL.URL))
 			default:
 				return out, fmt.Errorf("content[%d].type: unsupported content part %q", j, p.Type)
 			}
@@ -116,20 +116,6 @@ func (m *Message) toChat() (chat.Message, error) {
 		return out, errors.New("content: must be a string or an array of content parts")
 	}
 	return out, nil
-}
-
-// imagePart splits a data: URL into media type and base64 data, so that
-// adapters for providers that want inline images can use them.
-func imagePart(url string) chat.Part {
-	p := chat.Part{Type: chat.PartImage, ImageURL: url}
-	if rest, ok := strings.CutPrefix(url, "data:"); ok {
-		if meta, data, ok := strings.Cut(rest, ","); ok {
-			if mt, ok := strings.CutSuffix(meta, ";base64"); ok {
-				p.MediaType, p.Data = mt, data
-			}
-		}
-	}
-	return p
 }
 
 // fromChat encodes a message for an upstream.
@@ -167,6 +153,46 @@ func fromChat(m *chat.Message) Message {
 	return out
 }
 
+// fromChatMessages encodes messages for an upstream. A tool message takes
+// text only: the images of a run of tool results (a tool that returns a
+// screenshot) follow the run, as a user message.
+func fromChatMessages(ms []chat.Message) []Message {
+	out := make([]Message, 0, len(ms))
+	var images []chat.Part
+	for i := range ms {
+		m := &ms[i]
+		if m.Role != chat.RoleTool && len(images) > 0 {
+			out = append(out, fromChat(&chat.Message{Role: chat.RoleUser, Parts: images}))
+			images = nil
+		}
+		if m.Role == chat.RoleTool && hasImage(m.Parts) {
+			tm := *m
+			tm.Parts = nil
+			for _, p := range m.Parts {
+				if p.Type == chat.PartImage {
+					images = append(images, p)
+				}
+			}
+			out = append(out, fromChat(&tm))
+			continue
+		}
+		out = append(out, fromChat(m))
+	}
+	if len(images) > 0 {
+		out = append(out, fromChat(&chat.Message{Role: chat.RoleUser, Parts: images}))
+	}
+	return out
+}
+
+func hasImage(ps []chat.Part) bool {
+	for _, p := range ps {
+		if p.Type == chat.PartImage {
+			return true
+		}
+	}
+	return false
+}
+
 // EncodeRequest encodes req as a streaming Chat Completions request for an
 // upstream, asking for usage so that firstword can meter. Fields in
 // req.Extra are passed through. maxTokensField names the field for the
@@ -188,11 +214,7 @@ func encodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 		"stream":         true,
 		"stream_options": StreamOptions{IncludeUsage: true},
 	}
-	msgs := make([]Message, len(req.Messages))
-	for i := range req.Messages {
-		msgs[i] = fromChat(&req.Messages[i])
-	}
-	body["messages"] = msgs
+	body["messages"] = fromChatMessages(req.Messages)
 	if req.MaxTokens > 0 {
 		body[maxTokensField] = req.MaxTokens
 	}

@@ -80,3 +80,44 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeToolImages: a tool message takes text only, so the images of
+// a run of tool results (from an Anthropic client's tool_result, or a
+// Responses function_call_output) follow the run as one user message.
+func TestEncodeToolImages(t *testing.T) {
+	img := chat.ImagePart("data:image/png;base64,AAAA")
+	req := &chat.Request{Model: "m", Messages: []chat.Message{
+		{Role: chat.RoleUser, Content: "shoot"},
+		{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shot", Arguments: "{}"}, {ID: "c2", Name: "time", Arguments: "{}"}}},
+		{Role: chat.RoleTool, ToolCallID: "c1", Content: "the screen", Parts: []chat.Part{{Type: chat.PartText, Text: "the screen"}, img}},
+		{Role: chat.RoleTool, ToolCallID: "c2", Content: "noon"},
+		{Role: chat.RoleUser, Content: "what is on it?"},
+	}}
+	b, err := EncodeRequest(req, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Messages []struct {
+			Role       string          `json:"role"`
+			ToolCallID string          `json:"tool_call_id"`
+			Content    json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range got.Messages {
+		roles = append(roles, m.Role)
+	}
+	if d := cmp.Diff([]string{"user", "assistant", "tool", "tool", "user", "user"}, roles); d != "" {
+		t.Fatalf("roles (-want +got):\n%s\n%s", d, b)
+	}
+	if c := string(got.Messages[2].Content); c != `"the screen"` {
+		t.Errorf("the tool message's content is %s, want its text only", c)
+	}
+	if c := string(got.Messages[4].Content); c != `[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]` {
+		t.Errorf("the images' message is %s", c)
+	}
+}

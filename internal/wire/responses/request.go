@@ -195,20 +195,12 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		return nil, reqErr("input", "must be a string or an array of items: %v", jsonerr.Type(err))
 	}
 	var out []chat.Message
-	// Images a run of function call outputs returned: a chat upstream's
-	// tool message carries text only, so they follow the run as a user
-	// message (one placed between tool messages would be refused).
-	var toolImages []chat.Part
 	for i := range items {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
 		typ := it.Type
 		if typ == "" && it.Role == "" && it.ID != "" && len(it.Content) == 0 {
 			typ = "item_reference" // its type is optional
-		}
-		if typ != "function_call_output" && len(toolImages) > 0 {
-			out = append(out, chat.Message{Role: chat.RoleUser, Parts: toolImages})
-			toolImages = nil
 		}
 		switch typ {
 		case "", "message":
@@ -231,12 +223,11 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			if it.CallID == "" {
 				return nil, reqErr(param+".call_id", "required")
 			}
-			text, images, err := output(it.Output, param+".output")
-			if err != nil {
+			m := chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID}
+			if err := output(&m, it.Output, param+".output"); err != nil {
 				return nil, err
 			}
-			out = append(out, chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID, Content: text})
-			toolImages = append(toolImages, images...)
+			out = append(out, m)
 		case "item_reference":
 			text, ok := "", false
 			if resolve != nil && it.ID != "" {
@@ -252,9 +243,6 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		default:
 			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
 		}
-	}
-	if len(toolImages) > 0 {
-		out = append(out, chat.Message{Role: chat.RoleUser, Parts: toolImages})
 	}
 	return out, nil
 }
@@ -307,7 +295,7 @@ func message(it *item, param string) (chat.Message, error) {
 				return m, reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
 			}
 			images = true
-			m.Parts = append(m.Parts, chat.Part{Type: chat.PartImage, ImageURL: url})
+			m.Parts = append(m.Parts, chat.ImagePart(url))
 		default:
 			return m, reqErr(pp+".type", "%q is not supported", p.Type)
 		}
@@ -319,45 +307,52 @@ func message(it *item, param string) (chat.Message, error) {
 	return m, nil
 }
 
-// output is a function call's output: a string, or content parts whose
-// text is joined and whose images are returned apart.
-func output(raw json.RawMessage, param string) (string, []chat.Part, error) {
+// output sets m's content from a function call's output: a string, or
+// content parts whose text is joined. Images (a tool that returns a
+// screenshot) stay on the tool message as parts; each upstream's encoder
+// puts them where its API takes them.
+func output(m *chat.Message, raw json.RawMessage, param string) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, nil
+		return nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", nil, reqErr(param, "%v", err)
+		if err := json.Unmarshal(raw, &m.Content); err != nil {
+			return reqErr(param, "%v", err)
 		}
-		return s, nil, nil
+		return nil
 	}
 	var parts []contentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", nil, reqErr(param, "must be a string or an array of content parts: %v", jsonerr.Type(err))
+		return reqErr(param, "must be a string or an array of content parts: %v", jsonerr.Type(err))
 	}
 	var b strings.Builder
-	var images []chat.Part
+	images := false
 	for j, p := range parts {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "input_text", "output_text", "text":
 			b.WriteString(p.Text)
+			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
 		case "input_image":
 			var url string
 			if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
-				return "", nil, reqErr(pp+".image_url", "must be a string")
+				return reqErr(pp+".image_url", "must be a string")
 			}
 			if url == "" {
-				return "", nil, reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
+				return reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
 			}
-			images = append(images, chat.Part{Type: chat.PartImage, ImageURL: url})
+			images = true
+			m.Parts = append(m.Parts, chat.ImagePart(url))
 		default:
-			return "", nil, reqErr(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+			return reqErr(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
 		}
 	}
-	return b.String(), images, nil
+	m.Content = b.String()
+	if !images {
+		m.Parts = nil
+	}
+	return nil
 }
 
 func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {

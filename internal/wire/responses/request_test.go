@@ -66,8 +66,8 @@ var parseGood = []struct {
 		},
 	},
 	{
-		// A tool that returns an image: a chat upstream's tool message
-		// carries text only, so the images follow the run of outputs.
+		// A tool that returns an image: it stays on the tool message
+		// (the upstream encoders put it where their API takes it).
 		name: "image in a function call's output",
 		body: `{"model":"m","input":[
 			{"type":"function_call","call_id":"c1","name":"shot","arguments":"{}"},
@@ -78,9 +78,11 @@ var parseGood = []struct {
 		]}`,
 		want: chat.Request{Model: "m", Messages: []chat.Message{
 			{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "shot", Arguments: "{}"}, {ID: "c2", Name: "time", Arguments: "{}"}}},
-			{Role: chat.RoleTool, ToolCallID: "c1", Content: "the screen"},
+			{Role: chat.RoleTool, ToolCallID: "c1", Content: "the screen", Parts: []chat.Part{
+				{Type: chat.PartText, Text: "the screen"},
+				{Type: chat.PartImage, ImageURL: "data:image/png;base64,AAAA", MediaType: "image/png", Data: "AAAA"},
+			}},
 			{Role: chat.RoleTool, ToolCallID: "c2", Content: "noon"},
-			{Role: chat.RoleUser, Parts: []chat.Part{{Type: chat.PartImage, ImageURL: "data:image/png;base64,AAAA"}}},
 			{Role: chat.RoleUser, Content: "What is on it?"},
 		}},
 	},
