@@ -206,8 +206,9 @@ type StageTiming struct {
 
 // Timings returns the request's timings.
 func (r *Recorder) Timings() Timings {
-	t := Timings{TTFWMs: ms(r.TTFW()), TTCMs: ms(r.TTC()), Stages: []StageTiming{}}
-	for _, s := range r.Stages() {
+	stages := r.Stages()
+	t := Timings{TTFWMs: ms(r.TTFW()), TTCMs: ms(r.TTC()), Stages: make([]StageTiming, 0, len(stages))}
+	for _, s := range stages {
 		t.Stages = append(t.Stages, StageTiming{Name: s.Name, StartMs: ms(s.Start), EndMs: ms(s.End), Note: s.Note, Group: s.Group})
 	}
 	return t
