@@ -8,6 +8,7 @@ package chat
 
 import (
 	"encoding/json"
+	"io"
 	"iter"
 	"strings"
 )
@@ -214,3 +215,24 @@ type Usage struct {
 // Stream is a response stream: each pair is a chunk and a nil error, or a
 // zero chunk and a non-nil error, after which the iteration ends.
 type Stream = iter.Seq2[Chunk, error]
+
+// Pull returns the Stream of a pull reader: next returns a chunk (valid
+// until its next call), io.EOF after the last, or the error that ends the
+// stream.
+func Pull(next func() (*Chunk, error)) Stream {
+	return func(yield func(Chunk, error) bool) {
+		for {
+			c, err := next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Chunk{}, err)
+				return
+			}
+			if !yield(*c, nil) {
+				return
+			}
+		}
+	}
+}

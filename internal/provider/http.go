@@ -349,3 +349,64 @@ func (r *httpReader) Close() {
 }
 
 var errReaderClosed = errors.New("the answer's reader was closed")
+
+// Post is an adapter's streaming request upstream.
+type Post struct {
+	Name   string // the provider, for errors
+	Client *http.Client
+	URL    string
+	Body   []byte
+	Accept string // the stream's media type
+	// Auth are the adapter's own headers (name, value), set before the
+	// provider's configured Headers; one with an empty value is not set.
+	Auth    [2][2]string
+	Headers map[string]string
+	// ReadError classifies a non-2xx answer; nil means ReadError with
+	// Decode.
+	ReadError func(resp *http.Response) *chat.Error
+	// Decode and JSONIsError are Unexpected's: whether a 2xx JSON body is
+	// an error, and how to read it.
+	Decode      func(status int, body []byte) *chat.Error
+	JSONIsError bool
+}
+
+// Send sends p and returns its 2xx response, of a type the adapter reads,
+// or the error that ends the request before any chunk (the response, if
+// any, closed).
+func (p *Post) Send(ctx context.Context) (*http.Response, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(p.Body))
+	if err != nil {
+		return nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.Name, Message: err.Error()}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", p.Accept)
+	for _, kv := range p.Auth {
+		if kv[1] != "" {
+			hreq.Header.Set(kv[0], kv[1])
+		}
+	}
+	for k, v := range p.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := Do(p.Client, hreq)
+	if err != nil {
+		return nil, TransportError(ctx, p.Name, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		if p.ReadError != nil {
+			return nil, p.ReadError(resp)
+		}
+		return nil, ReadError(p.Name, resp, p.Decode)
+	}
+	if e := Unexpected(p.Name, resp, p.JSONIsError, p.Decode); e != nil {
+		resp.Body.Close()
+		return nil, e
+	}
+	return resp, nil
+}
+
+// EncodeError is the error for a request an adapter cannot encode.
+func EncodeError(name string, err error) error {
+	return &chat.Error{Category: chat.CategoryInvalidRequest, Provider: name, Message: err.Error()}
+}

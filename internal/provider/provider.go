@@ -6,7 +6,6 @@ package provider
 
 import (
 	"context"
-	"io"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -53,18 +52,6 @@ type Reader interface {
 func Range(r Reader) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		defer r.Close()
-		for {
-			c, err := r.Next()
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(*c, nil) {
-				return
-			}
-		}
+		chat.Pull(r.Next)(yield)
 	}
 }

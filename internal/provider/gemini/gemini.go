@@ -4,7 +4,6 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -64,32 +63,16 @@ func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader 
 func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
 	body, err := wire.EncodeRequest(req)
 	if err != nil {
-		return nil, nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, nil, provider.EncodeError(p.cfg.Name, err)
 	}
-	u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse"
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, Body: body, Accept: "text/event-stream",
+		URL:     p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse",
+		Auth:    [2][2]string{{"x-goog-api-key", p.cfg.APIKey}},
+		Headers: p.cfg.Headers, Decode: wire.DecodeError, JSONIsError: true,
+		ReadError: func(resp *http.Response) *chat.Error { return readError(p.cfg.Name, resp) }}
+	resp, err := post.Send(ctx)
 	if err != nil {
-		return nil, nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if p.cfg.APIKey != "" {
-		hreq.Header.Set("x-goog-api-key", p.cfg.APIKey)
-	}
-	for k, v := range p.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	resp, err := provider.Do(p.cfg.Client, hreq)
-	if err != nil {
-		return nil, nil, provider.TransportError(ctx, p.cfg.Name, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, nil, readError(p.cfg.Name, resp)
-	}
-	if e := provider.Unexpected(p.cfg.Name, resp, true, wire.DecodeError); e != nil {
-		resp.Body.Close()
-		return nil, nil, e
+		return nil, nil, err
 	}
 	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
 }

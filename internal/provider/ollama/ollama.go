@@ -4,7 +4,6 @@
 package ollama
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -58,28 +57,13 @@ func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader 
 func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
 	body, err := wire.EncodeRequest(req)
 	if err != nil {
-		return nil, nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, nil, provider.EncodeError(p.cfg.Name, err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "application/x-ndjson",
+		Headers: p.cfg.Headers, Decode: wire.DecodeError}
+	resp, err := post.Send(ctx)
 	if err != nil {
-		return nil, nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/x-ndjson")
-	for k, v := range p.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	resp, err := provider.Do(p.cfg.Client, hreq)
-	if err != nil {
-		return nil, nil, provider.TransportError(ctx, p.cfg.Name, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, nil, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
-	}
-	if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
-		resp.Body.Close()
-		return nil, nil, e
+		return nil, nil, err
 	}
 	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxLineSize), nil
 }

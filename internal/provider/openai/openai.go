@@ -4,7 +4,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"mime"
@@ -103,31 +102,15 @@ func (l *chunkList) Next() (*chat.Chunk, error) {
 func (p *Provider) open(ctx context.Context, req *chat.Request) (resp *http.Response, whole bool, err error) {
 	body, err := wire.EncodeRequest(req, p.cfg.MaxTokensField)
 	if err != nil {
-		return nil, false, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, false, provider.EncodeError(p.cfg.Name, err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, false, &chat.Error{Category: chat.CategoryInternal, Provider: p.cfg.Name, Message: err.Error()}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "text/event-stream",
+		Headers: p.cfg.Headers, Decode: wire.DecodeError}
 	if p.cfg.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+		post.Auth[0] = [2]string{"Authorization", "Bearer " + p.cfg.APIKey}
 	}
-	for k, v := range p.cfg.Headers {
-		hreq.Header.Set(k, v)
-	}
-	resp, err = provider.Do(p.cfg.Client, hreq)
-	if err != nil {
-		return nil, false, provider.TransportError(ctx, p.cfg.Name, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, false, provider.ReadError(p.cfg.Name, resp, wire.DecodeError)
-	}
-	if e := provider.Unexpected(p.cfg.Name, resp, false, nil); e != nil {
-		resp.Body.Close()
-		return nil, false, e
+	if resp, err = post.Send(ctx); err != nil {
+		return nil, false, err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	return resp, mt == "application/json", nil

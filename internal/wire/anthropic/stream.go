@@ -139,22 +139,7 @@ type streamState struct {
 // A chunk is held back only while the next event is already buffered,
 // and Chunk.More is set when the next chunk followed without waiting.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		sr := NewStreamReader(r, maxEventSize)
-		for {
-			c, err := sr.Next()
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(*c, nil) {
-				return
-			}
-		}
-	}
+	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
 }
 
 // StreamReader is ReadStream as a pull reader, for callers that would

@@ -67,22 +67,7 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 // anything after the done line yields a protocol error; an {"error": ...}
 // line yields a classified *chat.Error.
 func ReadStream(r io.Reader, maxLineSize int) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		sr := NewStreamReader(r, maxLineSize)
-		for {
-			c, err := sr.Next()
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(*c, nil) {
-				return
-			}
-		}
-	}
+	return chat.Pull(NewStreamReader(r, maxLineSize).Next)
 }
 
 // NewStreamReader returns ReadStream's decoder as a pull reader, for

@@ -120,22 +120,7 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // A stream that ends without [DONE], or that carries truncated JSON,
 // invalid UTF-8 or an oversized event, yields a protocol error.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		sr := NewStreamReader(r, maxEventSize)
-		for {
-			c, err := sr.Next()
-			if err == io.EOF {
-				return
-			}
-			if err != nil {
-				yield(chat.Chunk{}, err)
-				return
-			}
-			if !yield(*c, nil) {
-				return
-			}
-		}
-	}
+	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
 }
 
 // NewStreamReader returns ReadStream's decoder as a pull reader, for

@@ -98,6 +98,18 @@ type contentPart struct {
 	FileID   string          `json:"file_id"`
 }
 
+// image is an input_image part (param names it in errors).
+func (p *contentPart) image(param string) (chat.Part, error) {
+	var url string
+	if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
+		return chat.Part{}, reqErr(param+".image_url", "must be a string")
+	}
+	if url == "" {
+		return chat.Part{}, reqErr(param, "an input_image needs an image_url (file_id is not supported)")
+	}
+	return chat.ImagePart(url), nil
+}
+
 // Resolver looks up an earlier answer's message item by its ID, for
 // item_reference inputs (clients that leave store on send these instead
 // of the text). It returns the text and whether the item is known.
@@ -287,15 +299,12 @@ func message(it *item, param string) (chat.Message, error) {
 			text.WriteString(p.Refusal)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Refusal})
 		case "input_image":
-			var url string
-			if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
-				return m, reqErr(pp+".image_url", "must be a string")
-			}
-			if url == "" {
-				return m, reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
+			img, err := p.image(pp)
+			if err != nil {
+				return m, err
 			}
 			images = true
-			m.Parts = append(m.Parts, chat.ImagePart(url))
+			m.Parts = append(m.Parts, img)
 		default:
 			return m, reqErr(pp+".type", "%q is not supported", p.Type)
 		}
@@ -335,15 +344,12 @@ func output(m *chat.Message, raw json.RawMessage, param string) error {
 			b.WriteString(p.Text)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
 		case "input_image":
-			var url string
-			if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
-				return reqErr(pp+".image_url", "must be a string")
-			}
-			if url == "" {
-				return reqErr(pp, "an input_image needs an image_url (file_id is not supported)")
+			img, err := p.image(pp)
+			if err != nil {
+				return err
 			}
 			images = true
-			m.Parts = append(m.Parts, chat.ImagePart(url))
+			m.Parts = append(m.Parts, img)
 		default:
 			return reqErr(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
 		}
