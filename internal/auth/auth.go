@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -66,23 +68,37 @@ func parse(key string) (prefix, secret string, ok bool) {
 	return prefix, secret, ok && len(prefix) == 8 && len(secret) >= 16
 }
 
-// Authenticator checks keys against the store, caching results briefly.
+// Authenticator checks keys against the store, caching the answers. An
+// answer is served for at most ttl from when the store was asked; once it
+// is half that old, the request that finds it also asks the store again in
+// the background, so under steady traffic no request waits for the store.
+// Concurrent requests that do wait (a new key, or after a quiet spell)
+// share one query.
 type Authenticator struct {
-	st  store.Store
-	ttl time.Duration
+	st     store.Store
+	ttl    time.Duration
+	flight singleflight.Group
+	bg     sync.WaitGroup // background refreshes
+	now    func() time.Time
 
-	mu        sync.Mutex
-	cache     map[string]cached // by full key hash
-	localAt   time.Time
-	local     bool
-	localOnce bool
+	mu     sync.Mutex
+	cache  map[string]cached // by hash and prefix; localKey is local mode
+	closed bool
 }
 
 type cached struct {
-	p   Principal
-	err error
-	at  time.Time
+	p          Principal
+	err        error // ErrUnauthorized, or nil
+	at         time.Time
+	refreshing bool
 }
+
+// localKey caches whether the gateway is in local mode; keys' entries are
+// 32 bytes of hash and a prefix, never empty.
+const localKey = ""
+
+// storeTimeout bounds one query of the store, which requests share.
+const storeTimeout = 5 * time.Second
 
 // New returns an Authenticator. ttl bounds how long a key check (and the
 // local-mode decision) is cached: a revoked key stops working within ttl.
@@ -90,28 +106,26 @@ func New(st store.Store, ttl time.Duration) *Authenticator {
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
-	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}}
+	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}, now: time.Now}
+}
+
+// Close waits for background refreshes and starts no more.
+func (a *Authenticator) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.bg.Wait()
 }
 
 // Local reports whether the gateway is in local mode: the store has never
 // had a key. Revoking every key locks everyone out; it does not reopen the
 // gateway.
 func (a *Authenticator) Local(ctx context.Context) (bool, error) {
-	a.mu.Lock()
-	if a.localOnce && time.Since(a.localAt) < a.ttl {
-		l := a.local
-		a.mu.Unlock()
-		return l, nil
-	}
-	a.mu.Unlock()
-	n, err := a.st.CountAPIKeys(ctx)
-	if err != nil {
-		return false, fmt.Errorf("auth: %w", err)
-	}
-	a.mu.Lock()
-	a.local, a.localAt, a.localOnce = n == 0, time.Now(), true
-	a.mu.Unlock()
-	return n == 0, nil
+	p, err := a.lookup(ctx, localKey, func(ctx context.Context) (Principal, error) {
+		n, err := a.st.CountAPIKeys(ctx)
+		return Principal{TenantID: LocalTenant, UserID: LocalUser, Local: n == 0}, err
+	})
+	return p.Local, err
 }
 
 // Authenticate resolves an Authorization header (or an x-api-key value)
@@ -133,30 +147,75 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization, apiKey 
 		return Principal{}, ErrUnauthorized
 	}
 	sum := sha256.Sum256([]byte(secret))
-	ck := string(sum[:]) + prefix
+	return a.lookup(ctx, string(sum[:])+prefix, func(ctx context.Context) (Principal, error) {
+		keys, err := a.st.APIKeysByPrefix(ctx, prefix)
+		if err != nil {
+			return Principal{}, err
+		}
+		for _, k := range keys {
+			if subtle.ConstantTimeCompare(k.Hash, sum[:]) == 1 && k.RevokedAt == nil {
+				return Principal{TenantID: k.TenantID, UserID: k.UserID, KeyID: k.ID}, nil
+			}
+		}
+		return Principal{}, ErrUnauthorized
+	})
+}
+
+// lookup answers from the cache, or from load, which returns the principal,
+// ErrUnauthorized, or a store failure (never cached).
+func (a *Authenticator) lookup(ctx context.Context, ck string, load func(context.Context) (Principal, error)) (Principal, error) {
+	now := a.now()
 	a.mu.Lock()
-	if c, ok := a.cache[ck]; ok && time.Since(c.at) < a.ttl {
-		a.mu.Unlock()
+	c, ok := a.cache[ck]
+	fresh := ok && now.Sub(c.at) < a.ttl
+	refresh := fresh && !a.closed && !c.refreshing && now.Sub(c.at) >= a.ttl/2
+	if refresh {
+		c.refreshing = true
+		a.cache[ck] = c
+		a.bg.Add(1)
+	}
+	a.mu.Unlock()
+	if refresh {
+		go func() {
+			defer a.bg.Done()
+			a.fill(context.WithoutCancel(ctx), ck, load)
+		}()
+	}
+	if fresh {
 		return c.p, c.err
 	}
-	a.mu.Unlock()
-	keys, err := a.st.APIKeysByPrefix(ctx, prefix)
-	if err != nil {
-		return Principal{}, fmt.Errorf("auth: %w", err)
-	}
-	p, perr := Principal{}, ErrUnauthorized
-	for _, k := range keys {
-		if subtle.ConstantTimeCompare(k.Hash, sum[:]) == 1 && k.RevokedAt == nil {
-			p, perr = Principal{TenantID: k.TenantID, UserID: k.UserID, KeyID: k.ID}, nil
+	return a.fill(ctx, ck, load)
+}
+
+// fill asks the store once for everyone who needs ck now and caches the
+// answer. The query outlives a caller that leaves: others may share it.
+func (a *Authenticator) fill(ctx context.Context, ck string, load func(context.Context) (Principal, error)) (Principal, error) {
+	v, err, _ := a.flight.Do(ck, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		asked := a.now()
+		p, err := load(ctx)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if err != nil && !errors.Is(err, ErrUnauthorized) {
+			if c, ok := a.cache[ck]; ok {
+				c.refreshing = false // the next request past half-life tries again
+				a.cache[ck] = c
+			}
+			return nil, fmt.Errorf("auth: %w", err)
 		}
+		if len(a.cache) > 10000 {
+			clear(a.cache)
+		}
+		c := cached{p: p, err: err, at: asked}
+		a.cache[ck] = c
+		return c, nil
+	})
+	if err != nil {
+		return Principal{}, err
 	}
-	a.mu.Lock()
-	if len(a.cache) > 10000 {
-		clear(a.cache)
-	}
-	a.cache[ck] = cached{p: p, err: perr, at: time.Now()}
-	a.mu.Unlock()
-	return p, perr
+	c := v.(cached)
+	return c.p, c.err
 }
 
 // EnsureTenant creates a tenant if it does not exist.

@@ -60,6 +60,7 @@ type LatencyResult struct {
 	Direct      Dist
 	Gateway     Dist
 	Proxy       *Dist // httputil.ReverseProxy, when measured
+	Relay       *Dist // a TCP relay (the extra hop alone), with Proxy
 }
 
 // Dist holds percentiles of a path, in milliseconds.
@@ -157,7 +158,7 @@ models:
 		return nil, err
 	}
 	defer gw.Stop()
-	var proxy, rproxy, hproxy *Process
+	var proxy, rproxy, hproxy, relay *Process
 	if o.ReverseProxy {
 		haddr, err := FreeAddr()
 		if err != nil {
@@ -177,6 +178,15 @@ models:
 			return nil, err
 		}
 		defer rproxy.Stop()
+		taddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		relay, err = StartProcess(ctx, taddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--tcp", "--addr", taddr, "--upstream", up.URL)
+		if err != nil {
+			return nil, err
+		}
+		defer relay.Stop()
 		paddr, err := FreeAddr()
 		if err != nil {
 			return nil, err
@@ -208,7 +218,7 @@ models:
 		logf("latency: concurrency %d, %d requests per path (TTFT 50ms, 100 chunks 5ms apart)", conc, n)
 		targets := []string{urls["real"], gw.URL}
 		if rproxy != nil {
-			targets = append(targets, rproxy.URL)
+			targets = append(targets, rproxy.URL, relay.URL+"/real")
 		}
 		d, err := latency(ctx, conc, n, targets, "real")
 		if err != nil {
@@ -216,7 +226,7 @@ models:
 		}
 		lr := LatencyResult{Concurrency: conc, N: n, Direct: d[0], Gateway: d[1]}
 		if rproxy != nil {
-			lr.Proxy = &d[2]
+			lr.Proxy, lr.Relay = &d[2], &d[3]
 		}
 		rep.Latency = append(rep.Latency, lr)
 	}
@@ -479,12 +489,18 @@ func (r *Report) latencyMarkdown(b *strings.Builder) {
 			l.Gateway.Total50-l.Direct.Total50, l.Gateway.Total99-l.Direct.Total99,
 			l.Direct.Gap50, l.Direct.Gap99, l.Gateway.Gap50, l.Gateway.Gap99)
 	}
-	for _, l := range r.Latency {
-		if p := l.Proxy; p != nil {
-			if l.Concurrency == r.Latency[0].Concurrency {
-				b.WriteString("\nFor reference, Go's `httputil.ReverseProxy` (parses nothing) in the same rounds:\n\n| concurrency | TTFT p50 added | TTFT p99 added | total p50 added | chunk gap p50 / p99 |\n|---|---|---|---|---|\n")
+	if len(r.Latency) == 0 || r.Latency[0].Proxy == nil {
+		return
+	}
+	b.WriteString("\nFor reference, in the same rounds: Go's `httputil.ReverseProxy` (parses nothing), and a TCP relay that copies bytes both ways (no HTTP at all: the cost of the extra hop alone):\n\n| path | concurrency | TTFT p50 added | TTFT p99 added | total p50 added | chunk gap p50 / p99 |\n|---|---|---|---|---|---|\n")
+	for _, ref := range []struct {
+		name string
+		d    func(LatencyResult) *Dist
+	}{{"ReverseProxy", func(l LatencyResult) *Dist { return l.Proxy }}, {"TCP relay", func(l LatencyResult) *Dist { return l.Relay }}} {
+		for _, l := range r.Latency {
+			if p := ref.d(l); p != nil {
+				fmt.Fprintf(b, "| %s | %d | %+.2f ms | %+.2f ms | %+.2f ms | %.2f / %.2f ms |\n", ref.name, l.Concurrency, p.TTFT50-l.Direct.TTFT50, p.TTFT99-l.Direct.TTFT99, p.Total50-l.Direct.Total50, p.Gap50, p.Gap99)
 			}
-			fmt.Fprintf(b, "| %d | %+.2f ms | %+.2f ms | %+.2f ms | %.2f / %.2f ms |\n", l.Concurrency, p.TTFT50-l.Direct.TTFT50, p.TTFT99-l.Direct.TTFT99, p.Total50-l.Direct.Total50, p.Gap50, p.Gap99)
 		}
 	}
 }

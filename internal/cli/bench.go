@@ -57,11 +57,15 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 	fs := flag.NewFlagSet("bench-proxy", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	upstream := fs.String("upstream", "", "upstream base URL")
+	upstream := fs.String("upstream", "", "upstream base URL (with --tcp, its host:port is used)")
+	tcp := fs.Bool("tcp", false, "relay TCP connections byte for byte instead of proxying HTTP")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	u, err := url.Parse(*upstream)
+	if err == nil && *tcp {
+		return bench.RelayTCP(ctx, *addr, u.Host)
+	}
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("--upstream: want a URL, got %q", *upstream)
 	}

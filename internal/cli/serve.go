@@ -224,6 +224,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		return fail(fmt.Errorf("store: %w", err))
 	}
 	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
+	app.closers = append(app.closers, func() error { app.Auth.Close(); return nil })
 	app.Window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
 	usage := newUsageWriter(st, log)
 	app.closers = append(app.closers, usage.Close)
