@@ -89,6 +89,8 @@ type MemoryResult struct {
 	// ProxyPerStream is httputil.ReverseProxy's RSS per open stream in the
 	// same phase (0 when not measured).
 	ProxyPerStream float64
+	// Fresh is the same measure in a gateway that served nothing before.
+	Fresh *MemoryResult
 }
 
 type runtimeStats struct {
@@ -271,11 +273,28 @@ models:
 	if !o.runs("memory") {
 		return rep, nil
 	}
-	logf("memory: %d concurrent idle streams", o.IdleStreams)
+	logf("memory: %d concurrent idle streams, in the gateway that served the phases above and in a fresh one", o.IdleStreams)
 	mem, err := idle(ctx, gw, o.IdleStreams, true)
 	if err != nil {
 		return nil, err
 	}
+	// A gateway that has served load keeps its grown heap, whose free
+	// pages new streams reuse without adding RSS; a fresh one shows the
+	// whole cost.
+	faddr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := StartProcess(ctx, faddr, "/healthz", o.GatewayEnv, o.Exe, "serve", "--config", f.Name(), "--addr", faddr)
+	if err != nil {
+		return nil, err
+	}
+	fm, err := idle(ctx, fresh, o.IdleStreams, true)
+	fresh.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("fresh gateway: %w", err)
+	}
+	mem.Fresh = &fm
 	if hproxy != nil {
 		pm, err := idle(ctx, hproxy, o.IdleStreams, false)
 		if err != nil {
@@ -519,9 +538,13 @@ func (r *Report) throughputMarkdown(b *strings.Builder) {
 func (r *Report) memoryMarkdown(b *strings.Builder) {
 	m := r.Memory
 	fmt.Fprintf(b, "\n### Memory (%d concurrent open, idle streams)\n\n", m.Streams)
-	fmt.Fprintf(b, "Gateway RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
+	fmt.Fprintf(b, "The gateway that served the phases above: RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream**. Per stream, after a collection: %.1f KiB of live heap, %.1f KiB of goroutine stacks (%.0f goroutines: the server connection, its background reader, and the upstream connection's read and write loops).\n",
 		float64(m.RSSBefore)/(1<<20), float64(m.RSSAfter)/(1<<20), m.PerStream/1024, m.HeapPerStream/1024, m.StackPerStream/1024, m.GoroutinesPerStream)
+	if f := m.Fresh; f != nil {
+		fmt.Fprintf(b, "\nA fresh gateway (started for this phase, nothing served before): RSS %.1f MiB before, %.1f MiB with the streams open: **%.1f KiB per open stream** (%.1f KiB of live heap, %.1f KiB of stacks).\n",
+			float64(f.RSSBefore)/(1<<20), float64(f.RSSAfter)/(1<<20), f.PerStream/1024, f.HeapPerStream/1024, f.StackPerStream/1024)
+	}
 	if m.ProxyPerStream > 0 {
-		fmt.Fprintf(b, "\nGo's `httputil.ReverseProxy` holding the same streams: %.1f KiB per open stream.\n", m.ProxyPerStream/1024)
+		fmt.Fprintf(b, "\nGo's `httputil.ReverseProxy` holding the same streams (a fresh process): %.1f KiB per open stream.\n", m.ProxyPerStream/1024)
 	}
 }
