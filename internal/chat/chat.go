@@ -212,6 +212,22 @@ type Usage struct {
 	Estimated bool `json:"estimated,omitempty"`
 }
 
+// MaxUsageTokens bounds a believable count in one request's usage: far
+// above any context window, far below what sums of many requests overflow.
+const MaxUsageTokens = 1 << 32
+
+// Plausible reports whether every count is in [0, MaxUsageTokens]. A
+// provider that reports otherwise is broken, and its numbers must be
+// neither billed nor passed on.
+func (u *Usage) Plausible() bool {
+	for _, n := range [...]int{u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.CacheWriteTokens, u.ReasoningTokens} {
+		if n < 0 || n > MaxUsageTokens {
+			return false
+		}
+	}
+	return true
+}
+
 // Stream is a response stream: each pair is a chunk and a nil error, or a
 // zero chunk and a non-nil error, after which the iteration ends.
 type Stream = iter.Seq2[Chunk, error]

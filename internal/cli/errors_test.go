@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -249,6 +250,54 @@ func TestBadClientRequests(t *testing.T) {
 			}
 			if tt.param != "" && (body.Error.Param == nil || *body.Error.Param != tt.param) {
 				t.Errorf("param = %v, want %q (%s)", body.Error.Param, tt.param, b)
+			}
+		})
+	}
+}
+
+// An upstream reporting usage no request can have (negative, or beyond
+// any context window) is neither billed nor shown: the request is metered
+// as if no usage came, estimated and flagged, and nothing panics.
+func TestImplausibleUpstreamUsage(t *testing.T) {
+	for _, tc := range []struct{ name, usage string }{
+		{"negative", `{"prompt_tokens":-5,"completion_tokens":-1000000,"total_tokens":-1000005}`},
+		{"huge", `{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807,"total_tokens":-2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				sseWrite(w, chunkJSON("Hello")+
+					`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
+					`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":`+tc.usage+"}\n\n"+
+					"data: [DONE]\n\n")
+			})
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			for _, stream := range []bool{true, false} {
+				opts := ""
+				if stream {
+					opts = `"stream_options":{"include_usage":true},`
+				}
+				resp := post(t, gw.URL, fmt.Sprintf(`{"model":"chat","stream":%v,%s"messages":[{"role":"user","content":"hi"}]}`, stream, opts))
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatalf("stream=%v: reading the answer: %v (the connection broke)", stream, err)
+				}
+				id := resp.Header.Get("X-Request-Id")
+				if stream && (!strings.HasSuffix(string(b), "data: [DONE]\n\n") || strings.Contains(string(b), "-100000") || strings.Contains(string(b), "922337")) {
+					t.Errorf("stream: %s", b)
+				}
+				if !stream && (resp.StatusCode != 200 || strings.Contains(string(b), "-100000") || strings.Contains(string(b), "922337")) {
+					t.Errorf("whole: %d %s", resp.StatusCode, b)
+				}
+				rec, ok := gw.Meter.Find(id)
+				if !ok {
+					t.Fatalf("stream=%v: no record for %s", stream, id)
+				}
+				u := rec.Usage
+				if !u.Estimated || !rec.UsageMissing || u.InputTokens <= 0 || u.InputTokens > 100 || u.OutputTokens <= 0 || u.OutputTokens > 100 {
+					t.Errorf("stream=%v: metered %+v, usage_missing=%v; want a small estimate, flagged", stream, u, rec.UsageMissing)
+				}
 			}
 		})
 	}

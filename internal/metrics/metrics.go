@@ -114,8 +114,10 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	if r.Total > 0 && (r.Status == metering.StatusComplete || r.Status == metering.StatusTimeout) {
 		m.ttc.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.Total.Seconds())
 	}
-	m.tokens.WithLabelValues(r.Alias, dep, "input").Add(float64(r.Usage.InputTokens))
-	m.tokens.WithLabelValues(r.Alias, dep, "output").Add(float64(r.Usage.OutputTokens))
+	// A counter panics on a negative add; the router drops implausible
+	// usage, and this keeps it so whatever else a record carries.
+	m.tokens.WithLabelValues(r.Alias, dep, "input").Add(float64(max(r.Usage.InputTokens, 0)))
+	m.tokens.WithLabelValues(r.Alias, dep, "output").Add(float64(max(r.Usage.OutputTokens, 0)))
 	if r.Usage.CachedInputTokens > 0 {
 		m.tokens.WithLabelValues(r.Alias, dep, "cached").Add(float64(r.Usage.CachedInputTokens))
 	}

@@ -449,6 +449,11 @@ func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
 func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
 
 func (t *tally) add(c *chat.Chunk) {
+	if c.Usage != nil && !c.Usage.Plausible() {
+		// Dropped: the request is metered as if no usage came (estimated,
+		// and flagged as missing), and the client is not shown it.
+		c.Usage = nil
+	}
 	if c.Choice < 0 || c.Choice >= chat.MaxChoices {
 		return
 	}
