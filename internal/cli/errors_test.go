@@ -157,53 +157,70 @@ func TestErrorsMidStream(t *testing.T) {
 		{"event: error", "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"type\":\"overloaded_error\"}}\n\n"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
-				sseWrite(w, hello)
-				sseWrite(w, tt.tail)
-			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-			resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-			defer resp.Body.Close()
-			if resp.StatusCode != 200 {
-				t.Fatalf("status %d", resp.StatusCode)
+		// Separately, and in one write, so that the text and the failure
+		// arrive in one read.
+		for _, together := range []bool{false, true} {
+			name := tt.name
+			if together {
+				name += " in one read"
 			}
-			events := readEvents(resp.Body)
-			var text strings.Builder
-			for _, ev := range events[:len(events)-1] {
-				var c struct {
-					Choices []struct {
-						Delta struct{ Content string } `json:"delta"`
-					} `json:"choices"`
-				}
-				if json.Unmarshal([]byte(ev.data), &c) == nil && len(c.Choices) > 0 {
-					text.WriteString(c.Choices[0].Delta.Content)
-				}
-			}
-			if text.String() != "Hello world" {
-				t.Errorf("text before the error = %q, want %q", text.String(), "Hello world")
-			}
-			last := events[len(events)-1]
-			var e struct {
-				Error *struct{ Message, Type, Code string } `json:"error"`
-			}
-			if err := json.Unmarshal([]byte(last.data), &e); err != nil || e.Error == nil || e.Error.Message == "" {
-				t.Fatalf("last event %q is not an error event", last.data)
-			}
-			for _, ev := range events {
-				if ev.data == "[DONE]" {
-					t.Error("a broken stream ended with [DONE]")
-				}
-				if strings.Contains(ev.data, `"finish_reason":"stop"`) {
-					t.Error("a broken stream reported finish_reason stop")
-				}
-			}
-			rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id"))
-			if rec.Status != metering.StatusError || rec.ErrorCode == "" {
-				t.Errorf("record status %s code %q, want error", rec.Status, rec.ErrorCode)
-			}
-		})
+			t.Run(name, func(t *testing.T) { testErrorMidStream(t, hello, tt.tail, together) })
+		}
+	}
+}
+
+func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		sseHeaders(w)
+		if together {
+			sseWrite(w, hello+tail)
+			return
+		}
+		sseWrite(w, hello)
+		sseWrite(w, tail)
+	})
+	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+	resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if resp.Header.Get("X-Firstword-Deployment") != "local/mock-model" || resp.Header.Get("Server-Timing") == "" {
+		t.Errorf("route headers missing: %v", resp.Header)
+	}
+	events := readEvents(resp.Body)
+	var text strings.Builder
+	for _, ev := range events[:len(events)-1] {
+		var c struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(ev.data), &c) == nil && len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	if text.String() != "Hello world" {
+		t.Errorf("text before the error = %q, want %q", text.String(), "Hello world")
+	}
+	last := events[len(events)-1]
+	var e struct {
+		Error *struct{ Message, Type, Code string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(last.data), &e); err != nil || e.Error == nil || e.Error.Message == "" {
+		t.Fatalf("last event %q is not an error event", last.data)
+	}
+	for _, ev := range events {
+		if ev.data == "[DONE]" {
+			t.Error("a broken stream ended with [DONE]")
+		}
+		if strings.Contains(ev.data, `"finish_reason":"stop"`) {
+			t.Error("a broken stream reported finish_reason stop")
+		}
+	}
+	rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id"))
+	if rec.Status != metering.StatusError || rec.ErrorCode == "" {
+		t.Errorf("record status %s code %q, want error", rec.Status, rec.ErrorCode)
 	}
 }
 

@@ -302,6 +302,11 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 		}) {
 			return
 		}
+		if !es.Committed() {
+			// Visible chunks and the failure came in one read: the
+			// chunks go first, after the route's headers.
+			es.Header(x.commitHeaders)
+		}
 		es.Write(sf.errorEvent(out.get(), x, ce))
 		return
 	}
