@@ -82,6 +82,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ProtocolError is an upstream answer that could not be read: malformed,
+// truncated, or not what its format promises.
+func ProtocolError(err error) *Error {
+	return &Error{Category: CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
+}
+
 // HTTPStatus is the status firstword answers with when this error happens
 // before the response is committed.
 func (e *Error) HTTPStatus() int {

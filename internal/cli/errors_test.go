@@ -319,3 +319,46 @@ func TestImplausibleUpstreamUsage(t *testing.T) {
 		})
 	}
 }
+
+// A connection reset by the upstream reaches the client as the connection
+// lost, never as the socket's addresses, before the first byte and after.
+func TestUpstreamConnectionReset(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first string // sent before the reset
+	}{
+		{"after headers", ""},
+		{"mid-stream", chunkJSON("Hello")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				if tc.first != "" {
+					sseWrite(w, tc.first)
+				}
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					return
+				}
+				conn.(*net.TCPConn).SetLinger(0) // close sends a reset
+				conn.Close()
+			})
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body := string(b)
+			host := strings.TrimPrefix(up.URL, "http://")
+			host = host[:strings.LastIndex(host, ":")]
+			if strings.Contains(body, host) || !strings.Contains(body, "upstream connection lost") || !strings.Contains(body, `"upstream_unavailable"`) {
+				t.Errorf("%d %s", resp.StatusCode, body)
+			}
+			if tc.first == "" && resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("before any token: status %d, want 502 or 503", resp.StatusCode)
+			}
+			if tc.first != "" && (resp.StatusCode != 200 || strings.Contains(body, "[DONE]")) {
+				t.Errorf("mid-stream: status %d, body %s", resp.StatusCode, body)
+			}
+		})
+	}
+}

@@ -131,21 +131,49 @@ func TransportError(ctx context.Context, name string, err error) error {
 // address: the message reaches clients; the error itself (kept in
 // chat.Error.Err) reaches the log.
 func unreachable(err error) string {
+	if why := connFailure(err); why != "" {
+		return "upstream unreachable: " + why
+	}
+	return "upstream unreachable"
+}
+
+// connFailure names what went wrong with a connection, or returns "" if
+// err is not about the connection.
+func connFailure(err error) string {
 	var dns *net.DNSError
 	var ne net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "upstream unreachable: connection refused"
+		return "connection refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "upstream unreachable: connection closed"
+		return "connection closed"
 	case errors.As(err, &dns):
-		return "upstream unreachable: name not resolved"
+		return "name not resolved"
 	case errors.As(err, &ne) && ne.Timeout():
-		return "upstream unreachable: timed out"
+		return "timed out"
 	case strings.Contains(err.Error(), "tls:"), strings.Contains(err.Error(), "x509:"):
-		return "upstream unreachable: TLS failed"
+		return "TLS failed"
 	}
-	return "upstream unreachable"
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return "connection failed"
+	}
+	return ""
+}
+
+// lostConnection reclassifies a stream that broke because its connection
+// did (reset, closed in the middle of the body) rather than because of what
+// it carried: upstream_unavailable, with a message that names no address.
+func lostConnection(name string, err error) error {
+	ce, ok := err.(*chat.Error)
+	if !ok || ce.Category != chat.CategoryProtocol || ce.Err == nil {
+		return err
+	}
+	why := connFailure(ce.Err)
+	if why == "" {
+		return err
+	}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: name, Message: "upstream connection lost: " + why, Retryable: true, Err: ce.Err}
 }
 
 // ReadError reads a non-2xx response and classifies it with decode, adding
@@ -328,7 +356,7 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 		r.err = io.EOF
 		return nil, io.EOF
 	case err != nil:
-		err = Cause(r.ctx, err)
+		err = lostConnection(r.name, Cause(r.ctx, err))
 		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
 			ce.Provider = r.name
 		}

@@ -174,7 +174,7 @@ func (r *StreamReader) Next() (*chat.Chunk, error) {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, r.s.events)
 			}
-			r.err = protocolError(err)
+			r.err = chat.ProtocolError(err)
 			continue
 		}
 		// step decodes into pending: the held chunk waits in out.
@@ -222,14 +222,14 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		return false, false, decodeErrorEvent(data)
 	}
 	if !utf8.Valid(data) {
-		return false, false, protocolError(errors.New("upstream sent invalid UTF-8"))
+		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	if data[0] != '{' {
-		return false, false, protocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
+		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
 	}
 	e := &s.ev
 	if err := decodeEvent(data, e); err != nil {
-		return false, false, protocolError(fmt.Errorf("upstream sent a malformed %s event: %v", ev.Type, err))
+		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent a malformed %s event: %v", ev.Type, err))
 	}
 	typ := e.Type
 	if typ == "" {
@@ -242,7 +242,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		return false, false, errorFromBody(0, e.Error, data)
 	case "message_start":
 		if s.started {
-			return false, false, protocolError(errors.New("upstream sent a second message_start"))
+			return false, false, chat.ProtocolError(errors.New("upstream sent a second message_start"))
 		}
 		s.started = true
 		if m := e.Message; m != nil {
@@ -253,7 +253,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		return s.model != "", false, nil
 	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
 		if !s.started {
-			return false, false, protocolError(fmt.Errorf("upstream sent %s before message_start", typ))
+			return false, false, chat.ProtocolError(fmt.Errorf("upstream sent %s before message_start", typ))
 		}
 	default:
 		// New event types may be added to the API; they are skipped.
@@ -268,7 +268,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		}
 		cb := e.ContentBlock
 		if cb == nil {
-			return false, false, protocolError(fmt.Errorf("upstream sent content_block_start %d without a content_block", e.Index))
+			return false, false, chat.ProtocolError(fmt.Errorf("upstream sent content_block_start %d without a content_block", e.Index))
 		}
 		switch cb.Type {
 		case "text":
@@ -277,7 +277,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			return c.Text != "", false, nil
 		case "tool_use":
 			if s.tools >= chat.MaxToolCalls {
-				return false, false, protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
+				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
 			}
 			b.kind, b.tool = blockTool, s.tools
 			s.tools++
@@ -312,7 +312,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			return false, false, err
 		}
 		if !b.open {
-			return false, false, protocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
+			return false, false, chat.ProtocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
 		}
 		b.open = false
 	case "message_delta":
@@ -347,14 +347,14 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 // startBlock claims the block at index i for a content_block_start.
 func (s *streamState) startBlock(i int) (*block, error) {
 	if i < 0 || i >= maxBlocks {
-		return nil, protocolError(fmt.Errorf("upstream sent content block index %d", i))
+		return nil, chat.ProtocolError(fmt.Errorf("upstream sent content block index %d", i))
 	}
 	if i >= len(s.blocks) {
 		s.blocks = append(s.blocks, make([]block, i+1-len(s.blocks))...)
 	}
 	b := &s.blocks[i]
 	if b.kind != blockUnused {
-		return nil, protocolError(fmt.Errorf("upstream started content block %d twice", i))
+		return nil, chat.ProtocolError(fmt.Errorf("upstream started content block %d twice", i))
 	}
 	b.open = true
 	return b, nil
@@ -363,7 +363,7 @@ func (s *streamState) startBlock(i int) (*block, error) {
 // block returns the started block at index i.
 func (s *streamState) block(i int, what string) (*block, error) {
 	if i < 0 || i >= len(s.blocks) || s.blocks[i].kind == blockUnused {
-		return nil, protocolError(fmt.Errorf("upstream sent %s for content block %d, which was not started", what, i))
+		return nil, chat.ProtocolError(fmt.Errorf("upstream sent %s for content block %d, which was not started", what, i))
 	}
 	return &s.blocks[i], nil
 }
@@ -397,10 +397,6 @@ func (s *streamState) usage() *chat.Usage {
 		CachedInputTokens: s.cacheR,
 		CacheWriteTokens:  s.cacheW,
 	}
-}
-
-func protocolError(err error) error {
-	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 }
 
 // decodeErrorEvent classifies an error event, whatever its data holds.

@@ -160,7 +160,7 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 			if err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%w: stream ended inside an event after %d events", chat.ErrTruncated, s.events)
 			}
-			return nil, protocolError(err)
+			return nil, chat.ProtocolError(err)
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue
@@ -168,10 +168,10 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 		// Decoded here, not in event: the decode is the deepest moment
 		// of a stream, and event's frame is large.
 		if !utf8.Valid(ev.Data) {
-			return nil, protocolError(errors.New("upstream sent invalid UTF-8"))
+			return nil, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 		}
 		if err := decodeResponse(ev.Data, &s.resp); err != nil {
-			return nil, protocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
+			return nil, chat.ProtocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
 		}
 		if err := s.event(); err != nil {
 			return nil, err
@@ -203,7 +203,7 @@ func (s *StreamReader) event() error {
 			idx = *c.Index
 		}
 		if idx < 0 || idx >= chat.MaxChoices {
-			return protocolError(fmt.Errorf("upstream sent candidate index %d", idx))
+			return chat.ProtocolError(fmt.Errorf("upstream sent candidate index %d", idx))
 		}
 		st := s.perChoice[idx]
 		if st == nil {
@@ -216,7 +216,7 @@ func (s *StreamReader) event() error {
 			for _, p := range c.Content.Parts {
 				if p.FunctionCall != nil {
 					if st.calls >= chat.MaxToolCalls {
-						return protocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
+						return chat.ProtocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
 					}
 					ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(p.FunctionCall, st.calls, s.calls))
 					st.calls++
@@ -260,14 +260,14 @@ func (s *StreamReader) event() error {
 // the last with the usage.
 func (s *StreamReader) end() error {
 	if s.events == 0 {
-		return protocolError(fmt.Errorf("%w: empty stream", chat.ErrTruncated))
+		return chat.ProtocolError(fmt.Errorf("%w: empty stream", chat.ErrTruncated))
 	}
 	if len(s.perChoice) == 0 {
-		return protocolError(fmt.Errorf("%w: no candidates in %d events", chat.ErrTruncated, s.events))
+		return chat.ProtocolError(fmt.Errorf("%w: no candidates in %d events", chat.ErrTruncated, s.events))
 	}
 	for idx := range chat.MaxChoices {
 		if st := s.perChoice[idx]; st != nil && !st.finished {
-			return protocolError(fmt.Errorf("%w: candidate %d has no finishReason", chat.ErrTruncated, idx))
+			return chat.ProtocolError(fmt.Errorf("%w: candidate %d has no finishReason", chat.ErrTruncated, idx))
 		}
 	}
 	s.held[len(s.held)-1].Usage = s.usage
@@ -295,10 +295,6 @@ func toolCallDelta(fc *FunctionCall, index, ordinal int) chat.ToolCallDelta {
 		}
 	}
 	return chat.ToolCallDelta{Index: index, ID: id, Name: fc.Name, Arguments: args}
-}
-
-func protocolError(err error) error {
-	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 }
 
 // decodeResponse decodes one event into r exactly as json.Unmarshal would

@@ -112,13 +112,13 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			return s.end()
 		}
 		if err != nil {
-			return nil, protocolError(err)
+			return nil, chat.ProtocolError(err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		if s.final != nil {
-			return nil, protocolError(errors.New("upstream sent data after the done line"))
+			return nil, chat.ProtocolError(errors.New("upstream sent data after the done line"))
 		}
 		if err := s.decode(line); err != nil {
 			return nil, err
@@ -133,7 +133,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 // decode decodes one line into s.out, noting the done line's ending.
 func (s *StreamReader) decode(line []byte) error {
 	if !utf8.Valid(line) {
-		return protocolError(errors.New("upstream sent invalid UTF-8"))
+		return chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	resp := &s.resp
 	*resp = Response{}
@@ -143,7 +143,7 @@ func (s *StreamReader) decode(line []byte) error {
 		} else {
 			err = fmt.Errorf("upstream sent a malformed line: %v", err)
 		}
-		return protocolError(err)
+		return chat.ProtocolError(err)
 	}
 	s.lines++
 	if len(resp.Error) > 0 && string(resp.Error) != "null" {
@@ -152,7 +152,7 @@ func (s *StreamReader) decode(line []byte) error {
 	s.out = chat.Chunk{Text: resp.Message.Content}
 	for _, tc := range resp.Message.ToolCalls {
 		if s.calls >= chat.MaxToolCalls {
-			return protocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
+			return chat.ProtocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
 		}
 		s.out.ToolCalls = append(s.out.ToolCalls, toolCallDelta(&tc, s.calls))
 		s.calls++
@@ -181,7 +181,7 @@ func (s *StreamReader) end() (*chat.Chunk, error) {
 		return nil, io.EOF
 	}
 	if s.final == nil {
-		return nil, protocolError(fmt.Errorf("%w: no done line after %d lines", chat.ErrTruncated, s.lines))
+		return nil, chat.ProtocolError(fmt.Errorf("%w: no done line after %d lines", chat.ErrTruncated, s.lines))
 	}
 	s.out, s.ended = *s.final, true
 	return &s.out, nil
@@ -209,10 +209,6 @@ func toolCallDelta(tc *ToolCall, ordinal int) chat.ToolCallDelta {
 		}
 	}
 	return chat.ToolCallDelta{Index: ordinal, ID: id, Name: tc.Function.Name, Arguments: args}
-}
-
-func protocolError(err error) error {
-	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 }
 
 // streamError classifies an error line. Ollama sends a string; a proxy in

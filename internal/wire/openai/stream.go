@@ -179,7 +179,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			s.choice++
 			ch := &s.c.Choices[i]
 			if ch.Index < 0 || ch.Index >= chat.MaxChoices {
-				return nil, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
+				return nil, chat.ProtocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
 			}
 			s.out = chat.Chunk{Choice: ch.Index}
 			out := &s.out
@@ -196,7 +196,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				if tc.Index < 0 || tc.Index >= chat.MaxToolCalls {
-					return nil, protocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index))
+					return nil, chat.ProtocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index))
 				}
 				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
@@ -222,7 +222,7 @@ func (s *StreamReader) event() error {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, s.chunks)
 			}
-			return protocolError(err)
+			return chat.ProtocolError(err)
 		}
 		data := ev.Data
 		if len(data) == 0 {
@@ -230,7 +230,7 @@ func (s *StreamReader) event() error {
 		}
 		if bytes.Equal(data, doneMarker) {
 			if s.chunks == 0 {
-				return protocolError(fmt.Errorf("%w: the end marker came before any chunk", chat.ErrTruncated))
+				return chat.ProtocolError(fmt.Errorf("%w: the end marker came before any chunk", chat.ErrTruncated))
 			}
 			if len(s.held) == 0 && s.usage != nil {
 				s.held = append(s.held, chat.Chunk{})
@@ -242,13 +242,13 @@ func (s *StreamReader) event() error {
 			return decodeErrorEvent(data)
 		}
 		if !utf8.Valid(data) {
-			return protocolError(errors.New("upstream sent invalid UTF-8"))
+			return chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 		}
 		// decodeChunk resets s.c but keeps its storage (choices and
 		// model) for this chunk: nothing handed out points into it.
 		s.choice = 0
 		if err := decodeChunk(data, &s.c); err != nil {
-			return protocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err))
+			return chat.ProtocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err))
 		}
 		s.chunks++
 		if s.c.Error != nil {
@@ -276,10 +276,6 @@ func hasErrorMessage(raw json.RawMessage) bool {
 	}
 	var str string
 	return len(raw) > 0 && (json.Unmarshal(raw, &o) == nil && o.Message != "" || json.Unmarshal(raw, &str) == nil && str != "")
-}
-
-func protocolError(err error) error {
-	return &chat.Error{Category: chat.CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 }
 
 func decodeErrorEvent(data []byte) error {
@@ -385,19 +381,19 @@ func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
 	}
 	dec := json.NewDecoder(io.LimitReader(r, 64<<20))
 	if err := dec.Decode(&c); err != nil {
-		return nil, protocolError(fmt.Errorf("upstream sent a malformed completion: %v", err))
+		return nil, chat.ProtocolError(fmt.Errorf("upstream sent a malformed completion: %v", err))
 	}
 	if hasErrorMessage(c.Error) {
 		// Some servers answer 200 with an error object.
 		return nil, DecodeError(0, append(append([]byte(`{"error":`), c.Error...), '}'))
 	}
 	if len(c.Choices) == 0 {
-		return nil, protocolError(errors.New("upstream sent a completion without choices"))
+		return nil, chat.ProtocolError(errors.New("upstream sent a completion without choices"))
 	}
 	chunks := make([]chat.Chunk, 0, len(c.Choices))
 	for i, ch := range c.Choices {
 		if ch.Index < 0 || ch.Index >= chat.MaxChoices {
-			return nil, protocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
+			return nil, chat.ProtocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
 		}
 		out := chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(ch.FinishReason)}
 		if i == 0 {
