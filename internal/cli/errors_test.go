@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/firstword/firstword/internal/metering"
 )
@@ -358,6 +360,52 @@ func TestUpstreamConnectionReset(t *testing.T) {
 			}
 			if tc.first != "" && (resp.StatusCode != 200 || strings.Contains(body, "[DONE]")) {
 				t.Errorf("mid-stream: status %d, body %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// An upstream that keeps its response open after [DONE] does not hold
+// back the client's ending; one that ends its response as usual has its
+// connection reused by the next request.
+func TestEndMarkerEndsTheStream(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			release := make(chan struct{})
+			var doneAt atomic.Int64
+			var conns atomic.Int32
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				sseWrite(w, chunkJSON("Hello"))
+				doneAt.Store(time.Now().UnixNano())
+				sseWrite(w, finishJSON)
+				if hold {
+					select {
+					case <-release:
+					case <-r.Context().Done():
+					}
+				}
+			})
+			defer close(release)
+			up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			for range 3 {
+				resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+				events := readEvents(resp.Body)
+				resp.Body.Close()
+				if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+					t.Fatalf("stream did not end with [DONE]: %v", events)
+				}
+				if late := events[len(events)-1].at.Sub(time.Unix(0, doneAt.Load())); late > 50*time.Millisecond {
+					t.Errorf("[DONE] reached the client %v after the upstream sent it", late)
+				}
+			}
+			if n := conns.Load(); !hold && n != 1 {
+				t.Errorf("three requests in turn opened %d upstream connections, want 1 (reused)", n)
 			}
 		})
 	}

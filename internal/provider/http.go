@@ -259,13 +259,28 @@ func Cause(ctx context.Context, err error) error {
 }
 
 // Drain reads what is left of a finished response body (typically just the
-// chunked encoding's terminator) so that its connection goes back to the
-// pool instead of being closed: a closed connection costs the next request
-// a dial. It gives up after a short wait, closing the body, so a server
-// that keeps the response open cannot hold the caller.
+// chunked encoding's terminator) and closes it, so that its connection goes
+// back to the pool instead of being closed: a closed connection costs the
+// next request a dial. It returns when that is done or after a
+// millisecond, whichever is first; the reading goes on in the background
+// for up to 100 ms, then gives up and closes the body, so a server that
+// keeps the response open after its end marker holds neither the caller
+// (and the client's ending) nor a goroutine for long. The caller must not
+// Close the body after Drain: that would cut the draining short.
 func Drain(body io.ReadCloser) {
-	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
-	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
+		io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+		t.Stop()
+		body.Close()
+	}()
+	t := time.NewTimer(time.Millisecond)
+	select {
+	case <-done:
+	case <-t.C:
+	}
 	t.Stop()
 }
 
@@ -335,6 +350,8 @@ type httpReader struct {
 	resp *http.Response
 	cr   ChunkReader
 	err  error // the error that ended the answer, returned again
+	// drained: the body was handed to Drain, which closes it.
+	drained bool
 }
 
 func (r *httpReader) Next() (*chat.Chunk, error) {
@@ -353,7 +370,7 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 	switch {
 	case err == io.EOF:
 		Drain(r.resp.Body)
-		r.err = io.EOF
+		r.err, r.drained = io.EOF, true
 		return nil, io.EOF
 	case err != nil:
 		err = lostConnection(r.name, Cause(r.ctx, err))
@@ -368,7 +385,7 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 
 // Close releases the answer; a Next after it sends nothing.
 func (r *httpReader) Close() {
-	if r.resp != nil {
+	if r.resp != nil && !r.drained {
 		r.resp.Body.Close()
 	}
 	if r.err == nil {
