@@ -87,11 +87,13 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // unique within the stream. Other parts (inline data, executable code and
 // its results) are not part of the chat vocabulary and are skipped.
 //
-// Gemini streams have no terminal event: a stream is complete when it ends
-// after every candidate it named has had a finishReason. Finish reasons are
-// held back until then and yielded, the last with the usage (the last
-// usageMetadata: the counts are running totals), so a stream that breaks
-// after its finish reason is still reported as broken. A stream that ends
+// Gemini streams have no terminal event: a stream is complete at the event
+// with usageMetadata in which the last of the candidates it named gets its
+// finishReason (Gemini's last event; what follows is not read), or when it
+// ends after every candidate finished. Finish reasons are held back until
+// then and yielded, the last with the usage (the last usageMetadata: the
+// counts are running totals), so a stream that breaks before its end is
+// reported as broken even after a finish reason. A stream that ends
 // early, or that carries malformed JSON, invalid UTF-8 or an oversized
 // event, yields a protocol error; an error object in the stream and a
 // blocked prompt yield a classified *chat.Error.
@@ -121,8 +123,12 @@ type StreamReader struct {
 	queue     []chat.Chunk // chunks decoded but not returned yet
 	next      int          // the next chunk of queue to return
 	ended     bool         // the body ended and the stream is complete
-	out       chat.Chunk
-	err       error // what ended the stream (io.EOF at its end), returned again
+	// final: every candidate finished, in an event with the usage; the
+	// stream ends there, as it would with the body (Gemini has no end
+	// marker, and its last event is this one)
+	final bool
+	out   chat.Chunk
+	err   error // what ended the stream (io.EOF at its end), returned again
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
@@ -148,6 +154,14 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 		}
 		if s.ended {
 			return nil, io.EOF
+		}
+		if s.final {
+			// The answer is complete: a response kept open after it is
+			// not waited for.
+			if err := s.end(); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		ev, err := s.rd.Next()
 		if err == io.EOF {
@@ -248,7 +262,8 @@ func (s *StreamReader) event() error {
 		s.queue[0].Model = s.model
 		s.modelSent = true
 	}
-	more := s.rd.EventBuffered()
+	s.final = resp.UsageMetadata != nil && s.allFinished()
+	more := s.rd.EventBuffered() || s.final
 	for i := range s.queue {
 		s.queue[i].More = more || i < len(s.queue)-1
 	}
@@ -273,6 +288,17 @@ func (s *StreamReader) end() error {
 	s.held[len(s.held)-1].Usage = s.usage
 	s.queue, s.next, s.ended = s.held, 0, true
 	return nil
+}
+
+// allFinished reports whether the stream named candidates and every one
+// has finished.
+func (s *StreamReader) allFinished() bool {
+	for _, st := range s.perChoice {
+		if !st.finished {
+			return false
+		}
+	}
+	return len(s.perChoice) > 0
 }
 
 type choiceState struct {

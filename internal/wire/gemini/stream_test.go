@@ -216,8 +216,9 @@ func TestReadStreamMore(t *testing.T) {
 		more = append(more, ch.More)
 	}
 	// Whole, every event but the last is followed by a buffered one; the
-	// finish chunk comes after EOF.
-	if diff := cmp.Diff([]bool{true, true, false, false}, more); diff != "" {
+	// last event's text is followed by its finish chunk, which ends the
+	// stream.
+	if diff := cmp.Diff([]bool{true, true, true, false}, more); diff != "" {
 		t.Errorf("More (-want +got):\n%s", diff)
 	}
 	more = more[:0]
@@ -227,8 +228,24 @@ func TestReadStreamMore(t *testing.T) {
 		}
 		more = append(more, ch.More)
 	}
-	if diff := cmp.Diff([]bool{false, false, false, false}, more); diff != "" {
+	if diff := cmp.Diff([]bool{false, false, true, false}, more); diff != "" {
 		t.Errorf("More one byte at a time (-want +got):\n%s", diff)
+	}
+}
+
+// The last event (every candidate finished, with the usage) ends the
+// stream: a response kept open after it is not waited for.
+func TestLastEventEndsStream(t *testing.T) {
+	raw, _ := os.ReadFile("testdata/gemini_stream.sse")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(raw)
+	resp, err := chat.Collect(ReadStream(pr, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Choices[0]; c.Text != "The capital of Wyoming is **Cheyenne**.\n" || c.FinishReason != chat.FinishStop || resp.Usage.OutputTokens != 10 {
+		t.Errorf("got %+v, usage %+v", c, resp.Usage)
 	}
 }
 

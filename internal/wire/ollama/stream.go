@@ -107,6 +107,11 @@ func (s *StreamReader) Next() (*chat.Chunk, error) {
 
 func (s *StreamReader) next() (*chat.Chunk, error) {
 	for {
+		if s.final != nil {
+			// The done line ends the stream, whether or not the upstream
+			// then ends its response: what follows is not read.
+			return s.end()
+		}
 		line, err := s.lr.next()
 		if err == io.EOF {
 			return s.end()
@@ -116,9 +121,6 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
-		}
-		if s.final != nil {
-			return nil, chat.ProtocolError(errors.New("upstream sent data after the done line"))
 		}
 		if err := s.decode(line); err != nil {
 			return nil, err

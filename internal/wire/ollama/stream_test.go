@@ -184,6 +184,22 @@ func TestReadStreamMore(t *testing.T) {
 	}
 }
 
+// The done line ends the stream: a response kept open after it (or
+// carrying more) is not read further.
+func TestDoneLineEndsStream(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go io.WriteString(pw, `{"model":"m","message":{"role":"assistant","content":"hi"},"done":false}`+"\n"+
+		`{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}`+"\n")
+	resp, err := chat.Collect(ReadStream(pr, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Choices[0]; c.Text != "hi" || c.FinishReason != chat.FinishStop || resp.Usage.InputTokens != 3 || resp.Usage.OutputTokens != 1 {
+		t.Errorf("got %+v, usage %+v", c, resp.Usage)
+	}
+}
+
 func TestReadStreamErrors(t *testing.T) {
 	ok := `{"model":"m","message":{"role":"assistant","content":"hi"},"done":false}` + "\n"
 	done := `{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}` + "\n"
@@ -197,7 +213,6 @@ func TestReadStreamErrors(t *testing.T) {
 		{"missing done", ok, chat.CategoryProtocol, true, "hi"},
 		{"truncated json", ok + `{"model":"m","message":{"ro` + "\n", chat.CategoryProtocol, true, "hi"},
 		{"truncated done line", ok + done[:40], chat.CategoryProtocol, true, "hi"},
-		{"data after done", ok + done + ok, chat.CategoryProtocol, true, "hi"},
 		{"invalid utf8", ok + "{\"message\":{\"content\":\"\xff\xfe\"},\"done\":false}\n", chat.CategoryProtocol, true, "hi"},
 		{"huge line", ok + strings.Repeat("x", 10<<20) + "\n" + done, chat.CategoryProtocol, true, "hi"},
 		{"huge unterminated line", ok + strings.Repeat("x", 10<<20), chat.CategoryProtocol, true, "hi"},
