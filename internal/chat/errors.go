@@ -43,7 +43,21 @@ const (
 	CategoryBlocked Category = "guardrail_blocked"
 	// CategoryContextUnavailable: a required context source failed.
 	CategoryContextUnavailable Category = "context_unavailable"
+	// CategoryClientClosed: the client closed its side of the connection
+	// before the answer began (a half-close included, which net/http
+	// takes for leaving); answered with nginx's 499, in case it still
+	// reads.
+	CategoryClientClosed Category = "client_closed_request"
 )
+
+// StatusClientClosedRequest is nginx's status for a request its client
+// closed before the answer; not a registered status.
+const StatusClientClosedRequest = 499
+
+// ErrClientClosed is the answer to a request whose client left before it
+// began.
+var ErrClientClosed = &Error{Category: CategoryClientClosed,
+	Message: "the client closed its side of the connection before the answer began; the request was cancelled (a half-close counts as leaving)"}
 
 // Error is a classified upstream or routing failure.
 type Error struct {
@@ -109,6 +123,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusGatewayTimeout
 	case CategoryProtocol:
 		return http.StatusBadGateway
+	case CategoryClientClosed:
+		return StatusClientClosedRequest
 	}
 	return http.StatusInternalServerError
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -146,5 +147,30 @@ func TestCancelOnDisconnect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A client that half-closes its side after the request is taken by
+// net/http for one that left: the request is cancelled, but the client,
+// which may still read, gets a 499 error rather than an empty 200.
+func TestHalfCloseBeforeAnswer(t *testing.T) {
+	up := slowUpstream(t, 300*time.Millisecond, 10*time.Millisecond)
+	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+	for _, stream := range []bool{true, false} {
+		c := dialRaw(t, gw.URL, fmt.Sprintf(`{"model":"chat","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream))
+		c.conn.(*net.TCPConn).CloseWrite()
+		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(c.br, nil)
+		if err != nil {
+			t.Fatalf("stream=%v: %v", stream, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.conn.Close()
+		if resp.StatusCode != 499 || !strings.Contains(string(b), `"client_closed_request"`) {
+			t.Errorf("stream=%v: %d %s", stream, resp.StatusCode, b)
+		}
+		if rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id")); rec.Status != metering.StatusCancelled {
+			t.Errorf("stream=%v: recorded %s, want cancelled", stream, rec.Status)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
@@ -139,7 +140,8 @@ func writePrepareError(w http.ResponseWriter, err error) {
 	case errors.Is(err, conversation.ErrNotFound):
 		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "conversation_id", "conversation not found")
 	case errors.Is(err, context.Canceled):
-		// The client left; nobody to answer.
+		// The client left, or only half-closed and still reads.
+		writeChatError(w, chat.ErrClientClosed)
 	default:
 		writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "the conversation store is unavailable")
 	}

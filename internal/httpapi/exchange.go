@@ -293,6 +293,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface, visible bool) {
 	if x.err != nil {
 		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
+			if len(out.b) == 0 && !es.Failed() {
+				// Nothing was sent: a client that only half-closed still
+				// reads, and an empty 200 would tell it nothing.
+				es.Uncommitted(func(w http.ResponseWriter) { sf.writeError(w, chat.ErrClientClosed) })
+			}
 			return
 		}
 		ce := chat.AsError(x.err)
@@ -368,11 +373,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 		col.Add(c)
 	}
 	if x.err != nil {
+		ce := chat.AsError(x.err)
 		if clientGone(r) {
-			return
+			ce = chat.ErrClientClosed
 		}
 		x.commitHeaders(w.Header())
-		sf.writeError(w, chat.AsError(x.err))
+		sf.writeError(w, ce)
 		return
 	}
 	if model == "" {

@@ -224,6 +224,8 @@ func ErrorType(c chat.Category) (typ string, status int) {
 		return "timeout_error", http.StatusGatewayTimeout
 	case chat.CategoryAuth, chat.CategoryUpstreamUnavailable, chat.CategoryProtocol:
 		return "api_error", http.StatusBadGateway
+	case chat.CategoryClientClosed:
+		return "invalid_request_error", chat.StatusClientClosedRequest
 	}
 	return "api_error", http.StatusInternalServerError
 }

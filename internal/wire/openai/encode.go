@@ -197,7 +197,7 @@ func EncodeCompletion(id string, created int64, model string, r *chat.Response) 
 // ErrorType is the OpenAI error "type" for a firstword error category.
 func ErrorType(c chat.Category) string {
 	switch c {
-	case chat.CategoryInvalidRequest, chat.CategoryContextLength, chat.CategoryContentFilter, chat.CategoryNotFound:
+	case chat.CategoryInvalidRequest, chat.CategoryContextLength, chat.CategoryContentFilter, chat.CategoryNotFound, chat.CategoryClientClosed:
 		return "invalid_request_error"
 	case chat.CategoryAuth:
 		return "upstream_authentication_error"
