@@ -8,22 +8,38 @@ import "unicode/utf8"
 // undercounted. It is used only when a provider reported no usage, and the
 // result is always marked Estimated.
 func EstimateTokens(s string) int {
-	if s == "" {
-		return 0
-	}
-	ascii, other := 0, 0
+	var c TokenCount
+	c.Add(s)
+	return c.Tokens()
+}
+
+// TokenCount estimates the tokens of text that arrives in pieces (a
+// stream's deltas) as EstimateTokens would of the whole text: rounding
+// once, not once per piece, which would count a token for every delta of
+// a few characters.
+type TokenCount struct {
+	ascii, other int
+}
+
+// Add counts s.
+func (c *TokenCount) Add(s string) {
 	for i := 0; i < len(s); {
 		if s[i] < utf8.RuneSelf {
-			ascii++
+			c.ascii++
 			i++
 			continue
 		}
 		_, n := utf8.DecodeRuneInString(s[i:])
-		other++
+		c.other++
 		i += n
 	}
-	n := (ascii+3)/4 + other
-	if n == 0 {
+}
+
+// Tokens is the estimate: about four ASCII characters a token, one token
+// for any other character, at least one for any text at all.
+func (c *TokenCount) Tokens() int {
+	n := (c.ascii+3)/4 + c.other
+	if n == 0 && c.ascii > 0 {
 		n = 1
 	}
 	return n

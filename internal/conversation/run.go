@@ -177,8 +177,8 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 		}
 		rec.FirstWord(time.Now())
 		sent.WriteString(delta)
-		f.sentTokens += chat.EstimateTokens(delta)
-		cp.update(sent.String(), f.sentTokens)
+		f.sentTokens.Add(delta)
+		cp.update(sent.String(), f.sentTokens.Tokens())
 	}
 	f.stopModel(modelStart)
 	cp.stop()
@@ -205,7 +205,7 @@ type final struct {
 	rep        router.Report
 	tally      metering.Tally
 	text       string
-	sentTokens int
+	sentTokens chat.TokenCount
 	err        error
 	gone       bool
 	sources    []SourceReport
@@ -251,7 +251,7 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	m.FinishReason = string(f.tally.Finish)
 	u := f.tally.Usage(f.req())
 	if f.tally.Reported == nil {
-		u.OutputTokens = f.sentTokens
+		u.OutputTokens = f.sentTokens.Tokens()
 	}
 	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
 	billed := metering.Billed(u, f.rep.Cached, f.rep.BillShare, f.rep.BillPart)

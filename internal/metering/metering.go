@@ -102,7 +102,7 @@ type Meter interface {
 // usage if it came, else an estimate of what was delivered.
 type Tally struct {
 	Text     int // bytes of visible text delivered
-	outToks  int
+	outToks  chat.TokenCount
 	Reported *chat.Usage
 	Finish   chat.FinishReason
 	Visible  bool
@@ -124,9 +124,11 @@ func (t *Tally) Add(c *chat.Chunk) {
 		t.Last = now
 		t.Visible = true
 		t.Text += len(c.Text) + len(c.Refusal)
-		t.outToks += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)
+		t.outToks.Add(c.Text)
+		t.outToks.Add(c.Refusal)
 		for _, tc := range c.ToolCalls {
-			t.outToks += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
+			t.outToks.Add(tc.Name)
+			t.outToks.Add(tc.Arguments)
 		}
 	}
 	if c.Usage != nil {
@@ -143,7 +145,7 @@ func (t *Tally) Usage(req *chat.Request) chat.Usage {
 	if t.Reported != nil {
 		return *t.Reported
 	}
-	return chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.outToks, Estimated: true}
+	return chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.outToks.Tokens(), Estimated: true}
 }
 
 // Memory keeps the last records and running totals. Safe for concurrent

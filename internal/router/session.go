@@ -436,7 +436,7 @@ func (s *session) cut(t *tally) {
 // tally tracks what was passed to the caller, for estimated usage when a
 // stream is cut.
 type tally struct {
-	out      int
+	out      chat.TokenCount
 	seen     choiceSet // choices that showed something
 	finished choiceSet // choices that ended
 	reported *chat.Usage
@@ -459,9 +459,11 @@ func (t *tally) add(c *chat.Chunk) {
 	}
 	if c.Visible() {
 		t.seen.add(c.Choice)
-		t.out += chat.EstimateTokens(c.Text) + chat.EstimateTokens(c.Refusal)
+		t.out.Add(c.Text)
+		t.out.Add(c.Refusal)
 		for _, tc := range c.ToolCalls {
-			t.out += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
+			t.out.Add(tc.Name)
+			t.out.Add(tc.Arguments)
 		}
 	}
 	if c.FinishReason != "" {
@@ -488,5 +490,5 @@ func (t *tally) usage(req *chat.Request) *chat.Usage {
 		u := *t.reported
 		return &u
 	}
-	return &chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.out, Estimated: true}
+	return &chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.out.Tokens(), Estimated: true}
 }
