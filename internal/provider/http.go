@@ -230,7 +230,7 @@ func Unexpected(name string, resp *http.Response, jsonIsError bool, decode func(
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if ms := h.Get("Retry-After-Ms"); ms != "" {
 		if f, err := strconv.ParseFloat(ms, 64); err == nil && f >= 0 {
-			return time.Duration(f * float64(time.Millisecond))
+			return capRetryAfter(f * float64(time.Millisecond))
 		}
 	}
 	v := h.Get("Retry-After")
@@ -238,14 +238,25 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
-		return time.Duration(f * float64(time.Second))
+		return capRetryAfter(f * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
+}
+
+// maxRetryAfter bounds a Retry-After hint: longer is as good as never for
+// a request, and past time.Duration's range it would wrap negative.
+const maxRetryAfter = 24 * time.Hour
+
+func capRetryAfter(ns float64) time.Duration {
+	if ns >= float64(maxRetryAfter) {
+		return maxRetryAfter
+	}
+	return time.Duration(ns)
 }
 
 // Cause returns the context's cause when ctx has ended, else err. Adapters

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -133,5 +134,31 @@ func TestPullHTTPClosedBeforeNext(t *testing.T) {
 	r.Close()
 	if _, err := r.Next(); err == nil || o.n != 0 {
 		t.Errorf("Next after Close: err %v, %d requests sent", err, o.n)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, header, value string
+		want                time.Duration
+	}{
+		{"seconds", "Retry-After", "7", 7 * time.Second},
+		{"fraction", "Retry-After", "0.5", 500 * time.Millisecond},
+		{"milliseconds", "Retry-After-Ms", "250", 250 * time.Millisecond},
+		{"date", "Retry-After", now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{"past date", "Retry-After", now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"absurd seconds", "Retry-After", "99999999999999", 24 * time.Hour},
+		{"infinite", "Retry-After", "Inf", 24 * time.Hour},
+		{"absurd milliseconds", "Retry-After-Ms", "1e300", 24 * time.Hour},
+		{"negative", "Retry-After", "-3", 0},
+		{"garbage", "Retry-After", "soon", 0},
+		{"NaN", "Retry-After", "NaN", 0},
+	} {
+		h := http.Header{}
+		h.Set(tc.header, tc.value)
+		if got := RetryAfter(h, now); got != tc.want {
+			t.Errorf("%s: %s: %q = %v, want %v", tc.name, tc.header, tc.value, got, tc.want)
+		}
 	}
 }
