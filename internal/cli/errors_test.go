@@ -238,6 +238,7 @@ func TestBadClientRequests(t *testing.T) {
 		{"not json", `{"model":`, 400, ""},
 		{"not an object", `[1,2]`, 400, ""},
 		{"no model", `{"messages":[{"role":"user","content":"hi"}]}`, 400, "model"},
+		{"model wrong type", `{"model":5,"messages":[{"role":"user","content":"hi"}]}`, 400, "model"},
 		{"no messages", `{"model":"chat"}`, 400, "messages"},
 		{"empty messages", `{"model":"chat","messages":[]}`, 400, "messages"},
 		{"messages wrong type", `{"model":"chat","messages":"hi"}`, 400, "messages"},
@@ -260,10 +261,14 @@ func TestBadClientRequests(t *testing.T) {
 				Error struct {
 					Message string  `json:"message"`
 					Param   *string `json:"param"`
+					Code    string  `json:"code"`
 				} `json:"error"`
 			}
 			if err := json.Unmarshal(b, &body); err != nil {
 				t.Fatalf("body %q is not JSON", b)
+			}
+			if want, ok := map[string]string{"no model": "missing_model", "model wrong type": "invalid_request"}[tt.name]; ok && body.Error.Code != want {
+				t.Errorf("code = %q, want %q", body.Error.Code, want)
 			}
 			if resp.StatusCode != tt.status || body.Error.Message == "" {
 				t.Errorf("got %d %s, want %d", resp.StatusCode, b, tt.status)

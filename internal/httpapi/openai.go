@@ -17,7 +17,7 @@ var openaiAPI = api{
 			var re *wire.RequestError
 			errors.As(err, &re)
 			code := "invalid_request"
-			if re != nil && re.Param == "model" {
+			if re != nil && re.Param == "model" && re.Message == "required" {
 				code = "missing_model"
 			}
 			param := ""
