@@ -189,6 +189,8 @@ func ReadError(name string, resp *http.Response, decode func(status int, body []
 	if resp.StatusCode/100 == 3 {
 		// The target is not named: messages reach clients.
 		e.Message = fmt.Sprintf("upstream answered %d, a redirect, which is not followed: set the provider's base_url to where it points", resp.StatusCode)
+		// The deployment is misconfigured: asking it again is pointless.
+		e.Category, e.Retryable = chat.CategoryUpstreamUnavailable, false
 	}
 	e.Status = resp.StatusCode
 	e.Provider = name

@@ -256,6 +256,35 @@ func TestNoRetryOnClientErrors(t *testing.T) {
 	})
 }
 
+// A deployment that failed in a way asking again will not fix (its key,
+// its model, its base_url) is not asked again: the others are, and with
+// none left the request fails at once.
+func TestMisconfiguredDeploymentNotRetried(t *testing.T) {
+	for _, e := range []*chat.Error{
+		{Category: chat.CategoryAuth, Status: 401},
+		{Category: chat.CategoryNotFound, Status: 404},
+		{Category: chat.CategoryUpstreamUnavailable, Status: 307, Message: "a redirect"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			bad := &flaky{n: 10, start: time.Now(), err: e}
+			r := newRouter(t, Alias{MaxAttempts: 4, Deployments: []Deployment{dep(bad, "bad", "x", 0)}})
+			res := route(t, r, context.Background(), ask("hi"))
+			var ce *chat.Error
+			if !errors.As(res.err, &ce) || ce.Status != e.Status || bad.calls.Load() != 1 {
+				t.Errorf("%d alone: err %v, calls %d, want its error after one call", e.Status, res.err, bad.calls.Load())
+			}
+			bad = &flaky{n: 10, start: time.Now(), err: e}
+			other := &flaky{n: 1, start: time.Now(), next: simWith("other", sim.Fault{}),
+				err: &chat.Error{Category: chat.CategoryUpstreamUnavailable, Status: 500, Retryable: true}}
+			r = newRouter(t, Alias{MaxAttempts: 4, Deployments: []Deployment{dep(bad, "bad", "x", 0), dep(other, "other", "fast", 1)}})
+			res = route(t, r, context.Background(), ask("hi"))
+			if res.err != nil || bad.calls.Load() != 1 || other.calls.Load() != 2 {
+				t.Errorf("%d with a flaky other: err %v, route %s", e.Status, res.err, res.rep.Route())
+			}
+		})
+	}
+}
+
 // After the first token, a failure is the stream's error: never a silent
 // switch to another model's text.
 func TestNoSwitchAfterFirstToken(t *testing.T) {

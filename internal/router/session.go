@@ -25,6 +25,7 @@ type session struct {
 
 	lastErr error
 	tried   map[*deployment]bool
+	broken  map[*deployment]bool // failed in a way asking again will not fix
 }
 
 // verdict is what an attempt leaves the session to do.
@@ -46,12 +47,15 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 	defer s.cancel()
 	a := s.alias
 	order := s.r.order(a, time.Now())
-	s.tried = map[*deployment]bool{}
+	s.tried, s.broken = map[*deployment]bool{}, map[*deployment]bool{}
 	attempts := 0
 	for pass := 0; attempts < a.MaxAttempts; pass++ {
 		progressed := false
 		for i := 0; i < len(order) && attempts < a.MaxAttempts; i++ {
 			d := order[i]
+			if s.broken[d] {
+				continue
+			}
 			retry := s.tried[d]
 			if ok, stop := s.admit(d, pass, retry); stop {
 				s.fail()
@@ -387,9 +391,11 @@ func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err 
 	case ce.Retryable:
 		s.finish(d, idx, OutcomeError, ce, true, false)
 		return verdictNext
-	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound:
-		// This deployment is misconfigured; another may be fine.
+	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound || ce.Category == chat.CategoryUpstreamUnavailable:
+		// This deployment is misconfigured (a bad key, model or
+		// base_url): another may be fine; this one is not asked again.
 		s.finish(d, idx, OutcomeError, ce, true, false)
+		s.broken[d] = true
 		return verdictNext
 	}
 	// The request itself is at fault: no other deployment will take it.
