@@ -62,8 +62,9 @@ func (u *UsageMetadata) Usage() *chat.Usage {
 }
 
 // NormalizeFinishReason maps a candidate's finishReason onto firstword's.
-// Unknown values (MALFORMED_FUNCTION_CALL, LANGUAGE, OTHER...) pass through
-// in lower case.
+// Unknown values (LANGUAGE, OTHER...) pass through in lower case; the
+// stream reader turns MALFORMED_FUNCTION_CALL and UNEXPECTED_TOOL_CALL,
+// which leave no answer, into errors.
 func NormalizeFinishReason(s string) chat.FinishReason {
 	switch s {
 	case "STOP":
@@ -242,6 +243,12 @@ func (s *StreamReader) event() error {
 				}
 			}
 			ch.Text = text.String()
+		}
+		if c.FinishReason == "MALFORMED_FUNCTION_CALL" || c.FinishReason == "UNEXPECTED_TOOL_CALL" {
+			// The model failed to call a tool: there is no answer, and
+			// another try may well produce one.
+			return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Retryable: true,
+				Message: "the model produced an unusable function call (Gemini finishReason " + c.FinishReason + ")"}
 		}
 		if c.FinishReason != "" {
 			st.finished = true

@@ -151,8 +151,8 @@ var streamRows = []struct {
 	},
 	{
 		name: "unknown finish reasons pass through in lower case",
-		in:   "data: {\"candidates\": [{\"finishReason\": \"MALFORMED_FUNCTION_CALL\",\"finishMessage\": \"Malformed function call: print(1\"}]}\n\n",
-		want: []chat.Chunk{{FinishReason: "malformed_function_call"}},
+		in:   "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Bonjour\"}]},\"finishReason\": \"LANGUAGE\"}]}\n\n",
+		want: []chat.Chunk{{Text: "Bonjour"}, {FinishReason: "language"}},
 	},
 	{
 		name: "comments, BOM and empty events",
@@ -268,6 +268,7 @@ func TestReadStreamErrors(t *testing.T) {
 		{"invalid utf8", ok + "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\xff\xfe\"}]}}]}\r\n\r\n", chat.CategoryProtocol, true, "hi"},
 		{"huge line", ok + "data: " + strings.Repeat("x", 10<<20) + "\r\n\r\n", chat.CategoryProtocol, true, "hi"},
 		{"candidate index out of range", ok + "data: {\"candidates\": [{\"index\": 500}]}\r\n\r\n", chat.CategoryProtocol, true, "hi"},
+		{"malformed function call", "data: {\"candidates\": [{\"finishReason\": \"MALFORMED_FUNCTION_CALL\",\"finishMessage\": \"Malformed function call: print(1\"}]}\r\n\r\n", chat.CategoryUpstreamUnavailable, true, ""},
 		{"no candidates", "data: {\"usageMetadata\": {\"promptTokenCount\": 3}}\r\n\r\n", chat.CategoryProtocol, true, ""},
 		{"empty body", "", chat.CategoryProtocol, true, ""},
 		{"prompt blocked", "data: {\"promptFeedback\": {\"blockReason\": \"PROHIBITED_CONTENT\"},\"usageMetadata\": {\"promptTokenCount\": 8,\"totalTokenCount\": 8},\"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n", chat.CategoryContentFilter, false, ""},
