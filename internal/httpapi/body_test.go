@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"io"
 	"net"
@@ -102,5 +103,66 @@ func TestBodyTimeout(t *testing.T) {
 	resp.Body.Close()
 	if strings.Count(string(b), `"content":" word"`) != 6 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Errorf("a 600 ms stream with a 200 ms body timeout:\n%s", b)
+	}
+}
+
+// TestBodyEncodingAndSize: a gzip body is read (and bounded by what it
+// inflates to), other encodings are refused by name, and a body declared
+// too large is refused before it is read, on a real socket.
+func TestBodyEncodingAndSize(t *testing.T) {
+	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(1, 0)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Router: r, Meter: metering.NewMemory(10), MaxRequestBytes: 4096}))
+	defer srv.Close()
+	gz := func(s string) string {
+		var b strings.Builder
+		zw := gzip.NewWriter(&b)
+		io.WriteString(zw, s)
+		zw.Close()
+		return b.String()
+	}
+	ok := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, tc := range []struct {
+		name, encoding, body string
+		status               int
+	}{
+		{"gzip", "gzip", gz(ok), 200},
+		{"gzip inflating past the limit", "gzip", gz(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 1<<20) + `"}]}`), 413},
+		{"corrupt gzip", "gzip", gz(ok)[:20], 400},
+		{"brotli", "br", ok, 415},
+		{"identity", "identity", ok, 200},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", tc.encoding)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, b, tc.status)
+		}
+	}
+
+	// Declared too large with Expect: 100-continue: refused at once, and
+	// the body is never asked for.
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\nExpect: 100-continue\r\n\r\n")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("declared too large: %d, want 413 before any 100 Continue", resp.StatusCode)
 	}
 }

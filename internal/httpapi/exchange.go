@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,9 +55,30 @@ func newExchange(w http.ResponseWriter, r *http.Request, surface, idPrefix strin
 // readBody reads a bounded request body within the body timeout,
 // answering 413, 408 or 400 itself.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > s.opt.MaxRequestBytes {
+		// Said before a byte of it is read: no 100 Continue for it.
+		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+			"request body is over "+strconv.FormatInt(s.opt.MaxRequestBytes, 10)+" bytes")
+		return nil, false
+	}
+	var src io.ReadCloser = r.Body
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", "could not read the gzip request body: "+err.Error())
+			return nil, false
+		}
+		src = zr // the limit below bounds what it inflates to
+	default:
+		writeRequestError(w, r, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_encoding",
+			"Content-Encoding "+strconv.Quote(enc)+" is not supported; send the body as is, or gzip")
+		return nil, false
+	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxRequestBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, src, s.opt.MaxRequestBytes))
 	if deadline && err == nil {
 		// Clearing it also frees the read that watches for the client
 		// leaving, which may already be waiting. After a failure it
