@@ -74,7 +74,9 @@ func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, err
 	}
-	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
+	sr := wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize)
+	sr.Candidates = req.N
+	return resp, sr, nil
 }
 
 // readError classifies a non-2xx response. Gemini states its retry delay

@@ -112,6 +112,11 @@ func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
 // StreamReader decodes a streamGenerateContent stream event by event, as
 // ReadStream does.
 type StreamReader struct {
+	// Candidates is how many candidates were asked for (candidateCount;
+	// 0 means one). The stream does not end at an event before that many
+	// were named and finished: a later event may name another.
+	Candidates int
+
 	rd        *sse.Reader
 	resp      Response
 	usage     *chat.Usage
@@ -269,7 +274,7 @@ func (s *StreamReader) event() error {
 		s.queue[0].Model = s.model
 		s.modelSent = true
 	}
-	s.final = resp.UsageMetadata != nil && s.allFinished()
+	s.final = resp.UsageMetadata != nil && len(s.perChoice) >= max(s.Candidates, 1) && s.allFinished()
 	more := s.rd.EventBuffered() || s.final
 	for i := range s.queue {
 		s.queue[i].More = more || i < len(s.queue)-1

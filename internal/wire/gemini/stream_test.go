@@ -249,6 +249,22 @@ func TestLastEventEndsStream(t *testing.T) {
 	}
 }
 
+// With two candidates asked for, an event that finishes the only one
+// named so far does not end the stream.
+func TestLastEventWaitsForEveryCandidate(t *testing.T) {
+	in := "data: {\"candidates\": [{\"index\": 0,\"content\": {\"parts\": [{\"text\": \"a\"}]},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 3,\"candidatesTokenCount\": 1}}\n\n" +
+		"data: {\"candidates\": [{\"index\": 1,\"content\": {\"parts\": [{\"text\": \"b\"}]},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 3,\"candidatesTokenCount\": 2}}\n\n"
+	sr := NewStreamReader(strings.NewReader(in), 0)
+	sr.Candidates = 2
+	resp, err := chat.Collect(chat.Pull(sr.Next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Choices) != 2 || resp.Choices[1].Text != "b" || resp.Usage.OutputTokens != 2 {
+		t.Errorf("got %+v, usage %+v", resp.Choices, resp.Usage)
+	}
+}
+
 func TestReadStreamErrors(t *testing.T) {
 	ok := "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"hi\"}],\"role\": \"model\"}}]}\r\n\r\n"
 	tests := []struct {

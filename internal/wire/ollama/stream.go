@@ -60,12 +60,11 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 // longer than maxLineSize (0: DefaultMaxLineSize) is a protocol error.
 //
 // The line with "done": true carries the finish reason and the usage
-// (prompt_eval_count, eval_count); they are held back until the body then
-// ends cleanly, so a stream that breaks after its last line is reported as
-// broken. "stop" after tool calls is reported as tool_calls. A stream that
-// ends without the done line, carries malformed JSON, invalid UTF-8 or
-// anything after the done line yields a protocol error; an {"error": ...}
-// line yields a classified *chat.Error.
+// (prompt_eval_count, eval_count), and ends the stream: what follows it,
+// or a response kept open after it, is not read. "stop" after tool calls
+// is reported as tool_calls. A stream that ends without the done line, or
+// carries malformed JSON or invalid UTF-8 before it, yields a protocol
+// error; an {"error": ...} line yields a classified *chat.Error.
 func ReadStream(r io.Reader, maxLineSize int) chat.Stream {
 	return chat.Pull(NewStreamReader(r, maxLineSize).Next)
 }
