@@ -372,11 +372,14 @@ func TestUpstreamConnectionReset(t *testing.T) {
 }
 
 // An upstream that keeps its response open after [DONE] does not hold
-// back the client's ending; one that ends its response as usual has its
-// connection reused by the next request.
+// back the client's ending; one that ends its response, at once or a
+// little later, has its connection reused by the next request.
 func TestEndMarkerEndsTheStream(t *testing.T) {
-	for _, hold := range []bool{true, false} {
-		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from [DONE] to the end of the response; < 0: kept open
+	}{{"ends at once", 0}, {"ends 20ms later", 20 * time.Millisecond}, {"kept open", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
 			var doneAt atomic.Int64
 			var mu sync.Mutex
@@ -389,11 +392,13 @@ func TestEndMarkerEndsTheStream(t *testing.T) {
 				sseWrite(w, chunkJSON("Hello"))
 				doneAt.Store(time.Now().UnixNano())
 				sseWrite(w, finishJSON)
-				if hold {
-					select {
-					case <-release:
-					case <-r.Context().Done():
-					}
+				if tc.after >= 0 {
+					time.Sleep(tc.after)
+					return
+				}
+				select {
+				case <-release:
+				case <-r.Context().Done():
 				}
 			})
 			defer close(release)
@@ -408,11 +413,12 @@ func TestEndMarkerEndsTheStream(t *testing.T) {
 				if late := events[len(events)-1].at.Sub(time.Unix(0, doneAt.Load())); late > 50*time.Millisecond {
 					t.Errorf("[DONE] reached the client %v after the upstream sent it", late)
 				}
+				time.Sleep(2 * tc.after) // the response's end, and the connection back in the pool
 			}
 			mu.Lock()
 			n := len(conns)
 			mu.Unlock()
-			if !hold && n != 1 {
+			if tc.after >= 0 && n != 1 {
 				t.Errorf("three requests in turn opened %d upstream connections, want 1 (reused)", n)
 			}
 		})

@@ -166,3 +166,29 @@ func TestBodyEncodingAndSize(t *testing.T) {
 		t.Errorf("declared too large: %d, want 413 before any 100 Continue", resp.StatusCode)
 	}
 }
+
+// TestBodyTimeoutGzip: a gzip body that stalls in its header gets the
+// same 408 as any other, naming no socket.
+func TestBodyTimeoutGzip(t *testing.T) {
+	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(1, 0)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Router: r, Meter: metering.NewMemory(10), BodyTimeout: 200 * time.Millisecond}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 100\r\n\r\n\x1f\x8b")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || strings.Contains(string(b), "127.0.0.1") {
+		t.Errorf("%d %s, want 408", resp.StatusCode, b)
+	}
+}

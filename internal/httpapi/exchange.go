@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -65,12 +66,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip":
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", "could not read the gzip request body: "+err.Error())
-			return nil, false
-		}
-		src = zr // the limit below bounds what it inflates to
+		src = &gunzip{body: r.Body} // the limit below bounds what it inflates to
 	default:
 		writeRequestError(w, r, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_encoding",
 			"Content-Encoding "+strconv.Quote(enc)+" is not supported; send the body as is, or gzip")
@@ -98,11 +94,36 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 				"the request body did not arrive within "+s.opt.BodyTimeout.String())
 			return nil, false
 		}
-		writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", "could not read the request body: "+err.Error())
+		msg := "could not read the request body"
+		var ne net.Error
+		if !errors.As(err, &ne) {
+			msg += ": " + err.Error() // a gzip error, not one naming sockets
+		}
+		writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", msg)
 		return nil, false
 	}
 	return body, true
 }
+
+// gunzip inflates a gzip body, reading its header on the first Read, so
+// that the body's deadline and errors apply to it as to any other.
+type gunzip struct {
+	body io.ReadCloser
+	zr   *gzip.Reader
+}
+
+func (g *gunzip) Read(p []byte) (int, error) {
+	if g.zr == nil {
+		zr, err := gzip.NewReader(g.body)
+		if err != nil {
+			return 0, err
+		}
+		g.zr = zr
+	}
+	return g.zr.Read(p)
+}
+
+func (g *gunzip) Close() error { return g.body.Close() }
 
 // api is one client-facing wire format's entry point.
 type api struct {

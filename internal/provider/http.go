@@ -272,26 +272,35 @@ func Cause(ctx context.Context, err error) error {
 }
 
 // Drain reads what is left of a finished response body (typically just the
-// chunked encoding's terminator) and closes it, so that its connection goes
-// back to the pool instead of being closed: a closed connection costs the
-// next request a dial. It returns when that is done or after a
-// millisecond, whichever is first; the reading goes on in the background
-// for up to 100 ms, then gives up and closes the body, so a server that
-// keeps the response open after its end marker holds neither the caller
-// (and the client's ending) nor a goroutine for long. The caller must not
-// Close the body after Drain: that would cut the draining short.
+// chunked encoding's terminator) so that its connection goes back to the
+// pool instead of being closed: a closed connection costs the next request
+// a dial. It gives up after a short wait, closing the body, so a server
+// that keeps the response open cannot hold the caller.
 func Drain(body io.ReadCloser) {
-	done := make(chan struct{})
+	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
+	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	t.Stop()
+}
+
+// drainInBackground is Drain for a stream's end: it returns when the body
+// is drained or after a millisecond, whichever is first, leaving the rest
+// of the wait (up to Drain's 100 ms) to a goroutine that then closes the
+// body and calls done. So an upstream that keeps its response open after
+// its end marker holds back neither the client's ending nor, for long, a
+// goroutine. The request's context must outlive the drain (see
+// httpReader): a request cancelled with its body unread loses its
+// connection.
+func drainInBackground(body io.ReadCloser, done func()) {
+	finished := make(chan struct{})
 	go func() {
-		defer close(done)
-		t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
-		io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-		t.Stop()
+		defer close(finished)
+		Drain(body)
 		body.Close()
+		done()
 	}()
 	t := time.NewTimer(time.Millisecond)
 	select {
-	case <-done:
+	case <-finished:
 	case <-t.C:
 	}
 	t.Stop()
@@ -363,8 +372,14 @@ type httpReader struct {
 	resp *http.Response
 	cr   ChunkReader
 	err  error // the error that ended the answer, returned again
-	// drained: the body was handed to Drain, which closes it.
-	drained bool
+	// The upstream request runs on a context of its own that follows
+	// ctx's cancellation (follow) until the answer ends, and not after:
+	// the attempt and the request end as soon as the end marker is read,
+	// while the body's last bytes may still be on their way, and a
+	// request cancelled with its body unread loses its connection.
+	follow   func() bool
+	cancel   context.CancelCauseFunc
+	detached bool // the body was handed to drainInBackground
 }
 
 func (r *httpReader) Next() (*chat.Chunk, error) {
@@ -372,18 +387,19 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 		return nil, r.err
 	}
 	if r.resp == nil {
-		resp, cr, err := r.o.Open(r.ctx, r.req)
-		if err != nil {
+		if err := r.open(); err != nil {
 			r.err = err
 			return nil, err
 		}
-		r.resp, r.cr = resp, cr
 	}
 	c, err := r.cr.Next()
 	switch {
 	case err == io.EOF:
-		Drain(r.resp.Body)
-		r.err, r.drained = io.EOF, true
+		r.err = io.EOF
+		if r.follow() {
+			r.detached = true
+			drainInBackground(r.resp.Body, func() { r.cancel(nil) })
+		}
 		return nil, io.EOF
 	case err != nil:
 		err = lostConnection(r.name, Cause(r.ctx, err))
@@ -396,10 +412,29 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 	return c, nil
 }
 
+func (r *httpReader) open() error {
+	if r.ctx.Err() != nil {
+		return context.Cause(r.ctx)
+	}
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.ctx))
+	r.cancel = cancel
+	r.follow = context.AfterFunc(r.ctx, func() { cancel(context.Cause(r.ctx)) })
+	resp, cr, err := r.o.Open(ctx, r.req)
+	if err != nil {
+		r.follow()
+		cancel(nil)
+		return err
+	}
+	r.resp, r.cr = resp, cr
+	return nil
+}
+
 // Close releases the answer; a Next after it sends nothing.
 func (r *httpReader) Close() {
-	if r.resp != nil && !r.drained {
+	if r.resp != nil && !r.detached {
 		r.resp.Body.Close()
+		r.follow()
+		r.cancel(nil)
 	}
 	if r.err == nil {
 		r.err = errReaderClosed
