@@ -121,6 +121,9 @@ func (a *Authenticator) Close() {
 // had a key. Revoking every key locks everyone out; it does not reopen the
 // gateway.
 func (a *Authenticator) Local(ctx context.Context) (bool, error) {
+	if p, ok := a.settled(localKey); ok {
+		return p.Local, nil // every request asks: no closure for it
+	}
 	p, err := a.lookup(ctx, localKey, func(ctx context.Context) (Principal, error) {
 		n, err := a.st.CountAPIKeys(ctx)
 		return Principal{TenantID: LocalTenant, UserID: LocalUser, Local: n == 0}, err
@@ -159,6 +162,15 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization, apiKey 
 		}
 		return Principal{}, ErrUnauthorized
 	})
+}
+
+// settled returns ck's cached principal if it needs no refresh yet.
+func (a *Authenticator) settled(ck string) (Principal, bool) {
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.cache[ck]
+	return c.p, ok && c.err == nil && now.Sub(c.at) < a.ttl/2
 }
 
 // lookup answers from the cache, or from load, which returns the principal,

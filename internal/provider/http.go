@@ -282,28 +282,18 @@ func Drain(body io.ReadCloser) {
 	t.Stop()
 }
 
-// drainInBackground is Drain for a stream's end: it returns when the body
-// is drained or after a millisecond, whichever is first, leaving the rest
-// of the wait (up to Drain's 100 ms) to a goroutine that then closes the
-// body and calls done. So an upstream that keeps its response open after
-// its end marker holds back neither the client's ending nor, for long, a
-// goroutine. The request's context must outlive the drain (see
-// httpReader): a request cancelled with its body unread loses its
-// connection.
+// drainInBackground is Drain for a stream's end, in a goroutine that then
+// closes the body and calls done: the caller (and the client's ending)
+// does not wait for the body's last bytes, and an upstream that keeps its
+// response open after its end marker holds a goroutine for at most Drain's
+// 100 ms. The request's context must outlive the drain (see httpReader):
+// a request cancelled with its body unread loses its connection.
 func drainInBackground(body io.ReadCloser, done func()) {
-	finished := make(chan struct{})
 	go func() {
-		defer close(finished)
 		Drain(body)
 		body.Close()
 		done()
 	}()
-	t := time.NewTimer(time.Millisecond)
-	select {
-	case <-finished:
-	case <-t.C:
-	}
-	t.Stop()
 }
 
 // htmlTitle returns an HTML page's title, or "no title".
