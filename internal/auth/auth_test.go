@@ -90,6 +90,21 @@ func setup(t *testing.T) (*Authenticator, *countingStore, *clock, string) {
 	return a, cs, clk, key
 }
 
+// checkedThenRevoked is setup with the key checked once (and cached), then
+// revoked in the store.
+func checkedThenRevoked(t *testing.T) (*Authenticator, *countingStore, *clock, string) {
+	t.Helper()
+	a, cs, clk, key := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.RevokeAPIKey(ctx, "key_1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return a, cs, clk, key
+}
+
 func TestAuthenticate(t *testing.T) {
 	a, _, _, key := setup(t)
 	ctx := context.Background()
@@ -136,14 +151,8 @@ func TestCachedAnswerNeedsNoQuery(t *testing.T) {
 // is asked in the background; so a revocation is seen within ttl without
 // any request waiting for the store.
 func TestRefreshAheadSeesRevocation(t *testing.T) {
-	a, cs, clk, key := setup(t)
+	a, cs, clk, key := checkedThenRevoked(t)
 	ctx := context.Background()
-	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.RevokeAPIKey(ctx, "key_1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	clk.add(ttl * 6 / 10)
 	cs.mu.Lock()
 	cs.gate = make(chan struct{})
@@ -164,14 +173,8 @@ func TestRefreshAheadSeesRevocation(t *testing.T) {
 }
 
 func TestExpiredAnswerIsNotServed(t *testing.T) {
-	a, cs, clk, key := setup(t)
+	a, _, clk, key := checkedThenRevoked(t)
 	ctx := context.Background()
-	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.RevokeAPIKey(ctx, "key_1", time.Now()); err != nil {
-		t.Fatal(err)
-	}
 	clk.add(ttl)
 	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("ttl after the last check, a revoked key: err = %v, want ErrUnauthorized", err)

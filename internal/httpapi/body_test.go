@@ -110,12 +110,7 @@ func TestBodyTimeout(t *testing.T) {
 // inflates to), other encodings are refused by name, and a body declared
 // too large is refused before it is read, on a real socket.
 func TestBodyEncodingAndSize(t *testing.T) {
-	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(1, 0)}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(Options{Router: r, Meter: metering.NewMemory(10), MaxRequestBytes: 4096}))
-	defer srv.Close()
+	srv := oneWordServer(t, Options{MaxRequestBytes: 4096})
 	gz := func(s string) string {
 		var b strings.Builder
 		zw := gzip.NewWriter(&b)
@@ -150,18 +145,7 @@ func TestBodyEncodingAndSize(t *testing.T) {
 
 	// Declared too large with Expect: 100-continue: refused at once, and
 	// the body is never asked for.
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\nExpect: 100-continue\r\n\r\n")
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp := rawRequest(t, srv, "Content-Length: 99999999\r\nExpect: 100-continue\r\n\r\n")
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("declared too large: %d, want 413 before any 100 Continue", resp.StatusCode)
 	}
@@ -170,25 +154,45 @@ func TestBodyEncodingAndSize(t *testing.T) {
 // TestBodyTimeoutGzip: a gzip body that stalls in its header gets the
 // same 408 as any other, naming no socket.
 func TestBodyTimeoutGzip(t *testing.T) {
+	srv := oneWordServer(t, Options{BodyTimeout: 200 * time.Millisecond})
+	resp := rawRequest(t, srv, "Content-Encoding: gzip\r\nContent-Length: 100\r\n\r\n\x1f\x8b")
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || strings.Contains(string(b), "127.0.0.1") {
+		t.Errorf("%d %s, want 408", resp.StatusCode, b)
+	}
+}
+
+// oneWordServer serves opt's handler, with a model "m" that answers one
+// word, on a real socket.
+func oneWordServer(t *testing.T, opt Options) *httptest.Server {
+	t.Helper()
 	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: slow(1, 0)}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Router: r, Meter: metering.NewMemory(10), BodyTimeout: 200 * time.Millisecond}))
-	defer srv.Close()
+	opt.Router, opt.Meter = r, metering.NewMemory(10)
+	srv := httptest.NewServer(New(opt))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// rawRequest sends a chat completion's request line and JSON content type,
+// then rest (the remaining headers, the blank line, any body) as is, and
+// reads the response; its body is read whole before the connection closes.
+func rawRequest(t *testing.T, srv *httptest.Server, rest string) *http.Response {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 100\r\n\r\n\x1f\x8b")
+	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+rest)
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || strings.Contains(string(b), "127.0.0.1") {
-		t.Errorf("%d %s, want 408", resp.StatusCode, b)
-	}
+	resp.Body = io.NopCloser(strings.NewReader(string(b)))
+	return resp
 }
