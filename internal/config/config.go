@@ -26,6 +26,10 @@ type Config struct {
 	// ShutdownTimeout is how long open streams may run on after SIGTERM
 	// before they are cancelled (default 30s).
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ShutdownDelay is how long /readyz answers 503 after SIGTERM while
+	// new requests are still served, before the listener closes, so that a
+	// load balancer stops sending first (default 0; e.g. 5s behind one).
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 	// Heartbeat is the interval of SSE comment heartbeats while the
 	// upstream is silent (default 10s).
 	Heartbeat time.Duration `yaml:"heartbeat"`
@@ -33,6 +37,26 @@ type Config struct {
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
 	// MaxEventBytes bounds one upstream event (default 1 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxHeaderBytes bounds a request's header block; larger ones get 431
+	// (default 32 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxMessages bounds the messages of one request (default 2048);
+	// MaxPromptBytes bounds their text, summed (default 2 MiB). Requests
+	// over either get 413 naming the limit.
+	MaxMessages    int `yaml:"max_messages"`
+	MaxPromptBytes int `yaml:"max_prompt_bytes"`
+	// AllowedHosts are host names (besides loopback names and the listen
+	// address) that requests may name in their Host header while the
+	// gateway runs in local mode, e.g. a name in /etc/hosts. Others get
+	// 403: a page on another site could otherwise reach the local API
+	// through DNS rebinding.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// CORS lets browser apps on other origins call the API.
+	CORS CORS `yaml:"cors"`
+	// Tenants are per-tenant settings, by tenant ID.
+	Tenants map[string]*Tenant `yaml:"tenants"`
+	// Usage tunes how usage rows reach the store.
+	Usage Usage `yaml:"usage"`
 	// Log configures the structured request log.
 	Log Log `yaml:"log"`
 	// Providers are the upstreams, by name.
@@ -220,6 +244,13 @@ type Cache struct {
 	URLEnv string `yaml:"url_env"`
 	// ReplayTokensPerSecond paces cache hits (0: at once).
 	ReplayTokensPerSecond float64 `yaml:"replay_tokens_per_second"`
+	// Timeout bounds one cache read or write (default 50ms): a slower
+	// read is a miss, and writes never delay an answer's ending.
+	Timeout time.Duration `yaml:"timeout"`
+	// After Failures failed or timed-out operations in a row (default 3),
+	// the cache is skipped for Cooldown (default 10s), then tried again.
+	Failures int           `yaml:"failures"`
+	Cooldown time.Duration `yaml:"cooldown"`
 
 	ResolvedURL string `yaml:"-"`
 }
@@ -235,9 +266,42 @@ type Store struct {
 	// variable holding it instead (for URLs with passwords).
 	URL    string `yaml:"url"`
 	URLEnv string `yaml:"url_env"`
+	// Timeout bounds each store operation a request waits on (default
+	// 2s): a stalled database answers 503 store_unavailable within it.
+	Timeout time.Duration `yaml:"timeout"`
 
 	// ResolvedURL is URL or the value of URLEnv.
 	ResolvedURL string `yaml:"-"`
+}
+
+// Usage tunes the usage writer. Rows are written in batches in the
+// background; while the store is unavailable they wait in memory and are
+// retried with backoff, and past Queue rows they go to the spill file,
+// which is replayed when the store is back.
+type Usage struct {
+	// Queue bounds the rows kept in memory (default 100000).
+	Queue int `yaml:"queue"`
+	// SpillPath is the spill file (default: the SQLite file's path plus
+	// ".usage-spill", or firstword-usage.spill in the working directory).
+	SpillPath string `yaml:"spill_path"`
+	// RetryMax caps the backoff between attempts (default 30s).
+	RetryMax time.Duration `yaml:"retry_max"`
+}
+
+// CORS configures cross-origin requests from browsers.
+type CORS struct {
+	// AllowedOrigins are origins (scheme://host[:port]) whose pages may
+	// call the API; "*" allows any. Empty: none, and requests from a page
+	// on another origin are refused (403).
+	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// Tenant is one tenant's settings.
+type Tenant struct {
+	// SharedConversations lets every key of the tenant read and continue
+	// the tenant's conversations (default false: a conversation belongs to
+	// the user of the key that created it).
+	SharedConversations bool `yaml:"shared_conversations"`
 }
 
 // Auth tunes authentication. Keys are managed with "firstword keys".
@@ -412,6 +476,10 @@ type Breaker struct {
 	MinRequests         int           `yaml:"min_requests"`
 	Window              time.Duration `yaml:"window"`
 	Cooldown            time.Duration `yaml:"cooldown"`
+	// MaxEjectedShare is the largest share of an alias's deployments
+	// whose open circuits are skipped at once (default 0.5); the rest are
+	// tried even while open, so that an alias is never shut out whole.
+	MaxEjectedShare float64 `yaml:"max_ejected_share"`
 }
 
 // Deployment is a provider and an upstream model.
@@ -537,6 +605,33 @@ func (c *Config) Defaults() {
 	}
 	if c.MaxEventBytes == 0 {
 		c.MaxEventBytes = 1 << 20
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = 32 << 10
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = 2048
+	}
+	if c.MaxPromptBytes == 0 {
+		c.MaxPromptBytes = 2 << 20
+	}
+	if c.Store.Timeout == 0 {
+		c.Store.Timeout = 2 * time.Second
+	}
+	if c.Cache.Timeout == 0 {
+		c.Cache.Timeout = 50 * time.Millisecond
+	}
+	if c.Cache.Failures == 0 {
+		c.Cache.Failures = 3
+	}
+	if c.Cache.Cooldown == 0 {
+		c.Cache.Cooldown = 10 * time.Second
+	}
+	if c.Usage.Queue == 0 {
+		c.Usage.Queue = 100000
+	}
+	if c.Usage.RetryMax == 0 {
+		c.Usage.RetryMax = 30 * time.Second
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"

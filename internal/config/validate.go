@@ -46,6 +46,35 @@ func (c *Config) problems() []string {
 	if c.MaxEventBytes < 1024 {
 		bad(c.line("max_event_bytes"), "max_event_bytes", "must be at least 1024")
 	}
+	if c.ShutdownDelay < 0 {
+		bad(c.line("shutdown_delay"), "shutdown_delay", "must not be negative")
+	}
+	if c.MaxHeaderBytes < 4096 {
+		bad(c.line("max_header_bytes"), "max_header_bytes", "must be at least 4096")
+	}
+	if c.MaxMessages < 1 {
+		bad(c.line("max_messages"), "max_messages", "must be at least 1")
+	}
+	if c.MaxPromptBytes < 1024 {
+		bad(c.line("max_prompt_bytes"), "max_prompt_bytes", "must be at least 1024")
+	}
+	for _, o := range c.CORS.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad(c.line("cors", "allowed_origins"), "cors.allowed_origins", "want scheme://host[:port] or *, got %q", o)
+		}
+	}
+	if c.Store.Timeout < 0 {
+		bad(c.line("store", "timeout"), "store.timeout", "must not be negative")
+	}
+	if c.Cache.Timeout < 0 || c.Cache.Cooldown < 0 || c.Cache.Failures < 0 {
+		bad(c.line("cache"), "cache", "timeout, failures and cooldown must not be negative")
+	}
+	if c.Usage.Queue < 0 || c.Usage.RetryMax < 0 {
+		bad(c.line("usage"), "usage", "queue and retry_max must not be negative")
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad(c.line("log", "level"), "log.level", "want debug, info, warn or error, got %q", c.Log.Level)
 	}
@@ -209,6 +238,9 @@ func (c *Config) problems() []string {
 			if a.Max > 0 && a.Min > a.Max {
 				bad(c.line("models", name, "adaptive_first_token"), f+".adaptive_first_token", "min is above max")
 			}
+		}
+		if b := m.Breaker; b != nil && (b.MaxEjectedShare < 0 || b.MaxEjectedShare > 1) {
+			bad(c.line("models", name, "breaker", "max_ejected_share"), f+".breaker.max_ejected_share", "must be between 0 and 1")
 		}
 		if m.MaxTokens < 0 || m.DefaultMaxTokens < 0 {
 			bad(c.line("models", name, "max_tokens"), f+".max_tokens", "max_tokens and default_max_tokens must not be negative")
