@@ -37,6 +37,9 @@ type Principal struct {
 	UserID   string
 	KeyID    string
 	Local    bool
+	// Admin keys reach the operators' routes (/admin/*) and see every
+	// tenant's traffic in the budget views.
+	Admin bool
 }
 
 const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -74,6 +77,11 @@ func parse(key string) (prefix, secret string, ok bool) {
 // the background, so under steady traffic no request waits for the store.
 // Concurrent requests that do wait (a new key, or after a quiet spell)
 // share one query.
+//
+// While the store is failing, a key answered within staleIfError keeps
+// its answer (the store cannot hold a newer one for anybody to have
+// written), and the local-mode decision, once made, is never waited for
+// again: it is only refreshed in the background.
 type Authenticator struct {
 	st     store.Store
 	ttl    time.Duration
@@ -81,9 +89,10 @@ type Authenticator struct {
 	bg     sync.WaitGroup // background refreshes
 	now    func() time.Time
 
-	mu     sync.Mutex
-	cache  map[string]cached // by hash and prefix; localKey is local mode
-	closed bool
+	mu        sync.Mutex
+	cache     map[string]cached // by hash and prefix; localKey is local mode
+	closed    bool
+	downUntil time.Time // the store failed: serve stale answers until then
 }
 
 type cached struct {
@@ -99,6 +108,10 @@ const localKey = ""
 
 // storeTimeout bounds one query of the store, which requests share.
 const storeTimeout = 5 * time.Second
+
+// staleIfError is how old a cached answer may be and still be served
+// while the store is failing.
+const staleIfError = 5 * time.Minute
 
 // New returns an Authenticator. ttl bounds how long a key check (and the
 // local-mode decision) is cached: a revoked key stops working within ttl.
@@ -157,7 +170,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization, apiKey 
 		}
 		for _, k := range keys {
 			if subtle.ConstantTimeCompare(k.Hash, sum[:]) == 1 && k.RevokedAt == nil {
-				return Principal{TenantID: k.TenantID, UserID: k.UserID, KeyID: k.ID}, nil
+				return Principal{TenantID: k.TenantID, UserID: k.UserID, KeyID: k.ID, Admin: k.Admin}, nil
 			}
 		}
 		return Principal{}, ErrUnauthorized
@@ -179,8 +192,13 @@ func (a *Authenticator) lookup(ctx context.Context, ck string, load func(context
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.cache[ck]
-	fresh := ok && now.Sub(c.at) < a.ttl
-	refresh := fresh && !a.closed && !c.refreshing && now.Sub(c.at) >= a.ttl/2
+	age := now.Sub(c.at)
+	fresh := ok && age < a.ttl
+	// Past ttl, an answer is still served while the store is known to be
+	// failing (a request would only wait to be told so), and local mode
+	// is always served from its last answer.
+	stale := ok && !fresh && (ck == localKey || now.Before(a.downUntil) && age < staleIfError)
+	refresh := (fresh || stale) && !a.closed && !c.refreshing && age >= a.ttl/2
 	if refresh {
 		c.refreshing = true
 		a.cache[ck] = c
@@ -193,10 +211,14 @@ func (a *Authenticator) lookup(ctx context.Context, ck string, load func(context
 			a.fill(context.WithoutCancel(ctx), ck, load)
 		}()
 	}
-	if fresh {
+	if fresh || stale {
 		return c.p, c.err
 	}
-	return a.fill(ctx, ck, load)
+	p, err := a.fill(ctx, ck, load)
+	if err != nil && !errors.Is(err, ErrUnauthorized) && ok && age < staleIfError {
+		return c.p, c.err // the store failed just now: the last answer stands
+	}
+	return p, err
 }
 
 // fill asks the store once for everyone who needs ck now and caches the
@@ -214,8 +236,10 @@ func (a *Authenticator) fill(ctx context.Context, ck string, load func(context.C
 				c.refreshing = false // the next request past half-life tries again
 				a.cache[ck] = c
 			}
+			a.downUntil = a.now().Add(a.ttl)
 			return nil, fmt.Errorf("auth: %w", err)
 		}
+		a.downUntil = time.Time{}
 		if len(a.cache) > 10000 {
 			clear(a.cache)
 		}

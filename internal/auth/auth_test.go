@@ -266,3 +266,91 @@ func TestLocalModeUntilAKeyExists(t *testing.T) {
 		t.Fatalf("empty store: %+v, %v; want the local principal", p, err)
 	}
 }
+
+// TestLocalModeNeverWaitsForTheStore: once local mode is decided, a
+// request never waits on the store again, however old the answer and
+// however stalled the store; the store is asked in the background.
+func TestLocalModeNeverWaitsForTheStore(t *testing.T) {
+	st, err := sqlite.Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cs := &countingStore{Store: st}
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	a := New(cs, ttl)
+	a.now = clk.now
+	ctx := context.Background()
+	if local, err := a.Local(ctx); err != nil || !local {
+		t.Fatalf("empty store: local = %v, %v", local, err)
+	}
+	gate := make(chan struct{})
+	cs.mu.Lock()
+	cs.gate = gate // the database stalls
+	cs.mu.Unlock()
+	clk.add(ttl * 10)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Authenticate(ctx, "", "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("local mode with the store stalled: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a local-mode request waited on the stalled store")
+	}
+	close(gate)
+	a.Close() // waits for the background refresh
+}
+
+// TestKnownKeyServedWhileStoreFails: a key answered before the store
+// failed keeps working through the outage, and a request after the first
+// failure does not wait for the store to be asked again.
+func TestKnownKeyServedWhileStoreFails(t *testing.T) {
+	a, cs, clk, key := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
+		t.Fatal(err)
+	}
+	cs.mu.Lock()
+	cs.fail = errors.New("connection refused")
+	cs.mu.Unlock()
+	clk.add(2 * ttl)
+	p, err := a.Authenticate(ctx, "Bearer "+key, "")
+	if err != nil || p.TenantID != "acme" {
+		t.Fatalf("a known key with the store failing: %+v, %v", p, err)
+	}
+	// Now the store stalls as well: a request in the outage is not held.
+	gate := make(chan struct{})
+	cs.mu.Lock()
+	cs.gate = gate
+	cs.mu.Unlock()
+	clk.add(ttl / 10)
+	done := make(chan error, 1)
+	go func() { _, err := a.Authenticate(ctx, "Bearer "+key, ""); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("second request in the outage: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a request in the outage waited on the store")
+	}
+	close(gate)
+	cs.mu.Lock()
+	cs.gate = nil
+	cs.mu.Unlock()
+	// An unknown key still needs the store.
+	other, _, _ := NewKey()
+	if _, err := a.Authenticate(ctx, "Bearer "+other, ""); err == nil {
+		t.Errorf("an unknown key in the outage was accepted")
+	}
+	// Past staleIfError the answer is not served.
+	clk.add(staleIfError)
+	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err == nil {
+		t.Errorf("an answer older than staleIfError was served in the outage")
+	}
+}

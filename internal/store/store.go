@@ -105,6 +105,8 @@ type APIKey struct {
 	Hash      []byte
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// Admin keys reach the operators' routes and every tenant's views.
+	Admin bool
 }
 
 // Conversation is a thread of messages.

@@ -43,15 +43,15 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 		revoked = &r
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, hash,
-		created_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, k.Hash, created, revoked); err != nil {
+		created_at, revoked_at, admin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, k.Hash, created, revoked, k.Admin); err != nil {
 		return fmt.Errorf("postgres: create api key %s: %w", k.ID, err)
 	}
 	k.CreatedAt, k.RevokedAt = created, revoked
 	return nil
 }
 
-const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at`
+const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at, admin`
 
 // APIKeysByPrefix returns the keys with prefix, revoked ones included.
 func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.APIKey, error) {
@@ -80,7 +80,7 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 	rows, _ := s.pool.Query(ctx, q, args...) // CollectRows reports the error
 	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.APIKey, error) {
 		var k store.APIKey
-		err := row.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &k.CreatedAt, &k.RevokedAt)
+		err := row.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &k.CreatedAt, &k.RevokedAt, &k.Admin)
 		return k, err
 	})
 	if len(keys) == 0 {

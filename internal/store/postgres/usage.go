@@ -11,6 +11,8 @@ import (
 )
 
 // RecordUsage inserts us in one transaction (one round trip, as a batch).
+// A row whose request already has one is skipped, so a retried batch
+// counts nothing twice.
 // A zero Time is set to now; each Time is updated to the stored value.
 func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	if len(us) == 0 {
@@ -22,7 +24,8 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 		ats[i] = stamp(u.Time)
 		b.Queue(`INSERT INTO usage (request_id, tenant_id, user_id, created_at,
 		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		ttft_ms, total_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (request_id) DO NOTHING`,
 			u.RequestID, u.TenantID, u.UserID, ats[i], u.Surface, u.Model, u.Deployment, u.Status,
 			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs)
 	}

@@ -48,15 +48,15 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 		k.RevokedAt, revoked = &r, r.UnixMicro()
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, hash,
-		created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, k.Hash, created.UnixMicro(), revoked); err != nil {
+		created_at, revoked_at, admin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, k.Hash, created.UnixMicro(), revoked, k.Admin); err != nil {
 		return fmt.Errorf("sqlite: create api key %s: %w", k.ID, err)
 	}
 	k.CreatedAt = created
 	return nil
 }
 
-const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at`
+const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at, admin`
 
 // APIKeysByPrefix returns the keys with prefix, revoked ones included.
 func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.APIKey, error) {
@@ -92,7 +92,7 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 		var k store.APIKey
 		var created int64
 		var revoked sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked); err != nil {
+		if err := rows.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &k.Admin); err != nil {
 			return nil, err
 		}
 		k.CreatedAt = fromMicros(created)

@@ -9,7 +9,7 @@ import (
 )
 
 const (
-	insertUsageSQL = `INSERT INTO usage (request_id, tenant_id, user_id, created_at, surface,
+	insertUsageSQL = `INSERT OR IGNORE INTO usage (request_id, tenant_id, user_id, created_at, surface,
 		model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
 		ttft_ms, total_ms) VALUES `
 	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -19,7 +19,8 @@ const (
 )
 
 // RecordUsage inserts us in one transaction, usageRows rows per statement
-// while there are that many. A zero Time is set to now; each Time is
+// while there are that many. A row whose request already has one is
+// skipped, so a retried batch counts nothing twice. A zero Time is set to now; each Time is
 // updated to the stored value.
 func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	if len(us) == 0 {

@@ -135,6 +135,7 @@ func testAPIKeys(t *testing.T, s store.Store) {
 	k2 := key("k2", "acme", "fw_bbbb", at(time.Minute))
 	k3 := key("k3", "globex", "fw_cccc", at(2*time.Minute))
 	k4 := key("k4", "globex", "fw_aaaa", at(3*time.Minute)) // prefixes may collide
+	k4.Admin = true
 	for _, k := range []*store.APIKey{&k1, &k2, &k3, &k4} {
 		if err := s.CreateAPIKey(ctx, k); err != nil {
 			t.Fatal(err)
@@ -616,6 +617,14 @@ func testUsageSummary(t *testing.T, s store.Store) {
 	}
 	if err := s.RecordUsage(ctx); err != nil {
 		t.Fatalf("RecordUsage() = %v", err)
+	}
+	// A batch written again (a retry after a timeout whose write went
+	// through) adds nothing: one row per request.
+	if err := s.RecordUsage(ctx, batch...); err != nil {
+		t.Fatalf("RecordUsage(the same batch again) = %v", err)
+	}
+	if err := s.RecordUsage(ctx, &rows[1]); err != nil {
+		t.Fatalf("RecordUsage(row 1 again) = %v", err)
 	}
 	// A batch larger than any store's statement size, for another tenant.
 	var many []*store.Usage

@@ -1,0 +1,6 @@
+-- Admin keys reach the operators' routes and every tenant's views.
+ALTER TABLE api_keys ADD COLUMN admin boolean NOT NULL DEFAULT false;
+
+-- One usage row per request: a batch retried after a write whose outcome
+-- was unknown (a timeout) inserts nothing twice.
+CREATE UNIQUE INDEX usage_request ON usage(request_id);
