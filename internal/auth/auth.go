@@ -92,7 +92,9 @@ type Authenticator struct {
 	mu        sync.Mutex
 	cache     map[string]cached // by hash and prefix; localKey is local mode
 	closed    bool
-	downUntil time.Time // the store failed: serve stale answers until then
+	downUntil time.Time     // the store failed: serve stale answers until then
+	watching  bool          // the local-mode watcher runs
+	stop      chan struct{} // closed by Close
 }
 
 type cached struct {
@@ -119,15 +121,44 @@ func New(st store.Store, ttl time.Duration) *Authenticator {
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
-	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}, now: time.Now}
+	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}, now: time.Now, stop: make(chan struct{})}
 }
 
 // Close waits for background refreshes and starts no more.
 func (a *Authenticator) Close() {
 	a.mu.Lock()
-	a.closed = true
+	if !a.closed {
+		a.closed = true
+		close(a.stop)
+	}
 	a.mu.Unlock()
 	a.bg.Wait()
+}
+
+// watchLocal asks the store every ttl/2 whether a key exists yet, while
+// the gateway is in local mode, so that requests never wait on the store
+// for it and the first key takes effect within ttl.
+func (a *Authenticator) watchLocal() {
+	defer a.bg.Done()
+	t := time.NewTicker(a.ttl / 2)
+	defer t.Stop()
+	load := func(ctx context.Context) (Principal, error) {
+		n, err := a.st.CountAPIKeys(ctx)
+		return Principal{TenantID: LocalTenant, UserID: LocalUser, Local: n == 0}, err
+	}
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+		}
+		if p, err := a.fill(context.Background(), localKey, load); err == nil && !p.Local {
+			a.mu.Lock()
+			a.watching = false
+			a.mu.Unlock()
+			return // keys never go away: the decision is final
+		}
+	}
 }
 
 // Local reports whether the gateway is in local mode: the store has never
@@ -141,6 +172,15 @@ func (a *Authenticator) Local(ctx context.Context) (bool, error) {
 		n, err := a.st.CountAPIKeys(ctx)
 		return Principal{TenantID: LocalTenant, UserID: LocalUser, Local: n == 0}, err
 	})
+	if err == nil && p.Local {
+		a.mu.Lock()
+		if !a.watching && !a.closed {
+			a.watching = true
+			a.bg.Add(1)
+			go a.watchLocal()
+		}
+		a.mu.Unlock()
+	}
 	return p.Local, err
 }
 

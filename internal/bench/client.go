@@ -90,6 +90,7 @@ func OpenIdle(ctx context.Context, c *http.Client, url, model string) (io.Closer
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, err

@@ -176,6 +176,7 @@ func leverBatch(ctx context.Context, c *http.Client, url string, o LeverOptions,
 func leverOne(ctx context.Context, c *http.Client, url, body string, cost func(string) float64, stream bool) (leverSample, error) {
 	var s leverSample
 	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {

@@ -84,7 +84,7 @@ type MemoryResult struct {
 	RSSBefore int64
 	RSSAfter  int64
 	PerStream float64 // bytes
-	// From the gateway's /admin/runtime?gc=1, per open stream.
+	// From the gateway's POST /admin/gc, per open stream.
 	HeapPerStream, StackPerStream, GoroutinesPerStream float64
 	// ProxyPerStream is httputil.ReverseProxy's RSS per open stream in the
 	// same phase (0 when not measured).
@@ -101,7 +101,7 @@ type runtimeStats struct {
 
 func readRuntime(url string) (runtimeStats, error) {
 	var rs runtimeStats
-	resp, err := http.Get(url + "/admin/runtime?gc=1")
+	resp, err := http.Post(url+"/admin/gc", "", nil)
 	if err != nil {
 		return rs, err
 	}

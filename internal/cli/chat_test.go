@@ -47,6 +47,7 @@ func chatOnce(t *testing.T, url, key string, body map[string]any, stopAfter int)
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", url+"/v1/chat", strings.NewReader(string(b)))
+	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}

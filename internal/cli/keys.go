@@ -26,7 +26,8 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 	fs.SetOutput(env.Stderr)
 	cfgPath := fs.String("config", "", "config `file` naming the store (default: firstword.db here)")
 	tenant := fs.String("tenant", "", "tenant ID")
-	user := fs.String("user", "", "user ID (default: the tenant)")
+	user := fs.String("user", "", "user ID: keys with the same user share conversations (default: the key's own ID)")
+	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
 	name := fs.String("name", "", "a label for the key")
 	if err := fs.Parse(rest); err != nil {
 		return errUsage
@@ -45,18 +46,22 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 		if *tenant == "" {
 			return fmt.Errorf("--tenant is required")
 		}
-		if *user == "" {
-			*user = *tenant
-		}
 		if err := auth.EnsureTenant(ctx, st, *tenant, *tenant); err != nil {
 			return err
 		}
 		key, prefix, hash := auth.NewKey()
-		k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC()}
+		k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: *admin}
+		if k.UserID == "" {
+			k.UserID = k.ID // each key its own user: its conversations are its own
+		}
 		if err := st.CreateAPIKey(ctx, k); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stderr, "created key %s (prefix %s) for tenant %s, user %s; it is shown once:\n", k.ID, prefix, *tenant, *user)
+		kind := "key"
+		if k.Admin {
+			kind = "admin key"
+		}
+		fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s; it is shown once:\n", kind, k.ID, prefix, *tenant, k.UserID)
 		fmt.Fprintln(env.Stdout, key)
 	case "list":
 		keys, err := st.ListAPIKeys(ctx, *tenant)
@@ -64,13 +69,13 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
 		for _, k := range keys {
 			revoked := "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.CreatedAt.Format(time.RFC3339), revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
 		}
 		tw.Flush()
 	case "revoke":
@@ -89,7 +94,7 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 }
 
 const keysUsage = `Usage:
-  firstword keys create --tenant T [--user U] [--name LABEL] [--config FILE]
+  firstword keys create --tenant T [--user U] [--name LABEL] [--admin] [--config FILE]
   firstword keys list [--tenant T] [--config FILE]
   firstword keys revoke ID|PREFIX [--config FILE]
 `

@@ -53,13 +53,21 @@ func TestKeysCommand(t *testing.T) {
 	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
 		t.Errorf("with the key: %d", code)
 	}
-	// The operators' endpoints need a key too.
+	// The operators' endpoints need an admin key.
+	admin, stderr, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "ops", "--admin")
+	admin = strings.TrimSpace(admin)
+	if code != 0 || !strings.Contains(stderr, "admin key") {
+		t.Fatalf("create --admin: %d %q", code, stderr)
+	}
 	for _, path := range []string{"/admin/runtime", "/admin/health", "/admin/sim", "/admin/debug/pprof/heap?debug=1"} {
 		if code, _ := getJSON(t, gw.URL+path, ""); code != 401 {
 			t.Errorf("%s without a key: %d, want 401", path, code)
 		}
-		if code, _ := getJSON(t, gw.URL+path, key); code != 200 {
-			t.Errorf("%s with the key: %d, want 200", path, code)
+		if code, _ := getJSON(t, gw.URL+path, key); code != 403 {
+			t.Errorf("%s with a tenant's key: %d, want 403", path, code)
+		}
+		if code, _ := getJSON(t, gw.URL+path, admin); code != 200 {
+			t.Errorf("%s with the admin key: %d, want 200", path, code)
 		}
 	}
 	// Anthropic's SDKs send the key as x-api-key and read Anthropic's

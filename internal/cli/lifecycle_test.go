@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,10 @@ import (
 
 	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/store"
+	"github.com/firstword/firstword/internal/store/sqlite"
 )
 
 // TestStalePooledConnection: the upstream drops a kept-alive connection
@@ -59,8 +64,12 @@ func TestStalePooledConnection(t *testing.T) {
 // returns its URL and a function that sends it SIGTERM (cancels its
 // context) and waits for Serve to return.
 func serveWithDrain(t *testing.T, drain time.Duration) (*cli.App, string, func() error) {
+	return serveConfigWithDrain(t, config.Default(), drain)
+}
+
+func serveConfigWithDrain(t *testing.T, cfg *config.Config, drain time.Duration) (*cli.App, string, func() error) {
 	t.Helper()
-	app, err := cli.Build(context.Background(), config.Default(), slog.New(slog.DiscardHandler))
+	app, err := cli.Build(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +117,8 @@ func TestGracefulShutdown(t *testing.T) {
 
 // TestShutdownDrainTimeout: streams still open when the drain timeout
 // passes are cancelled cleanly: the client gets an error event and the
-// request is recorded.
+// request is recorded as interrupted (the server's doing, not the
+// client's).
 func TestShutdownDrainTimeout(t *testing.T) {
 	app, url, stop := serveWithDrain(t, 200*time.Millisecond)
 	resp := post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`)
@@ -122,11 +132,94 @@ func TestShutdownDrainTimeout(t *testing.T) {
 	}
 	stop()
 	rec, ok := app.Meter.Find(id)
-	if !ok || rec.Status != "error" {
-		t.Errorf("record = %+v, want status error", rec)
+	if !ok || rec.Status != "interrupted" {
+		t.Errorf("record = %+v, want status interrupted", rec)
 	}
 	st := app.Sims["sim"].Stats()
 	if st.Cancelled != 1 {
 		t.Errorf("sim stats %+v: want the stream cancelled upstream", st)
+	}
+}
+
+// TestShutdownMidChatAnswer: a /v1/chat answer cut by the drain timeout
+// ends with an error event saying the server is shutting down; the stored
+// message is interrupted (not cancelled, as if the user had left) with
+// exactly the text the client received, and so is its usage record.
+func TestShutdownMidChatAnswer(t *testing.T) {
+	cfg := config.Default()
+	cfg.Store.Path = filepath.Join(t.TempDir(), "fw.db")
+	app, url, stop := serveConfigWithDrain(t, cfg, 200*time.Millisecond)
+	r := make(chan chatResult, 1)
+	go func() {
+		r <- chatOnce(t, url, "", map[string]any{"message": "hi [sim ttft=10ms gap=50ms tokens=200]"}, 0)
+	}()
+	time.Sleep(150 * time.Millisecond)
+	go stop()
+	res := <-r
+	if res.last.kind != "error" || res.last.data["code"] != conversation.ShutdownCode || res.last.data["status"] != "interrupted" || res.last.data["retryable"] != true {
+		t.Fatalf("last event %q %v, want an interrupted %s error", res.last.kind, res.last.data, conversation.ShutdownCode)
+	}
+	if res.text == "" {
+		t.Fatal("no text arrived before the shutdown: the test proves nothing")
+	}
+	stop()
+	st, err := sqlite.Open(cfg.Store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	msgs, err := st.ListMessages(context.Background(), "local", res.meta["conversation_id"].(string))
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("stored messages: %v, %v", msgs, err)
+	}
+	if m := msgs[1]; m.Status != store.StatusInterrupted || m.Content != res.text || m.ErrorCode != conversation.ShutdownCode {
+		t.Errorf("stored %s %q (%s), want interrupted with the %d bytes received", m.Status, m.Content, m.ErrorCode, len(res.text))
+	}
+	var rec metering.Record
+	for _, x := range app.Meter.Recent() {
+		if x.Surface == "chat" {
+			rec = x
+		}
+	}
+	if rec.Status != metering.StatusInterrupted {
+		t.Errorf("usage record status %q, want interrupted", rec.Status)
+	}
+}
+
+// TestUnreadyBeforeClosing: after SIGTERM /readyz answers 503 for the
+// shutdown delay while the gateway still serves new requests, so that a
+// load balancer stops sending before the listener closes.
+func TestUnreadyBeforeClosing(t *testing.T) {
+	cfg := config.Default()
+	cfg.ShutdownDelay = 500 * time.Millisecond
+	_, url, stop := serveConfigWithDrain(t, cfg, time.Second)
+	code := func(path string) int {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := code("/readyz"); got != 200 {
+		t.Fatalf("/readyz before shutdown: %d", got)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	time.Sleep(100 * time.Millisecond)
+	if got := code("/readyz"); got != 503 {
+		t.Errorf("/readyz during the shutdown delay: %d, want 503", got)
+	}
+	resp := post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`)
+	events := readEvents(resp.Body)
+	resp.Body.Close()
+	if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+		t.Errorf("a request during the shutdown delay: %d events", len(events))
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Serve returned %v", err)
+	}
+	if got := code("/readyz"); got != 0 {
+		t.Errorf("after shutdown the listener still answers: %d", got)
 	}
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -124,9 +125,14 @@ models:
 	warm.CloseIdleConnections()
 
 	stats := func() (stack, heap float64) {
-		code, v := getJSON(t, p.url+"/admin/runtime?gc=1", "")
-		if code != 200 {
-			t.Fatalf("/admin/runtime: %d", code)
+		resp, err := http.Post(p.url+"/admin/gc", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("POST /admin/gc: %d, %v", resp.StatusCode, err)
 		}
 		return v["stack_inuse"].(float64), v["heap_alloc"].(float64)
 	}

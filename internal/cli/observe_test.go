@@ -72,7 +72,7 @@ func sendKnown(t *testing.T, gw *gateway, n int) {
 func TestBudgetReportKnownStages(t *testing.T) {
 	gw := knownStages(t, "")
 	sendKnown(t, gw, 12)
-	rep := gw.Window.Report(time.Now(), "chat", 5)
+	rep := gw.Window.Report(time.Now(), "", "chat", 5)
 	byName := map[string]window.Row{}
 	for _, r := range rep.Stages {
 		byName[r.Name] = r
@@ -128,7 +128,7 @@ func TestBudgetReportKnownStages(t *testing.T) {
 func TestOverBudgetNamed(t *testing.T) {
 	gw := knownStages(t, "budget:\n  stages:\n    docs: {p95: 50ms}\n    ttft: {p95: 2s}\n")
 	sendKnown(t, gw, 4)
-	rep := gw.Window.Report(time.Now(), "", 0)
+	rep := gw.Window.Report(time.Now(), "", "", 0)
 	if rep.Overspend != "docs" {
 		t.Errorf("most over budget %q, want docs (120 ms against 50 ms)", rep.Overspend)
 	}
@@ -280,6 +280,7 @@ func TestTracingExport(t *testing.T) {
 	// Continue the client's trace.
 	req, _ := http.NewRequest("POST", gw.URL+"/v1/chat/completions", strings.NewReader(`{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=3]"}]}`))
 	req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

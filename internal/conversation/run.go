@@ -20,6 +20,9 @@ import (
 // errBlocked cancels a turn's work when the guard blocks its message.
 var errBlocked = errors.New("blocked by the guardrail")
 
+// ShutdownCode is the error code of a turn cut by the server's shutdown.
+const ShutdownCode = "server_shutting_down"
+
 // Event is one event of a turn after meta: a delta, then done or error.
 type Event struct {
 	Kind  string // "delta", "done" or "error"
@@ -259,6 +262,11 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	var code string
 	retryable := false
 	switch {
+	case !f.gone && errors.Is(context.Cause(ctx), chat.ErrShutdown):
+		// The server cut the answer, not the user: it says so, and the
+		// message is interrupted, as after a crash, keeping its text.
+		m.Status, code, retryable = store.StatusInterrupted, ShutdownCode, true
+		m.ErrorCode, m.ErrorMessage = code, "the server is shutting down; the answer so far is saved, send the message again to continue"
 	case f.gone || (f.err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), chat.ErrDeadline)):
 		m.Status, code = store.StatusCancelled, "cancelled"
 	case f.err == nil && f.tally.Finish == chat.FinishTimeout:
@@ -362,6 +370,8 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 
 func meterStatus(s store.Status) metering.Status {
 	switch s {
+	case store.StatusInterrupted:
+		return metering.StatusInterrupted
 	case store.StatusComplete:
 		return metering.StatusComplete
 	case store.StatusCancelled:

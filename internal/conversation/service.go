@@ -10,7 +10,6 @@ package conversation
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -136,8 +135,11 @@ type Input struct {
 	TenantID       string
 	UserID         string
 	ConversationID string // empty starts a new conversation
-	Model          string
-	Message        string
+	// SharedConversations lets the user continue another user's
+	// conversation of the same tenant; otherwise it is not found.
+	SharedConversations bool
+	Model               string
+	Message             string
 	// Timeout is the client's tighter deadline (0: the alias's).
 	Timeout time.Duration
 	// Meta carries provider hints (the sim's directives).
@@ -188,7 +190,7 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	}
 	timeout, ok := s.opt.Router.Timeout(in.Model)
 	if !ok {
-		return nil, fmt.Errorf("%w %q", ErrUnknownModel, in.Model)
+		return nil, ErrUnknownModel
 	}
 	if in.Timeout > 0 && in.Timeout < timeout {
 		timeout = in.Timeout
@@ -215,7 +217,7 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	// the conversation when it is new): one wait for the database.
 	if in.ConversationID != "" {
 		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations {
 			return nil, ErrNotFound
 		}
 		if err != nil {

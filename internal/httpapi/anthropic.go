@@ -82,5 +82,5 @@ func (a *anthropicSurface) response(x *exchange, model string, r *chat.Response)
 func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(anthropic.ErrorResponse(typ, msg))
+	w.Write(anthropic.ErrorResponse(typ, clip(msg)))
 }

@@ -85,7 +85,7 @@ func TestBodyTimeout(t *testing.T) {
 	}
 	defer c.Close()
 	start := time.Now()
-	io.WriteString(c, "POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+	io.WriteString(c, "POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("no route, trickled body: %v %v, want 404", resp, err)

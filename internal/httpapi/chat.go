@@ -61,14 +61,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	end("")
 	in := conversation.Input{
-		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, ConversationID: body.ConversationID,
+		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
 		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}
 	in.Meta = requestMeta(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
-		writePrepareError(w, err)
+		writePrepareError(w, err, body.Model)
 		return
 	}
 	if s.opt.Streams != nil {
@@ -129,14 +129,14 @@ func (s *Server) defaultModel() string {
 }
 
 // writePrepareError maps the pipeline's request errors to statuses.
-func writePrepareError(w http.ResponseWriter, err error) {
+func writePrepareError(w http.ResponseWriter, err error, model string) {
 	switch {
 	case errors.Is(err, conversation.ErrEmptyMessage):
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "message", "message is required")
 	case errors.Is(err, conversation.ErrMessageTooBig):
 		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "message", "message is too long or not valid UTF-8")
 	case errors.Is(err, conversation.ErrUnknownModel):
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", err.Error()+"; GET /v1/models lists the available ones")
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", "the model "+quoteValue(model)+" does not exist; GET /v1/models lists the available ones")
 	case errors.Is(err, conversation.ErrNotFound):
 		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "conversation_id", "conversation not found")
 	case errors.Is(err, context.Canceled):

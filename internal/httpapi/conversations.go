@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -86,7 +88,11 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	cs, err := s.opt.Store.ListConversations(r.Context(), p.TenantID, p.UserID, limit)
+	user := p.UserID
+	if s.shared(p.TenantID) {
+		user = ""
+	}
+	cs, err := s.opt.Store.ListConversations(r.Context(), p.TenantID, user, limit)
 	if err != nil {
 		s.storeError(w, err)
 		return
@@ -104,7 +110,7 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	c, err := s.opt.Store.GetConversation(r.Context(), p.TenantID, id)
+	c, err := s.conversation(r.Context(), p, id)
 	if err != nil {
 		s.storeError(w, err)
 		return
@@ -127,7 +133,12 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, r.PathValue("id")); err != nil {
+	id := r.PathValue("id")
+	if _, err := s.conversation(r.Context(), p, id); err != nil {
+		s.storeError(w, err)
+		return
+	}
+	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, id); err != nil {
 		s.storeError(w, err)
 		return
 	}
@@ -166,6 +177,25 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		sums = []store.UsageSum{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "tenant_id": p.TenantID, "data": sums})
+}
+
+// shared reports whether a tenant's conversations are every key's.
+func (s *Server) shared(tenant string) bool {
+	return s.opt.SharedConversations != nil && s.opt.SharedConversations(tenant)
+}
+
+// conversation returns conversation id if p may see it: it is p's tenant's
+// and p's user's (or the tenant shares its conversations). Others get
+// store.ErrNotFound, exactly as if it did not exist.
+func (s *Server) conversation(ctx context.Context, p auth.Principal, id string) (*store.Conversation, error) {
+	c, err := s.opt.Store.GetConversation(ctx, p.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.UserID != p.UserID && !s.shared(p.TenantID) {
+		return nil, store.ErrNotFound
+	}
+	return c, nil
 }
 
 func (s *Server) storeError(w http.ResponseWriter, err error) {

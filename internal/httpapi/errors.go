@@ -12,7 +12,7 @@ import (
 
 // writeOpenAIError writes an OpenAI-style error response.
 func writeOpenAIError(w http.ResponseWriter, status int, typ, code, param, msg string) {
-	body := map[string]any{"message": msg, "type": typ, "code": code, "param": nil}
+	body := map[string]any{"message": clip(msg), "type": typ, "code": code, "param": nil}
 	if param != "" {
 		body["param"] = param
 	}
@@ -48,4 +48,20 @@ func writeChatError(w http.ResponseWriter, e *chat.Error) {
 // retryAfterSeconds is a Retry-After value, rounded up to a second.
 func retryAfterSeconds(e *chat.Error) string {
 	return strconv.Itoa(int((e.RetryAfter + time.Second - 1) / time.Second))
+}
+
+// maxErrorMessage bounds an error message sent to a client: a message may
+// quote the client's own values, and must not echo a megabyte back.
+const maxErrorMessage = 1024
+
+// clip cuts msg to maxErrorMessage bytes, on a rune boundary.
+func clip(msg string) string {
+	if len(msg) <= maxErrorMessage {
+		return msg
+	}
+	cut := maxErrorMessage
+	for cut > 0 && !isRuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }

@@ -188,7 +188,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchan
 	}
 	sf := a.parse(w, r, x, body)
 	endParse("")
-	if sf == nil {
+	if sf == nil || !s.withinLimits(w, r, x.req) {
 		return nil, nil, nil, nil
 	}
 	ctx, cancel, ok := s.begin(w, r, x, func(msg string) { a.notFound(w, msg) })
@@ -198,13 +198,37 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchan
 	return x, sf, ctx, cancel
 }
 
+// withinLimits checks a parsed request against the message count and
+// prompt size limits, answering 413 itself when it is over one.
+func (s *Server) withinLimits(w http.ResponseWriter, r *http.Request, req *chat.Request) bool {
+	if n := len(req.Messages); n > s.opt.MaxMessages {
+		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "too_many_messages",
+			"the request has "+strconv.Itoa(n)+" messages; the limit (max_messages) is "+strconv.Itoa(s.opt.MaxMessages))
+		return false
+	}
+	size := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		size += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			size += len(tc.Arguments)
+		}
+	}
+	if size > s.opt.MaxPromptBytes {
+		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "prompt_too_large",
+			"the messages hold "+strconv.Itoa(size)+" bytes of text; the limit (max_prompt_bytes) is "+strconv.Itoa(s.opt.MaxPromptBytes))
+		return false
+	}
+	return true
+}
+
 // begin checks the alias and derives the request's context: its deadline
 // is the alias's timeout from when the request arrived, or the client's
 // tighter X-Request-Timeout; every attempt inside shares it.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange, notFound func(msg string)) (context.Context, context.CancelCauseFunc, bool) {
 	timeout, ok := s.opt.Router.Timeout(x.req.Model)
 	if !ok {
-		notFound("the model " + strconv.Quote(x.req.Model) + " does not exist; GET /v1/models lists the available ones")
+		notFound("the model " + quoteValue(x.req.Model) + " does not exist; GET /v1/models lists the available ones")
 		return nil, nil, false
 	}
 	if d := clientDeadline(r.Header); d > 0 && d < timeout {
@@ -495,6 +519,9 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	case x.err == nil:
 		rec.Status = metering.StatusComplete
 		rec.UsageMissing = x.tally.Reported == nil && !x.rep.Cached
+	case errors.Is(x.err, chat.ErrShutdown):
+		rec.Status = metering.StatusInterrupted
+		rec.ErrorCode, rec.Error = conversation.ShutdownCode, chat.ErrShutdown.Error()
 	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
 		rec.Status = metering.StatusCancelled
 	default:

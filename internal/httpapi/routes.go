@@ -25,12 +25,15 @@ func (s *Server) routes() {
 		s.mux.HandleFunc("GET /v1/usage", s.usage)
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
-	// Operators' endpoints need a key (any, while in local mode).
-	s.mux.Handle("GET /admin/health", s.authed(http.HandlerFunc(s.deploymentHealth)))
-	s.mux.Handle("GET /admin/runtime", s.authed(http.HandlerFunc(s.runtimeStats)))
-	s.mux.Handle("GET /admin/debug/pprof/", s.authed(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index))))
-	s.mux.Handle("GET /admin/debug/pprof/profile", s.authed(http.HandlerFunc(pprof.Profile)))
-	s.mux.Handle("GET /admin/debug/pprof/trace", s.authed(http.HandlerFunc(pprof.Trace)))
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	// Operators' endpoints need an admin key (anyone, in local mode, from
+	// a loopback host name: see origin.go). None changes state on a GET.
+	s.mux.Handle("GET /admin/health", s.admin(http.HandlerFunc(s.deploymentHealth)))
+	s.mux.Handle("GET /admin/runtime", s.admin(http.HandlerFunc(s.runtimeStats)))
+	s.mux.Handle("POST /admin/gc", s.admin(http.HandlerFunc(s.collect)))
+	s.mux.Handle("GET /admin/debug/pprof/", s.admin(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index))))
+	s.mux.Handle("GET /admin/debug/pprof/profile", s.admin(http.HandlerFunc(pprof.Profile)))
+	s.mux.Handle("GET /admin/debug/pprof/trace", s.admin(http.HandlerFunc(pprof.Trace)))
 	if s.opt.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}
@@ -42,21 +45,40 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /static/", webui.Handler())
 	s.mux.HandleFunc("/", s.notFound)
 	for pattern, h := range s.opt.Extra {
-		s.mux.Handle(pattern, s.authed(h))
+		s.mux.Handle(pattern, s.admin(h))
 	}
 }
 
-// authed serves h to authenticated requests only.
-func (s *Server) authed(h http.Handler) http.Handler {
+// admin serves h to admin keys only (and to the local user in local
+// mode); other keys get 403.
+func (s *Server) admin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.authenticate(w, r, nil); ok {
-			h.ServeHTTP(w, r)
+		p, ok := s.authenticate(w, r, nil)
+		if !ok {
+			return
 		}
+		if !p.Admin && !p.Local {
+			writeOpenAIError(w, http.StatusForbidden, "permission_error", "admin_key_required",
+				"", "this route needs an admin key (firstword keys create --admin)")
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 
+// healthz says the process is alive: liveness.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz says whether to send this replica new requests: no once shutdown
+// has begun (streams already open go on).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -79,10 +101,16 @@ func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 // budgetReport serves the live latency budget (?surface=chat|openai|
-// anthropic to keep one surface, ?recent=N waterfalls).
+// anthropic to keep one surface, ?recent=N waterfalls) of the caller's
+// tenant; an admin key sees every tenant's, or one with ?tenant=.
 func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.authenticate(w, r, nil); !ok {
+	p, ok := s.authenticate(w, r, nil)
+	if !ok {
 		return
+	}
+	tenant := p.TenantID
+	if p.Admin || p.Local {
+		tenant = r.URL.Query().Get("tenant")
 	}
 	recent := 0
 	if v := r.URL.Query().Get("recent"); v != "" {
@@ -100,16 +128,12 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "surface", "surface must be openai, chat or anthropic")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.opt.Budget(surface, recent))
+	writeJSON(w, http.StatusOK, s.opt.Budget(tenant, surface, recent))
 }
 
 // runtimeStats reports the process's goroutines and memory, for capacity
-// planning (and the benchmark's memory-per-stream breakdown); ?gc=1 runs a
-// collection first, so heap_alloc is the live heap.
+// planning (and the benchmark's memory-per-stream breakdown).
 func (s *Server) runtimeStats(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("gc") == "1" {
-		runtime.GC()
-	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -121,6 +145,13 @@ func (s *Server) runtimeStats(w http.ResponseWriter, r *http.Request) {
 		"heap_released": m.HeapReleased,
 		"num_gc":        m.NumGC,
 	})
+}
+
+// collect runs a garbage collection and then reports as runtimeStats
+// does, so heap_alloc is the live heap.
+func (s *Server) collect(w http.ResponseWriter, r *http.Request) {
+	runtime.GC()
+	s.runtimeStats(w, r)
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

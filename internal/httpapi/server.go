@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -35,6 +36,9 @@ type Router interface {
 // Authenticator resolves API keys.
 type Authenticator interface {
 	Authenticate(ctx context.Context, authorization, apiKey string) (auth.Principal, error)
+	// Local reports whether the gateway serves everyone as the local user
+	// (no key exists). It must not wait on the store per request.
+	Local(ctx context.Context) (bool, error)
 }
 
 // Options configures a Server.
@@ -55,7 +59,7 @@ type Options struct {
 	Metrics http.Handler
 	// Budget reports the latency budget for /v1/budget and /budget (nil:
 	// no routes).
-	Budget func(surface string, recent int) any
+	Budget func(tenant, surface string, recent int) any
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval (0: none).
 	Heartbeat time.Duration
@@ -72,8 +76,21 @@ type Options struct {
 	// (nil: references are refused).
 	Items cache.Cache
 	// Extra routes mounted on the same mux (e.g. a sim's stats), for
-	// authenticated requests only.
+	// admin keys only (anyone in local mode).
 	Extra map[string]http.Handler
+	// CORS lists the origins whose pages may call the API.
+	CORS CORS
+	// AllowedHosts are host names, besides loopback ones, that a request
+	// may name in local mode (e.g. the listen host).
+	AllowedHosts []string
+	// SharedConversations reports whether every key of a tenant may read
+	// and continue the tenant's conversations (nil: none do; a
+	// conversation is its creator's).
+	SharedConversations func(tenant string) bool
+	// MaxMessages and MaxPromptBytes bound a request's messages and their
+	// text (0: 2048 and 2 MiB).
+	MaxMessages    int
+	MaxPromptBytes int
 }
 
 // Server serves the API.
@@ -81,6 +98,10 @@ type Server struct {
 	opt Options
 	log *slog.Logger
 	mux *http.ServeMux
+	// allowedHosts are opt.AllowedHosts, lower case.
+	allowedHosts []string
+	// draining is set once shutdown begins: /readyz answers 503.
+	draining atomic.Bool
 	// responses is the Responses API's entry point (it needs s).
 	responses *api
 }
@@ -102,13 +123,23 @@ func New(opt Options) *Server {
 	if opt.Meter == nil {
 		opt.Meter = metering.NewMemory(0)
 	}
+	if opt.MaxMessages <= 0 {
+		opt.MaxMessages = 2048
+	}
+	if opt.MaxPromptBytes <= 0 {
+		opt.MaxPromptBytes = 2 << 20
+	}
 	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux()}
+	for _, h := range opt.AllowedHosts {
+		s.allowedHosts = append(s.allowedHosts, strings.ToLower(strings.TrimSuffix(h, ".")))
+	}
 	s.responses = responsesAPIFor(s)
 	s.routes()
 	return s
 }
 
-// ServeHTTP implements http.Handler. A request with a body gets the body
+// ServeHTTP implements http.Handler. Requests a browser must not make
+// are refused first (origin.go). A request with a body gets the body
 // timeout at once, so one answered without reading it (401, 404, 405)
 // cannot have its body trickled into net/http's drain forever; readBody
 // clears it once the body is in.
@@ -116,8 +147,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.Body != http.NoBody {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
 	}
-	s.mux.ServeHTTP(w, r)
+	if s.admit(w, r) {
+		s.mux.ServeHTTP(w, r)
+	}
 }
+
+// Drain marks the server as shutting down: /readyz answers 503 from now
+// on, so that a load balancer stops sending new requests.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // newID returns a random identifier with a prefix.
 func newID(prefix string) string {

@@ -90,6 +90,7 @@ func TestWriteDeadlineDoesNotOutliveStream(t *testing.T) {
 		reused := false
 		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
 		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)

@@ -21,6 +21,8 @@ const (
 	StatusCancelled Status = "cancelled" // the client left
 	StatusError     Status = "error"
 	StatusTimeout   Status = "timeout" // the overall timeout cut it
+	// StatusInterrupted: the server shut down (or crashed) under it.
+	StatusInterrupted Status = "interrupted"
 )
 
 // Record is one request's metering.

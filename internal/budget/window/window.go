@@ -39,7 +39,7 @@ type Window struct {
 	keep    int
 
 	mu     sync.Mutex
-	slots  map[string][]*slot // by surface; "" is every surface
+	slots  map[string][]*slot // by scope (see scope); "" is everything
 	recent []Request          // a ring of the last keep requests
 	next   int                // where the next request goes in recent
 }
@@ -63,6 +63,7 @@ type stageStats struct {
 // Request is one request's waterfall.
 type Request struct {
 	ID           string               `json:"id"`
+	Tenant       string               `json:"tenant,omitempty"`
 	Time         time.Time            `json:"time"`
 	Surface      string               `json:"surface"`
 	Model        string               `json:"model"`
@@ -108,16 +109,30 @@ func (w *Window) current(now time.Time, surface string) *slot {
 	return s
 }
 
-// Observe adds a finished request. status is how it ended; TTC counts only
-// requests that completed (or were cut by the timeout).
-func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *budget.Recorder) {
+// scope names the slots of one tenant's ("" for all) requests on one
+// surface ("" for all).
+func scope(tenant, surface string) string {
+	if tenant == "" {
+		return surface
+	}
+	return "tenant:" + tenant + "/" + surface
+}
+
+// Observe adds a finished request of a tenant. status is how it ended;
+// TTC counts only requests that completed (or were cut by the timeout).
+func (w *Window) Observe(now time.Time, id, tenant, surface, model, status string, rec *budget.Recorder) {
 	stages := rec.Stages()
 	ttfw, ttc := rec.TTFW(), rec.TTC()
 	path := budget.CriticalPath(stages, ttfw)
 	joined := strings.Join(path, " → ")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, key := range []string{"", surface} {
+	keys := [4]string{"", surface, scope(tenant, ""), scope(tenant, surface)}
+	n := 2
+	if tenant != "" {
+		n = 4
+	}
+	for _, key := range keys[:n] {
 		s := w.current(now, key)
 		s.n++
 		if ttfw > 0 {
@@ -142,7 +157,7 @@ func (w *Window) Observe(now time.Time, id, surface, model, status string, rec *
 			}
 		}
 	}
-	r := Request{ID: id, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
+	r := Request{ID: id, Tenant: tenant, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
 	if len(w.recent) < w.keep {
 		w.recent = append(w.recent, r)
 	} else {
@@ -188,18 +203,20 @@ type Report struct {
 	Recent        []Request `json:"recent,omitempty"`
 }
 
-// Report merges the window's slots of one surface ("" for all). recent
-// bounds the waterfalls returned.
-func (w *Window) Report(now time.Time, surface string, recent int) Report {
+// Report merges the window's slots of one tenant's requests ("" for every
+// tenant's) on one surface ("" for all). recent bounds the waterfalls
+// returned, which are the tenant's only.
+func (w *Window) Report(now time.Time, tenant, surface string, recent int) Report {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.current(now, surface)
+	key := scope(tenant, surface)
+	w.current(now, key)
 	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
 	ttfw, ttc := newSketch(), newSketch()
 	stages := map[string]*stageStats{}
 	paths := map[string]int{}
 	words := 0
-	for _, s := range w.slots[surface] {
+	for _, s := range w.slots[key] {
 		rep.Requests += s.n
 		ttfw.MergeWith(s.ttfw)
 		ttc.MergeWith(s.ttc)
@@ -262,7 +279,7 @@ func (w *Window) Report(now time.Time, surface string, recent int) Report {
 	}
 	for k := 1; k <= len(w.recent) && len(rep.Recent) < recent; k++ {
 		i := (w.next - k + len(w.recent)) % len(w.recent) // newest first
-		if surface == "" || w.recent[i].Surface == surface {
+		if (surface == "" || w.recent[i].Surface == surface) && (tenant == "" || w.recent[i].Tenant == tenant) {
 			rep.Recent = append(rep.Recent, w.recent[i])
 		}
 	}

@@ -8,13 +8,15 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 )
 
-func observe(w *Window, now time.Time, id, surface string) {
+func observe(w *Window, now time.Time, id, surface string) { observeFor(w, now, id, "", surface) }
+
+func observeFor(w *Window, now time.Time, id, tenant, surface string) {
 	rec := budget.New(now.Add(-100 * time.Millisecond))
 	rec.Add("parse", now.Add(-100*time.Millisecond), now.Add(-99*time.Millisecond), "")
 	rec.Add("ttft", now.Add(-99*time.Millisecond), now.Add(-10*time.Millisecond), "")
 	rec.FirstWord(now.Add(-10 * time.Millisecond))
 	rec.Complete(now)
-	w.Observe(now, id, surface, "m", "complete", rec)
+	w.Observe(now, id, tenant, surface, "m", "complete", rec)
 }
 
 // TestRecentKeepsTheLast: the report's recent waterfalls are the last
@@ -39,7 +41,7 @@ func TestRecentKeepsTheLast(t *testing.T) {
 		{"openai", 10, "[3 5]"},
 		{"anthropic", 10, "[4]"},
 	} {
-		rep := w.Report(now, tt.surface, tt.n)
+		rep := w.Report(now, "", tt.surface, tt.n)
 		var ids []string
 		for _, r := range rep.Recent {
 			ids = append(ids, r.ID)
@@ -48,8 +50,39 @@ func TestRecentKeepsTheLast(t *testing.T) {
 			t.Errorf("surface %q, %d recent: %s, want %s", tt.surface, tt.n, got, tt.want)
 		}
 	}
-	rep := w.Report(now, "", 0)
+	rep := w.Report(now, "", "", 0)
 	if len(rep.Stages) == 0 {
 		t.Fatalf("no stages in %+v", rep)
+	}
+}
+
+// TestReportOfOneTenant: a tenant's report counts and lists its own
+// requests only; the report of all tenants counts everyone's.
+func TestReportOfOneTenant(t *testing.T) {
+	w := New(time.Minute, Targets{}, 10)
+	now := time.Now()
+	observeFor(w, now, "a1", "acme", "openai")
+	observeFor(w, now, "a2", "acme", "chat")
+	observeFor(w, now, "g1", "globex", "openai")
+	for _, tt := range []struct {
+		tenant, surface string
+		requests        int
+		recent          string
+	}{
+		{"", "", 3, "[a1 a2 g1]"},
+		{"acme", "", 2, "[a1 a2]"},
+		{"acme", "openai", 1, "[a1]"},
+		{"globex", "", 1, "[g1]"},
+		{"globex", "chat", 0, "[]"},
+		{"initech", "", 0, "[]"},
+	} {
+		rep := w.Report(now, tt.tenant, tt.surface, 10)
+		ids := []string{}
+		for _, r := range rep.Recent {
+			ids = append(ids, r.ID)
+		}
+		if rep.Requests != tt.requests || fmt.Sprint(ids) != tt.recent {
+			t.Errorf("Report(%q, %q): %d requests, recent %v; want %d, %s", tt.tenant, tt.surface, rep.Requests, ids, tt.requests, tt.recent)
+		}
 	}
 }

@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Browser checks. A browser lets any page send a "simple" cross-site POST
+// (text/plain body, no preflight) and, through DNS rebinding, read what a
+// loopback server answers under another host name. In local mode no key
+// stands in the way, so these checks are what keeps a web page from using
+// the user's gateway (Ollama hardened its own server the same way).
+//
+//   - a request from a page on another origin (its Origin header, or
+//     Sec-Fetch-Site: cross-site) is refused unless CORS allows that
+//     origin; same-origin requests (the chat page itself) pass;
+//   - in local mode, the Host header must be a loopback name, the listen
+//     address, or one of AllowedHosts: a rebinding host name gets 403;
+//   - a POST body must be JSON (415 otherwise): no form or text/plain body
+//     reaches a handler.
+
+// CORS is the cross-origin policy: the origins whose pages may call the
+// API. Nothing is allowed unless configured.
+type CORS struct {
+	// AllowedOrigins are scheme://host[:port] values, or "*" for any.
+	AllowedOrigins []string
+}
+
+func (c *CORS) allows(origin string) bool {
+	return slices.Contains(c.AllowedOrigins, "*") || slices.Contains(c.AllowedOrigins, origin)
+}
+
+// exposedHeaders are the response headers a cross-origin page may read.
+const exposedHeaders = "X-Request-Id, X-Trace-Id, X-Firstword-Deployment, X-Firstword-Attempts, X-Firstword-Route, X-Firstword-Cache, X-Firstword-Rule, X-Firstword-Protocol, Server-Timing, Retry-After"
+
+// admit runs the browser checks, answering a refused request itself. It
+// reports whether the request goes on.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	switch {
+	case origin != "" && s.opt.CORS.allows(origin):
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+			if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
+				h.Set("Access-Control-Allow-Headers", rh)
+			}
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return false
+		}
+		h.Set("Access-Control-Expose-Headers", exposedHeaders)
+	case origin != "" && !sameOrigin(origin, r.Host):
+		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
+			"requests from pages on "+quoteValue(origin)+" are refused: add the origin to cors.allowed_origins to allow them")
+		return false
+	case origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" && r.Header.Get("Sec-Fetch-Mode") != "navigate":
+		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
+			"cross-site requests are refused: add the page's origin to cors.allowed_origins to allow them")
+		return false
+	}
+	if !s.hostAllowed(r) {
+		writeRequestError(w, r, http.StatusForbidden, "permission_error", "host_refused",
+			"this gateway runs in local mode and answers only to loopback host names, not "+quoteValue(r.Host)+
+				": add the name to allowed_hosts, or create an API key")
+		return false
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+		writeRequestError(w, r, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
+			"the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')")
+		return false
+	}
+	return true
+}
+
+// sameOrigin reports whether origin (scheme://host[:port]) names the host
+// the request was sent to.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// hostAllowed reports whether the request's Host may be served: any host
+// once keys exist; in local mode, loopback names, the listen host and the
+// configured allowed hosts.
+func (s *Server) hostAllowed(r *http.Request) bool {
+	if s.opt.Auth == nil {
+		return true
+	}
+	local, err := s.opt.Auth.Local(r.Context())
+	if err != nil || !local {
+		return true // authentication decides
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return slices.Contains(s.allowedHosts, host)
+}
+
+// isJSON reports whether a Content-Type is JSON: application/json or a
+// +json type, with any parameters.
+func isJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// quoteValue quotes a client's value for an error message, cut to a short
+// prefix: an error must not echo a megabyte back.
+func quoteValue(v string) string {
+	const max = 64
+	if len(v) > max {
+		cut := max
+		for cut > 0 && !isRuneStart(v[cut]) {
+			cut--
+		}
+		return strconv.Quote(v[:cut]) + "..."
+	}
+	return strconv.Quote(v)
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
