@@ -61,7 +61,8 @@ func NewTransport() *http.Transport {
 // Timeout, Jar and CheckRedirect are not); as http.Client does, a user and
 // password in the URL are sent as basic auth unless the request has an
 // Authorization header, and errors name the method and the URL (without
-// its password).
+// its password or the values of credential-named query parameters such as
+// key=).
 func Do(client *http.Client, req *http.Request) (*http.Response, error) {
 	rt := client.Transport
 	if rt == nil {
@@ -77,7 +78,7 @@ func Do(client *http.Client, req *http.Request) (*http.Response, error) {
 		if m := req.Method; m != "" {
 			op = m[:1] + strings.ToLower(m[1:])
 		}
-		err = &url.Error{Op: op, URL: req.URL.Redacted(), Err: err}
+		err = &url.Error{Op: op, URL: redactURL(req.URL), Err: err}
 	}
 	return resp, err
 }
@@ -348,15 +349,16 @@ type ChunkReader interface {
 
 // PullHTTP returns the Reader of an answer over HTTP: o opens it on the
 // first Next; an error from the body is reported by its cause when ctx
-// ended, and names provider name; at the end the body is drained so that
-// its connection goes back to the pool.
-func PullHTTP(ctx context.Context, name string, o Opener, req *chat.Request) Reader {
-	return &httpReader{ctx: ctx, name: name, o: o, req: req}
+// ended, and names the provider s scrubs for; every error, o's included,
+// is scrubbed of the provider's secrets by s (see Scrubber); at the end
+// the body is drained so that its connection goes back to the pool.
+func PullHTTP(ctx context.Context, s *Scrubber, o Opener, req *chat.Request) Reader {
+	return &httpReader{ctx: ctx, s: s, o: o, req: req}
 }
 
 type httpReader struct {
 	ctx  context.Context
-	name string
+	s    *Scrubber // names the provider, too
 	o    Opener
 	req  *chat.Request
 	resp *http.Response
@@ -378,8 +380,8 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 	}
 	if r.resp == nil {
 		if err := r.open(); err != nil {
-			r.err = err
-			return nil, err
+			r.err = r.s.Error(err)
+			return nil, r.err
 		}
 	}
 	c, err := r.cr.Next()
@@ -392,12 +394,12 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 		}
 		return nil, io.EOF
 	case err != nil:
-		err = lostConnection(r.name, Cause(r.ctx, err))
+		err = lostConnection(r.s.name, Cause(r.ctx, err))
 		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-			ce.Provider = r.name
+			ce.Provider = r.s.name
 		}
-		r.err = err
-		return nil, err
+		r.err = r.s.Error(err)
+		return nil, r.err
 	}
 	return c, nil
 }
@@ -459,7 +461,12 @@ type Post struct {
 func (p *Post) Send(ctx context.Context) (*http.Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(p.Body))
 	if err != nil {
-		return nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.Name, Message: err.Error()}
+		// Not the URL: a password in it would be quoted.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &chat.Error{Category: chat.CategoryInternal, Provider: p.Name, Message: "invalid upstream URL: " + err.Error()}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", p.Accept)

@@ -119,6 +119,41 @@ func TestDoSendsURLUserAsBasicAuth(t *testing.T) {
 	}
 }
 
+// TestDoRedactsQueryCredentials: a transport error quotes the URL without
+// its password or the values of credential-named query parameters (a key=
+// as Gemini accepts one); the other parameters stay.
+func TestDoRedactsQueryCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	req, _ := http.NewRequest("POST", "http://u:hunter22@"+addr+"/v1beta/models/m:streamGenerateContent?alt=sse&key=AIzaSecretSecret&api-key=AzureSecret1&sig=SasSignature1", strings.NewReader("{}"))
+	_, err = Do(&http.Client{Transport: NewTransport()}, req)
+	if err == nil {
+		t.Fatal("the request to a closed port succeeded")
+	}
+	for _, secret := range []string{"hunter22", "AIzaSecretSecret", "AzureSecret1", "SasSignature1"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q quotes %q", err, secret)
+		}
+	}
+	if want := "?alt=sse&key=xxxxx&api-key=xxxxx&sig=xxxxx"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want the query as %q", err, want)
+	}
+}
+
+// TestSendInvalidURLHidesPassword: a base URL that does not parse is
+// reported without being quoted (its password would be).
+func TestSendInvalidURLHidesPassword(t *testing.T) {
+	p := &Post{Name: "up", Client: &http.Client{}, URL: "http://user:hunter22@bad host/v1/chat"}
+	_, err := p.Send(context.Background())
+	if err == nil || strings.Contains(err.Error(), "hunter22") || !strings.Contains(err.Error(), "invalid upstream URL") {
+		t.Errorf("Send() = %v, want an invalid URL that is not quoted", err)
+	}
+}
+
 type countingOpener struct{ n int }
 
 func (o *countingOpener) Open(context.Context, *chat.Request) (*http.Response, ChunkReader, error) {
@@ -130,7 +165,7 @@ func (o *countingOpener) Open(context.Context, *chat.Request) (*http.Response, C
 // never sends the request.
 func TestPullHTTPClosedBeforeNext(t *testing.T) {
 	o := &countingOpener{}
-	r := PullHTTP(context.Background(), "up", o, &chat.Request{})
+	r := PullHTTP(context.Background(), NewScrubber("up", "", nil), o, &chat.Request{})
 	r.Close()
 	if _, err := r.Next(); err == nil || o.n != 0 {
 		t.Errorf("Next after Close: err %v, %d requests sent", err, o.n)

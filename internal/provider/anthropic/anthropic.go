@@ -23,7 +23,9 @@ type Config struct {
 	// BaseURL is the API root, e.g. https://api.anthropic.com/v1; requests
 	// go to BaseURL + "/messages".
 	BaseURL string
-	// APIKey is sent as the x-api-key header when set.
+	// APIKey is sent as the x-api-key header when set. It and the values
+	// of Headers are scrubbed from the errors the Provider returns (see
+	// provider.Scrubber).
 	APIKey string
 	// Headers are added to every request (anthropic-beta, for one).
 	Headers map[string]string
@@ -43,9 +45,10 @@ type Config struct {
 
 // Provider calls the Messages API.
 type Provider struct {
-	cfg  Config
-	url  string
-	opts wire.EncodeOptions
+	cfg   Config
+	url   string
+	opts  wire.EncodeOptions
+	scrub *provider.Scrubber
 }
 
 // New returns a Provider.
@@ -57,9 +60,10 @@ func New(cfg Config) *Provider {
 		cfg.Version = DefaultVersion
 	}
 	return &Provider{
-		cfg:  cfg,
-		url:  strings.TrimSuffix(cfg.BaseURL, "/") + "/messages",
-		opts: wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
+		cfg:   cfg,
+		url:   strings.TrimSuffix(cfg.BaseURL, "/") + "/messages",
+		opts:  wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
+		scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers),
 	}
 }
 
@@ -76,7 +80,7 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // message_stop; the rest of the body is drained so that the connection
 // goes back to the pool.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+	return provider.PullHTTP(ctx, p.scrub, p, req)
 }
 
 // Open implements provider.Opener.

@@ -197,7 +197,8 @@ func TestStreamHTTPErrors(t *testing.T) {
 		{
 			name: "bad key", status: 401,
 			body: `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
-			want: chat.Error{Category: chat.CategoryAuth, Status: 401, Provider: "claude", Message: "invalid x-api-key"},
+			want: chat.Error{Category: chat.CategoryAuth, Status: 401, Provider: "claude",
+				Message: `provider "claude" rejected the gateway's credentials (HTTP 401): none are configured, set its api_key_env or headers`},
 		},
 	}
 	for _, tt := range tests {

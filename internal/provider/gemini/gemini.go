@@ -23,7 +23,8 @@ type Config struct {
 	// https://generativelanguage.googleapis.com/v1beta.
 	BaseURL string
 	// APIKey is sent in the x-goog-api-key header (never in the URL, where
-	// logs and proxies would keep it).
+	// logs and proxies would keep it). It and the values of Headers are
+	// scrubbed from the errors the Provider returns (see provider.Scrubber).
 	APIKey string
 	// Headers are added to every request.
 	Headers map[string]string
@@ -35,8 +36,9 @@ type Config struct {
 
 // Provider calls the Gemini API.
 type Provider struct {
-	cfg  Config
-	base string
+	cfg   Config
+	base  string
+	scrub *provider.Scrubber
 }
 
 // New returns a Provider.
@@ -44,7 +46,7 @@ func New(cfg Config) *Provider {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: provider.NewTransport()}
 	}
-	return &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/")}
+	return &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/"), scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers)}
 }
 
 // Stream implements provider.Provider. req.Model is the model's name, e.g.
@@ -56,7 +58,7 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // Pull implements provider.Puller: Stream's answer as a reader. The
 // request is sent on the first Next.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+	return provider.PullHTTP(ctx, p.scrub, p, req)
 }
 
 // Open implements provider.Opener.

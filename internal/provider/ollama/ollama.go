@@ -20,7 +20,8 @@ type Config struct {
 	// BaseURL is the server's root, e.g. http://127.0.0.1:11434.
 	BaseURL string
 	// Headers are added to every request (e.g. Authorization for a proxy
-	// in front of Ollama).
+	// in front of Ollama). Their values are scrubbed from the errors the
+	// Provider returns (see provider.Scrubber).
 	Headers map[string]string
 	// Client sends the requests; nil means a client on provider.NewTransport.
 	Client *http.Client
@@ -30,8 +31,9 @@ type Config struct {
 
 // Provider calls an Ollama server.
 type Provider struct {
-	cfg Config
-	url string
+	cfg   Config
+	url   string
+	scrub *provider.Scrubber
 }
 
 // New returns a Provider.
@@ -39,7 +41,7 @@ func New(cfg Config) *Provider {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: provider.NewTransport()}
 	}
-	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/api/chat"}
+	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/api/chat", scrub: provider.NewScrubber(cfg.Name, "", cfg.Headers)}
 }
 
 // Stream implements provider.Provider.
@@ -50,7 +52,7 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // Pull implements provider.Puller: Stream's answer as a reader. The
 // request is sent on the first Next.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+	return provider.PullHTTP(ctx, p.scrub, p, req)
 }
 
 // Open implements provider.Opener.

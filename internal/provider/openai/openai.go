@@ -21,7 +21,9 @@ type Config struct {
 	Name string
 	// BaseURL is the API root, e.g. https://api.openai.com/v1.
 	BaseURL string
-	// APIKey is sent as a bearer token when set.
+	// APIKey is sent as a bearer token when set. It and the values of
+	// Headers are scrubbed from the errors the Provider returns (see
+	// provider.Scrubber).
 	APIKey string
 	// Headers are added to every request.
 	Headers map[string]string
@@ -35,8 +37,9 @@ type Config struct {
 
 // Provider calls an OpenAI-compatible API.
 type Provider struct {
-	cfg Config
-	url string
+	cfg   Config
+	url   string
+	scrub *provider.Scrubber
 }
 
 // New returns a Provider.
@@ -44,7 +47,8 @@ func New(cfg Config) *Provider {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Transport: provider.NewTransport()}
 	}
-	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions"}
+	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions",
+		scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers)}
 }
 
 // Stream implements provider.Provider. It always streams from the upstream
@@ -57,7 +61,7 @@ func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // Pull implements provider.Puller: Stream's answer as a reader. The
 // request is sent on the first Next.
 func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.cfg.Name, p, req)
+	return provider.PullHTTP(ctx, p.scrub, p, req)
 }
 
 // Open implements provider.Opener.
