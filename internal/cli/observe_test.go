@@ -72,7 +72,7 @@ func sendKnown(t *testing.T, gw *gateway, n int) {
 func TestBudgetReportKnownStages(t *testing.T) {
 	gw := knownStages(t, "")
 	sendKnown(t, gw, 12)
-	rep := gw.Window.Report(time.Now(), "", "chat", 5)
+	rep := gw.Window.Report(time.Now(), "", "", "chat", 5)
 	byName := map[string]window.Row{}
 	for _, r := range rep.Stages {
 		byName[r.Name] = r
@@ -128,7 +128,7 @@ func TestBudgetReportKnownStages(t *testing.T) {
 func TestOverBudgetNamed(t *testing.T) {
 	gw := knownStages(t, "budget:\n  stages:\n    docs: {p95: 50ms}\n    ttft: {p95: 2s}\n")
 	sendKnown(t, gw, 4)
-	rep := gw.Window.Report(time.Now(), "", "", 0)
+	rep := gw.Window.Report(time.Now(), "", "", "", 0)
 	if rep.Overspend != "docs" {
 		t.Errorf("most over budget %q, want docs (120 ms against 50 ms)", rep.Overspend)
 	}

@@ -341,7 +341,7 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 		total = time.Since(rec.Start())
 	}
 	r := &metering.Record{
-		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID,
+		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID,
 		Alias: t.in.Model, Deployment: f.rep.Deployment, Model: f.rep.Model, Stream: true,
 		Status: meterStatus(m.Status), FinishReason: m.FinishReason, Usage: u, Cost: m.Cost,
 		TTFW: rec.TTFW(), Total: total, Attempts: f.rep.Tries(),

@@ -51,7 +51,7 @@ func benchServer(b *testing.B, p provider.Provider, observed bool) *Server {
 type windowMeter struct{ w *window.Window }
 
 func (m windowMeter) Record(_ context.Context, r *metering.Record) {
-	m.w.Observe(time.Now(), r.RequestID, r.Tenant, r.Surface, r.Alias, string(r.Status), r.Timings)
+	m.w.Observe(time.Now(), r.RequestID, r.Tenant, r.User, r.Surface, r.Alias, string(r.Status), r.Timings)
 }
 
 // BenchmarkHandler is the gateway's own CPU cost per streamed request,

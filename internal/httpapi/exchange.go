@@ -35,6 +35,7 @@ type exchange struct {
 	err     error
 	cancel  context.CancelCauseFunc
 	tenant  string
+	user    string
 	rec     *budget.Recorder
 	trace   tracing.ID
 	routeAt time.Time // when the request was handed to the router
@@ -180,7 +181,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchan
 	if !ok {
 		return nil, nil, nil, nil
 	}
-	x.tenant = p.TenantID
+	x.tenant, x.user = p.TenantID, p.UserID
 	endParse := x.rec.Begin("parse")
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -477,6 +478,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		Time:         x.start,
 		Surface:      x.surface,
 		Tenant:       x.tenant,
+		User:         x.user,
 		Alias:        x.req.Model,
 		Deployment:   x.rep.Deployment,
 		Model:        x.rep.Model,

@@ -41,7 +41,9 @@ func admissionServer(t *testing.T, a keyAuth, cors ...string) (*Server, *httptes
 	}
 	api := New(Options{Router: r, Meter: metering.NewMemory(10), Auth: a, CORS: CORS{AllowedOrigins: cors},
 		AllowedHosts: []string{"gateway.internal"}, MaxMessages: 3, MaxPromptBytes: 2048,
-		Budget: func(tenant, surface string, recent int) any { return map[string]string{"tenant": tenant} }})
+		Budget: func(tenant, user, surface string, recent int) any {
+			return map[string]string{"tenant": tenant, "user": user}
+		}})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	return api, srv

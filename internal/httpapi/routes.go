@@ -102,15 +102,16 @@ func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
 
 // budgetReport serves the live latency budget (?surface=chat|openai|
 // anthropic to keep one surface, ?recent=N waterfalls) of the caller's
-// tenant; an admin key sees every tenant's, or one with ?tenant=.
+// tenant, with the caller's own requests as waterfalls; an admin key sees
+// every tenant's, or one with ?tenant=.
 func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.authenticate(w, r, nil)
 	if !ok {
 		return
 	}
-	tenant := p.TenantID
+	tenant, user := p.TenantID, p.UserID
 	if p.Admin || p.Local {
-		tenant = r.URL.Query().Get("tenant")
+		tenant, user = r.URL.Query().Get("tenant"), ""
 	}
 	recent := 0
 	if v := r.URL.Query().Get("recent"); v != "" {
@@ -128,7 +129,7 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "surface", "surface must be openai, chat or anthropic")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.opt.Budget(tenant, surface, recent))
+	writeJSON(w, http.StatusOK, s.opt.Budget(tenant, user, surface, recent))
 }
 
 // runtimeStats reports the process's goroutines and memory, for capacity

@@ -59,7 +59,7 @@ type Options struct {
 	Metrics http.Handler
 	// Budget reports the latency budget for /v1/budget and /budget (nil:
 	// no routes).
-	Budget func(tenant, surface string, recent int) any
+	Budget func(tenant, user, surface string, recent int) any
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval (0: none).
 	Heartbeat time.Duration

@@ -31,6 +31,7 @@ type Record struct {
 	Time         time.Time  `json:"time"`
 	Surface      string     `json:"surface"`
 	Tenant       string     `json:"tenant,omitempty"`
+	User         string     `json:"user,omitempty"`
 	Alias        string     `json:"alias"`
 	Deployment   string     `json:"deployment,omitempty"`
 	Model        string     `json:"model,omitempty"`

@@ -64,6 +64,7 @@ type stageStats struct {
 type Request struct {
 	ID           string               `json:"id"`
 	Tenant       string               `json:"tenant,omitempty"`
+	User         string               `json:"-"`
 	Time         time.Time            `json:"time"`
 	Surface      string               `json:"surface"`
 	Model        string               `json:"model"`
@@ -120,7 +121,7 @@ func scope(tenant, surface string) string {
 
 // Observe adds a finished request of a tenant. status is how it ended;
 // TTC counts only requests that completed (or were cut by the timeout).
-func (w *Window) Observe(now time.Time, id, tenant, surface, model, status string, rec *budget.Recorder) {
+func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status string, rec *budget.Recorder) {
 	stages := rec.Stages()
 	ttfw, ttc := rec.TTFW(), rec.TTC()
 	path := budget.CriticalPath(stages, ttfw)
@@ -157,7 +158,7 @@ func (w *Window) Observe(now time.Time, id, tenant, surface, model, status strin
 			}
 		}
 	}
-	r := Request{ID: id, Tenant: tenant, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
+	r := Request{ID: id, Tenant: tenant, User: user, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
 	if len(w.recent) < w.keep {
 		w.recent = append(w.recent, r)
 	} else {
@@ -205,8 +206,9 @@ type Report struct {
 
 // Report merges the window's slots of one tenant's requests ("" for every
 // tenant's) on one surface ("" for all). recent bounds the waterfalls
-// returned, which are the tenant's only.
-func (w *Window) Report(now time.Time, tenant, surface string, recent int) Report {
+// returned, which are the tenant's only, and one user's if user is set
+// (the percentiles are the tenant's).
+func (w *Window) Report(now time.Time, tenant, user, surface string, recent int) Report {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := scope(tenant, surface)
@@ -279,8 +281,9 @@ func (w *Window) Report(now time.Time, tenant, surface string, recent int) Repor
 	}
 	for k := 1; k <= len(w.recent) && len(rep.Recent) < recent; k++ {
 		i := (w.next - k + len(w.recent)) % len(w.recent) // newest first
-		if (surface == "" || w.recent[i].Surface == surface) && (tenant == "" || w.recent[i].Tenant == tenant) {
-			rep.Recent = append(rep.Recent, w.recent[i])
+		rq := &w.recent[i]
+		if (surface == "" || rq.Surface == surface) && (tenant == "" || rq.Tenant == tenant) && (user == "" || rq.User == user) {
+			rep.Recent = append(rep.Recent, *rq)
 		}
 	}
 	slices.Reverse(rep.Recent)
