@@ -73,6 +73,10 @@ type Error struct {
 	RetryAfter time.Duration
 	// Provider names the provider or deployment that failed.
 	Provider string
+	// ClientInduced says the request asked for this failure (a fault
+	// directive for the simulated provider): it says nothing about the
+	// deployment, so it does not count against the deployment's health.
+	ClientInduced bool
 	// Err is the underlying cause.
 	Err error
 }

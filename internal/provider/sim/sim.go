@@ -83,6 +83,9 @@ type plan struct {
 	usage     chat.Usage
 	finish    chat.FinishReason
 	rateLimit bool
+	// induced: the fault came from the request's directive, not the
+	// config; its failures are the client's doing (chat.Error.ClientInduced).
+	induced bool
 }
 
 // Stream implements provider.Provider.
@@ -324,11 +327,18 @@ func (r *reader) finishChunk(ci int, last bool) {
 func (r *reader) cancelled() error {
 	r.settle(outcomeCancelled)
 	r.err = context.Cause(r.ctx)
+	if f := r.pl.fault; r.pl.induced && (f.Mode == FaultHang || f.Mode == FaultStallMid || f.Mode == FaultSlow) {
+		// The wait that ran out was asked for: say so, or a first-token
+		// timeout would count against the deployment.
+		r.err = &chat.Error{Category: chat.CategoryTimeout, Provider: r.p.cfg.Name, Message: "simulated " + f.Mode + ": " + r.err.Error(),
+			Retryable: true, ClientInduced: true, Err: r.err}
+	}
 	return r.err
 }
 
-func (r *reader) fail(err error) error {
+func (r *reader) fail(err *chat.Error) error {
 	r.settle(outcomeFailed)
+	err.ClientInduced = r.pl.induced
 	r.err = err
 	return err
 }
@@ -354,7 +364,7 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 		user = rest
 	}
 	if err != nil {
-		return nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error()}
+		return nil, &chat.Error{Category: chat.CategoryInvalidRequest, Provider: p.cfg.Name, Message: err.Error(), ClientInduced: true}
 	}
 	seq := p.seq.Add(1)
 	timing := rand.New(rand.NewPCG(p.cfg.Seed, seq))
@@ -366,7 +376,7 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 
 	pl := &plan{fault: p.cfg.Fault, finish: chat.FinishStop}
 	if d.Fault.Mode != "" {
-		pl.fault = d.Fault
+		pl.fault, pl.induced = d.Fault, true
 	}
 	if pl.fault.Probability > 0 && timing.Float64() >= pl.fault.Probability {
 		pl.fault = Fault{}

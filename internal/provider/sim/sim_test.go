@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -345,5 +346,40 @@ func TestStatsCountOnce(t *testing.T) {
 	r.Close() // the consumer stopped after the first chunk
 	if s := p.Stats(); s.Started != 1 || s.Cancelled != 1 || s.TokensOut != 0 {
 		t.Errorf("stopped after one chunk: %+v, want started 1, cancelled 1, no token taken", s)
+	}
+}
+
+// A fault the request asked for is the client's doing
+// (chat.Error.ClientInduced), so the router does not hold it against the
+// deployment; the same fault from the config is not.
+func TestClientInducedFaults(t *testing.T) {
+	for _, directive := range []string{"fault=500", "fault=429 retry_after=1s", "fault=hang", "fault=error_mid after=2", "fault=stall_mid after=2", "fault=truncate after=2", "fault=slow factor=100"} {
+		d, err := ParseDirective(directive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fromConfig := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/config=%v", directive, fromConfig), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					cfg, req := Config{Seed: 1}, userReq("small", "hi")
+					if fromConfig {
+						cfg.Fault = d.Fault
+					} else {
+						req.Meta = map[string]string{"sim": directive}
+					}
+					ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Second, chat.ErrFirstTokenTimeout)
+					defer cancel()
+					_, _, _, err := run(t, New(cfg), ctx, req)
+					var ce *chat.Error
+					if got := errors.As(err, &ce) && ce.ClientInduced; err == nil || got == fromConfig {
+						t.Errorf("err %v: client-induced %v, want %v", err, got, !fromConfig)
+					}
+				})
+			})
+		}
+	}
+	_, _, _, err := run(t, New(Config{}), context.Background(), userReq("small", "[sim fault=nope]"))
+	if ce := chat.AsError(err); !ce.ClientInduced {
+		t.Errorf("a malformed directive: %v, want it client-induced", err)
 	}
 }
