@@ -7,7 +7,33 @@ import (
 	"time"
 )
 
-// BreakerConfig sets when a deployment's circuit opens.
+// BreakerConfig sets when a deployment's circuit opens and what an open
+// circuit does.
+//
+// Only failures that say something about the deployment count: server
+// errors (5xx), connection failures, malformed streams, first-token
+// timeouts, a bad key or model (401, 403, 404), a spent quota or unpaid
+// bill (a rate limit that is not retryable). Failures of the request
+// itself do not: other 4xx answers (400, 408, 409, 413, 422, 429...),
+// context-length and content-filter refusals, and failures the request
+// asked for (chat.Error.ClientInduced, e.g. a sim fault directive). Nor do
+// answers with a Retry-After: until then the deployment is tried last, and
+// waited for only when the deadline allows, but its circuit stays as it
+// was. Cancellations and the request's deadline never count. Any of these
+// still fails the attempt as before: the request falls back, or fails when
+// the fault is its own.
+//
+// An open circuit is not a refusal. A request skips (ejects) a deployment
+// whose circuit is open only while at most MaxEjectedShare of the alias's
+// deployments are skipped, and never all of them, nor the last one that
+// could be tried before the request's deadline: with one deployment
+// nothing is ever skipped. The most recently opened are the ones skipped;
+// the other open deployments are tried after the closed ones (by priority,
+// then the one whose cooldown ends soonest), so an alias whose every
+// deployment is open still serves: panic routing, as in Envoy's outlier
+// detection. A success closes a circuit however it was reached; a failure
+// of an open deployment starts its cooldown again. After the cooldown one
+// request at a time may probe a skipped deployment (half-open).
 type BreakerConfig struct {
 	// ConsecutiveFailures opens the circuit after this many failures in a
 	// row (default 5).
@@ -21,6 +47,10 @@ type BreakerConfig struct {
 	// Cooldown is how long the circuit stays open before one probe is let
 	// through (default 10s).
 	Cooldown time.Duration
+	// MaxEjectedShare is the largest share of an alias's deployments that
+	// a request may skip because their circuits are open: at most
+	// floor(share × deployments), and never all (default 0.5).
+	MaxEjectedShare float64
 }
 
 func (c *BreakerConfig) defaults() {
@@ -39,6 +69,17 @@ func (c *BreakerConfig) defaults() {
 	if c.Cooldown <= 0 {
 		c.Cooldown = 10 * time.Second
 	}
+	if c.MaxEjectedShare <= 0 {
+		c.MaxEjectedShare = 0.5
+	}
+}
+
+// maxEjected is how many of n deployments a request may skip as open.
+func (c BreakerConfig) maxEjected(n int) int {
+	c.defaults()
+	// The epsilon keeps 0.3 × 10 at 3 despite rounding.
+	k := int(math.Floor(min(c.MaxEjectedShare, 1)*float64(n) + 1e-9))
+	return max(0, min(k, n-1))
 }
 
 // Circuit states.
@@ -85,27 +126,46 @@ func newHealth(cfg BreakerConfig) *health {
 	return &health{cfg: cfg, state: StateClosed}
 }
 
-// allow reports whether an attempt may be sent now. In the open state it
-// lets one probe through after the cooldown (half-open).
-func (h *health) allow(now time.Time) bool {
+// allow reports whether an attempt may be sent now. After the cooldown
+// it lets one probe through (half-open). An open circuit otherwise refuses
+// only when eject is set: when the alias can spare the deployment.
+func (h *health) allow(now time.Time, eject bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch h.state {
 	case StateOpen:
 		if now.Sub(h.openedAt) < h.cfg.Cooldown {
-			return false
+			return !eject
 		}
 		h.state = StateHalfOpen
 		h.probing = true
-		return true
 	case StateHalfOpen:
 		if h.probing {
-			return false
+			return !eject
 		}
 		h.probing = true
-		return true
 	}
 	return true
+}
+
+// view is what order needs of a deployment's health, read at once.
+type view struct {
+	score   float64
+	cooling bool      // a Retry-After is in force
+	until   time.Time // when the Retry-After ends
+	open    bool      // the circuit refuses unless the alias needs it
+	opened  time.Time // when it opened, if open
+	reopen  time.Time // when its cooldown ends, if open
+}
+
+func (h *health) view(now time.Time) view {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := view{score: h.score(), cooling: h.cooldown.After(now), until: h.cooldown}
+	if (h.state == StateOpen && now.Sub(h.openedAt) < h.cfg.Cooldown) || (h.state == StateHalfOpen && h.probing) {
+		v.open, v.opened, v.reopen = true, h.openedAt, h.openedAt.Add(h.cfg.Cooldown)
+	}
+	return v
 }
 
 // begin counts an outstanding attempt.
@@ -147,7 +207,9 @@ func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
 		return
 	}
 	h.consecutive++
-	if h.state == StateHalfOpen {
+	if h.state != StateClosed {
+		// A failed probe, or an open deployment tried because the alias
+		// had no other way: the cooldown starts again.
 		h.trip(now)
 		return
 	}
@@ -195,9 +257,8 @@ func (h *health) observe(now time.Time, v float64) {
 // score is the load-balancing cost: expected TTFT times the queue in
 // front of it (peak-EWMA, as in Finagle and Linkerd). Unmeasured
 // deployments score by outstanding requests alone, so they get tried.
+// h.mu must be held.
 func (h *health) score() float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	base := h.ewma
 	if base == 0 {
 		base = 1e-3

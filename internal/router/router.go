@@ -103,6 +103,8 @@ type Router struct {
 type alias struct {
 	Alias
 	deps []*deployment
+	// maxEjected is how many deployments a request may skip as open.
+	maxEjected int
 }
 
 type deployment struct {
@@ -166,6 +168,7 @@ func New(cfg Config) (*Router, error) {
 			}
 			a.deps = append(a.deps, &deployment{Deployment: dc, health: h})
 		}
+		a.maxEjected = a.Breaker.maxEjected(len(a.deps))
 		r.aliases[ac.Name] = a
 		r.names = append(r.names, ac.Name)
 	}
@@ -246,53 +249,57 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	return nil
 }
 
-// order returns the deployments to try: by priority; within a priority,
-// the two-random-choices winner by latency score first, then the rest by
-// score; deployments cooling down after a Retry-After go last.
-func (r *Router) order(a *alias, now time.Time) []*deployment {
+// order returns the deployments to try and those to skip because their
+// circuit is open (see eject for which, and for spare). To try: closed
+// circuits first, then open ones, then those cooling down after a
+// Retry-After; then by priority. Within a priority, closed ones put the
+// two-random-choices winner by latency score first, then the rest by
+// score; open ones go by the end of their cooldown, soonest first. The
+// common case, every circuit closed, allocates no more than the clone.
+func (r *Router) order(a *alias, now, deadline time.Time) (try, skip []*deployment, spare int) {
 	deps := slices.Clone(a.deps)
 	if len(deps) == 1 {
-		return deps
+		return deps, nil, 0
 	}
-	scores := make(map[*deployment]float64, len(deps))
+	var buf [8]cand
+	cs := buf[:0]
 	for _, d := range deps {
-		scores[d] = d.health.score() / d.Weight
+		c := cand{d: d, v: d.health.view(now)}
+		c.v.score /= d.Weight
+		c.place()
+		cs = append(cs, c)
 	}
+	spare = eject(cs, a.maxEjected, deadline)
 	r.mu.Lock()
-	r.rng.Shuffle(len(deps), func(i, j int) { deps[i], deps[j] = deps[j], deps[i] })
+	r.rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 	r.mu.Unlock()
-	cooling := func(d *deployment) bool { return d.health.cooldownUntil().After(now) }
-	slices.SortStableFunc(deps, func(x, y *deployment) int {
-		if cx, cy := cooling(x), cooling(y); cx != cy {
-			if cx {
-				return 1
-			}
-			return -1
+	slices.SortStableFunc(cs, func(x, y cand) int {
+		if x.rank != y.rank {
+			return int(x.rank - y.rank)
 		}
-		if x.Priority != y.Priority {
-			return x.Priority - y.Priority
+		if x.d.Priority != y.d.Priority {
+			return x.d.Priority - y.d.Priority
+		}
+		if x.rank == rankOpen {
+			return x.v.reopen.Compare(y.v.reopen)
 		}
 		return 0
 	})
-	// Within each priority group: power of two choices for the head, the
-	// rest by score.
-	for i := 0; i < len(deps); {
+	for i := 0; i < len(cs); {
 		j := i
-		for j < len(deps) && deps[j].Priority == deps[i].Priority && cooling(deps[j]) == cooling(deps[i]) {
+		for j < len(cs) && cs[j].d.Priority == cs[i].d.Priority && cs[j].rank == cs[i].rank {
 			j++
 		}
-		group := deps[i:j]
-		if len(group) > 1 {
+		if group := cs[i:j]; len(group) > 1 && (group[0].rank == rankClosed || group[0].rank == rankCooling) {
 			// group is shuffled; compare its first two.
-			if scores[group[1]] < scores[group[0]] {
+			if group[1].v.score < group[0].v.score {
 				group[0], group[1] = group[1], group[0]
 			}
-			rest := group[1:]
-			slices.SortStableFunc(rest, func(x, y *deployment) int {
+			slices.SortStableFunc(group[1:], func(x, y cand) int {
 				switch {
-				case scores[x] < scores[y]:
+				case x.v.score < y.v.score:
 					return -1
-				case scores[x] > scores[y]:
+				case x.v.score > y.v.score:
 					return 1
 				}
 				return 0
@@ -300,7 +307,86 @@ func (r *Router) order(a *alias, now time.Time) []*deployment {
 		}
 		i = j
 	}
-	return deps
+	n := len(cs)
+	for i, c := range cs {
+		deps[i] = c.d
+		if c.rank == rankSkipped && i < n {
+			n = i
+		}
+	}
+	return deps[:n], deps[n:], spare
+}
+
+// cand is a deployment as order sees it.
+type cand struct {
+	d    *deployment
+	v    view
+	rank rank
+}
+
+// rank is order's first sort key.
+type rank int
+
+const (
+	rankClosed  rank = iota
+	rankOpen         // open, tried after the closed ones
+	rankCooling      // under a Retry-After (open or not)
+	rankSkipped      // open and skipped
+)
+
+func (c *cand) place() {
+	switch {
+	case c.v.cooling:
+		c.rank = rankCooling
+	case c.v.open:
+		c.rank = rankOpen
+	default:
+		c.rank = rankClosed
+	}
+}
+
+// eject marks the open deployments a request skips: the most recently
+// opened, at most k, and never the last one that could be tried before
+// the deadline. It returns how many of the others may still be skipped if
+// found open when their turn comes.
+func eject(cs []cand, k int, deadline time.Time) (spare int) {
+	opened := 0
+	for _, c := range cs {
+		if c.v.open {
+			opened++
+		}
+	}
+	for range min(opened, k) {
+		last := -1
+		for i, c := range cs {
+			if c.v.open && c.rank != rankSkipped && (last < 0 || c.v.opened.After(cs[last].v.opened)) {
+				last = i
+			}
+		}
+		cs[last].rank = rankSkipped
+	}
+	// A Retry-After past the deadline rules a deployment out as surely as
+	// skipping it: keep one way through that is not.
+	usable, first := 0, -1
+	for i, c := range cs {
+		switch {
+		case c.v.cooling && !c.v.until.Before(deadline):
+		case c.rank != rankSkipped:
+			usable++
+		case first < 0 || c.v.opened.Before(cs[first].v.opened):
+			first = i
+		}
+	}
+	if usable == 0 && first >= 0 {
+		cs[first].place()
+		usable = 1
+	}
+	for _, c := range cs {
+		if c.v.open && c.rank != rankSkipped {
+			return 0 // open ones are tried: none to spare
+		}
+	}
+	return max(0, min(k-opened, usable-1))
 }
 
 func (r *Router) jitter(d time.Duration) time.Duration {

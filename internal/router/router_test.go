@@ -358,16 +358,17 @@ func TestBreakerSkipsWithoutWaiting(t *testing.T) {
 func TestBreakerCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &flaky{n: 3, start: time.Now(), next: simWith("s", sim.Fault{}), err: &chat.Error{Category: chat.CategoryUpstreamUnavailable, Status: 503, Retryable: true}}
-		r := newRouter(t, Alias{MaxAttempts: 1, Breaker: BreakerConfig{ConsecutiveFailures: 3, Cooldown: 5 * time.Second}, Deployments: []Deployment{dep(f, "f", "fast", 0)}})
+		r := newRouter(t, Alias{MaxAttempts: 1, Breaker: BreakerConfig{ConsecutiveFailures: 3, Cooldown: 5 * time.Second},
+			Deployments: []Deployment{dep(f, "f", "fast", 0), dep(simWith("b", sim.Fault{}), "b", "fast", 1)}})
 		for range 3 {
 			route(t, r, context.Background(), ask("hi"))
 		}
-		if res := route(t, r, context.Background(), ask("hi")); res.err == nil {
-			t.Fatal("open circuit served")
+		if res := route(t, r, context.Background(), ask("hi")); res.rep.Route() != "f/fast=circuit_open, b/fast=ok" {
+			t.Fatalf("open circuit: route %s", res.rep.Route())
 		}
 		time.Sleep(6 * time.Second)
-		if res := route(t, r, context.Background(), ask("hi")); res.err != nil {
-			t.Fatalf("probe: %v", res.err)
+		if res := route(t, r, context.Background(), ask("hi")); res.err != nil || res.rep.Deployment != "f/fast" {
+			t.Fatalf("probe: err %v, route %s", res.err, res.rep.Route())
 		}
 		if h := r.Health(); h[0].State != StateClosed {
 			t.Errorf("state %s after a good probe", h[0].State)

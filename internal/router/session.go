@@ -24,9 +24,22 @@ type session struct {
 	yield  func(chat.Chunk, error) bool
 
 	lastErr error
-	tried   map[*deployment]bool
-	broken  map[*deployment]bool // failed in a way asking again will not fix
+	marks   map[*deployment]mark
+	// spare is how many more deployments may be skipped as open.
+	spare int
 }
+
+// mark is what a request did with a deployment (one map, not one per
+// flag: it is made for every request).
+type mark uint8
+
+const (
+	// tried: asked once; asking again is a retry.
+	tried mark = 1 << iota
+	// broken: not asked again; it failed in a way asking again will not
+	// fix, or was skipped as open.
+	broken
+)
 
 // verdict is what an attempt leaves the session to do.
 type verdict int
@@ -46,17 +59,21 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 	}
 	defer s.cancel()
 	a := s.alias
-	order := s.r.order(a, time.Now())
-	s.tried, s.broken = map[*deployment]bool{}, map[*deployment]bool{}
+	order, skip, spare := s.r.order(a, time.Now(), s.rep.Deadline)
+	s.marks = map[*deployment]mark{}
+	s.spare = spare
+	for _, d := range skip {
+		s.skipOpen(d, false)
+	}
 	attempts := 0
 	for pass := 0; attempts < a.MaxAttempts; pass++ {
 		progressed := false
 		for i := 0; i < len(order) && attempts < a.MaxAttempts; i++ {
 			d := order[i]
-			if s.broken[d] {
+			if s.marks[d]&broken != 0 {
 				continue
 			}
-			retry := s.tried[d]
+			retry := s.marks[d]&tried != 0
 			if ok, stop := s.admit(d, pass, retry); stop {
 				s.fail()
 				return
@@ -65,14 +82,14 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 			}
 			attempts++
 			progressed = true
-			s.tried[d] = true
+			s.marks[d] |= tried
 			var v verdict
-			if a.Hedge.Enabled && !retry && i+1 < len(order) && attempts < a.MaxAttempts && !s.tried[order[i+1]] {
+			if a.Hedge.Enabled && !retry && i+1 < len(order) && attempts < a.MaxAttempts && s.marks[order[i+1]]&tried == 0 {
 				var usedBackup bool
 				v, usedBackup = s.hedged(d, order[i+1])
 				if usedBackup {
 					attempts++
-					s.tried[order[i+1]] = true
+					s.marks[order[i+1]] |= tried
 					i++
 				}
 			} else {
@@ -128,15 +145,50 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 	if wait > 0 && !sleep(s.dctx, wait) {
 		return false, true
 	}
-	if !d.health.allow(time.Now()) {
-		now := time.Now()
-		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
-		if s.lastErr == nil {
-			s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
-		}
+	if !d.health.allow(time.Now(), s.spare > 0) {
+		// It opened, or another request took its probe, since order.
+		s.spare--
+		s.marks[d] |= broken
+		s.skipOpen(d, retry)
 		return false, false
 	}
 	return true, false
+}
+
+// skipOpen records that d was skipped because its circuit is open.
+func (s *session) skipOpen(d *deployment, retry bool) {
+	now := time.Now()
+	s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
+	if s.lastErr == nil {
+		s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
+	}
+}
+
+// neutral reports whether a failure says nothing about the deployment's
+// health (see BreakerConfig): the request caused or asked for it, or the
+// upstream only asked to wait.
+func neutral(ce *chat.Error) bool {
+	switch {
+	case ce.ClientInduced || ce.RetryAfter > 0:
+		return true
+	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound:
+		return false // a bad key or model: the deployment's own
+	case ce.Category == chat.CategoryRateLimited:
+		return ce.Retryable // unless a quota is spent or a bill unpaid
+	case ce.Status >= 400 && ce.Status < 500:
+		return true
+	}
+	switch ce.Category {
+	case chat.CategoryInvalidRequest, chat.CategoryContextLength, chat.CategoryContentFilter:
+		return true
+	}
+	return false
+}
+
+// induced reports whether err is a failure the request asked for.
+func induced(err error) bool {
+	var ce *chat.Error
+	return errors.As(err, &ce) && ce.ClientInduced
 }
 
 // gone reports whether the caller went away (as opposed to the request's
@@ -373,9 +425,10 @@ func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err 
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		return verdictNoFallback
 	case errors.Is(context.Cause(actx), chat.ErrFirstTokenTimeout):
+		asked := induced(err)
 		err = &chat.Error{Category: chat.CategoryTimeout, Provider: d.ID, Retryable: true, Err: chat.ErrFirstTokenTimeout,
 			Message: fmt.Sprintf("no first token within %s", s.rep.Attempts[idx].FirstTokenTimeout)}
-		s.finish(d, idx, OutcomeFirstTokenTimeout, err, true, false)
+		s.finish(d, idx, OutcomeFirstTokenTimeout, err, true, asked)
 		s.lastErr = err
 		return verdictNext
 	}
@@ -389,13 +442,14 @@ func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err 
 	}
 	switch {
 	case ce.Retryable:
-		s.finish(d, idx, OutcomeError, ce, true, false)
+		s.finish(d, idx, OutcomeError, ce, true, neutral(ce))
 		return verdictNext
-	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound || ce.Category == chat.CategoryUpstreamUnavailable:
+	case ce.Category == chat.CategoryAuth || ce.Category == chat.CategoryNotFound || ce.Category == chat.CategoryUpstreamUnavailable || ce.Category == chat.CategoryRateLimited:
 		// This deployment is misconfigured (a bad key, model or
-		// base_url): another may be fine; this one is not asked again.
-		s.finish(d, idx, OutcomeError, ce, true, false)
-		s.broken[d] = true
+		// base_url) or its account cannot pay (a rate limit that is not
+		// retryable): another may be fine; this one is not asked again.
+		s.finish(d, idx, OutcomeError, ce, true, neutral(ce))
+		s.marks[d] |= broken
 		return verdictNext
 	}
 	// The request itself is at fault: no other deployment will take it.
@@ -416,7 +470,7 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		s.cut(t)
 	default:
-		s.finish(d, idx, OutcomeMidStreamError, err, true, false)
+		s.finish(d, idx, OutcomeMidStreamError, err, true, neutral(chat.AsError(err)))
 		s.yield(chat.Chunk{}, err)
 	}
 	return verdictDone
