@@ -26,7 +26,10 @@ FUZZ_TARGETS := \
 	./internal/guard:FuzzCheckLocal \
 	./internal/contextsrc:FuzzTokenize \
 	./internal/contextsrc:FuzzSplitPassages \
-	./internal/contextsrc:FuzzExpand
+	./internal/contextsrc:FuzzExpand \
+	./internal/connguard:FuzzFraming \
+	./internal/connguard:FuzzServer \
+	./internal/provider:FuzzScrub
 
 .PHONY: help build run test fuzz lint check bench clean
 

@@ -1,0 +1,58 @@
+package cli_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRequestFramingLimits, on the served gateway: a request framed both
+// by Content-Length and Transfer-Encoding gets 400 and the connection is
+// closed (no request is smuggled behind it); a header block over
+// max_header_bytes gets 431.
+func TestRequestFramingLimits(t *testing.T) {
+	gw := startApp(t, mustParse(t, "max_header_bytes: 8192\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
+	addr := strings.TrimPrefix(gw.URL, "http://")
+	raw := func(req string) (*http.Response, []byte, net.Conn) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, req)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		rest, _ := io.ReadAll(br)
+		return resp, append(b, rest...), c
+	}
+	body := `{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms gap=1ms tokens=2]"}]}`
+	smuggled := "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	chunked := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+		"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n" + smuggled
+	resp, rest, _ := raw(chunked)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(rest), `"invalid_request_error"`) {
+		t.Errorf("Content-Length and Transfer-Encoding: %d %s, want a JSON 400", resp.StatusCode, rest)
+	}
+	if strings.Contains(string(rest), "HTTP/1.1 200") {
+		t.Errorf("a request was served after the ambiguous one: %s", rest)
+	}
+
+	big := "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + strings.Repeat("a", 72<<10) + "\r\n\r\n"
+	resp, _, _ = raw(big)
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("72 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+}
