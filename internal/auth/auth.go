@@ -276,7 +276,9 @@ func (a *Authenticator) fill(ctx context.Context, ck string, load func(context.C
 				c.refreshing = false // the next request past half-life tries again
 				a.cache[ck] = c
 			}
-			a.downUntil = a.now().Add(a.ttl)
+			// Until a query succeeds again (a refresh in the background
+			// of a stale answer clears it), nobody waits to be told.
+			a.downUntil = a.now().Add(staleIfError)
 			return nil, fmt.Errorf("auth: %w", err)
 		}
 		a.downUntil = time.Time{}

@@ -113,12 +113,14 @@ models:
 				{"GET", "/v1/usage", ""},
 			} {
 				code, d := timed(t, rt.method, gw.URL+rt.path, key, rt.body)
+				t.Logf("frozen: %s %s: %d after %s", rt.method, rt.path, code, d.Round(time.Millisecond))
 				if code != http.StatusServiceUnavailable || d > limit {
 					t.Errorf("frozen: %s %s: %d after %s, want 503 within %s", rt.method, rt.path, code, d.Round(time.Millisecond), limit)
 				}
 			}
 			for range 3 {
 				code, d := timed(t, "POST", gw.URL+"/v1/chat/completions", key, completion)
+				t.Logf("frozen: completions: %d after %s", code, d.Round(time.Millisecond))
 				if code != 200 || d > limit {
 					t.Errorf("frozen: completions %d after %s, want 200 without waiting on the database", code, d.Round(time.Millisecond))
 				}

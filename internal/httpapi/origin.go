@@ -16,8 +16,9 @@ import (
 // the user's gateway (Ollama hardened its own server the same way).
 //
 //   - a request from a page on another origin (its Origin header, or
-//     Sec-Fetch-Site: cross-site) is refused unless CORS allows that
-//     origin; same-origin requests (the chat page itself) pass;
+//     Sec-Fetch-Site: cross-site or same-site outside a top-level
+//     navigation) is refused unless CORS allows that origin; same-origin
+//     requests (the chat page itself) pass;
 //   - in local mode, the Host header must be a loopback name, the listen
 //     address, or one of AllowedHosts: a rebinding host name gets 403;
 //   - a POST body must be JSON (415 otherwise): no form or text/plain body
@@ -60,9 +61,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
 			"requests from pages on "+quoteValue(origin)+" are refused: add the origin to cors.allowed_origins to allow them")
 		return false
-	case origin == "" && r.Header.Get("Sec-Fetch-Site") == "cross-site" && r.Header.Get("Sec-Fetch-Mode") != "navigate":
+	case origin == "" && fromAnotherPage(r.Header):
 		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
-			"cross-site requests are refused: add the page's origin to cors.allowed_origins to allow them")
+			"requests from pages on other origins are refused: add the page's origin to cors.allowed_origins to allow them")
 		return false
 	}
 	if !s.hostAllowed(r) {
@@ -77,6 +78,18 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+// fromAnotherPage reports whether the browser says a page of another
+// origin made the request (Fetch Metadata): another site, or another port
+// of this one. A top-level navigation (a link to the chat page) is not
+// refused; a frame, an image, a script or a fetch is.
+func fromAnotherPage(h http.Header) bool {
+	switch h.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return h.Get("Sec-Fetch-Mode") != "navigate" || h.Get("Sec-Fetch-Dest") != "document"
+	}
+	return false
 }
 
 // sameOrigin reports whether origin (scheme://host[:port]) names the host
