@@ -78,10 +78,11 @@ func (l *Levers) fly(ctx context.Context, key string, req *chat.Request, a Alias
 			break
 		}
 	}
-	// The answer is in the cache before anyone is told it is finished, so
-	// a request that follows a finished one finds it there; and late
-	// joiners must not find a finished flight: from here on they start
-	// their own (or hit the cache).
+	// The answer is in the cache (or on its way there, and served from
+	// memory meanwhile) before anyone is told it is finished, so a request
+	// that follows a finished one finds it; saving does not wait for the
+	// write. Late joiners must not find a finished flight: from here on
+	// they start their own (or hit the cache).
 	f.mu.Lock()
 	chunks, failed := f.chunks, f.err != nil
 	f.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -93,15 +94,28 @@ type Options struct {
 	// ReplayTokensPerSecond paces cache hits for UIs that want the typing
 	// feel (0: as fast as the client reads).
 	ReplayTokensPerSecond float64
-	Log                   *slog.Logger
+	// CacheWrites bounds the cache writes in flight (default 64). Answers
+	// are written after they ended, in the background; a write that
+	// finds CacheWrites in flight is dropped, so a slow cache cannot pile
+	// them up.
+	CacheWrites int
+	Log         *slog.Logger
 }
+
+// writeTimeout bounds one cache write, for a cache without a timeout of
+// its own (cache.Guarded has a much shorter one).
+const writeTimeout = 2 * time.Second
 
 // Levers wraps a router. Safe for concurrent use.
 type Levers struct {
 	opt Options
 
+	writes  chan struct{} // a slot per cache write in flight
+	dropped atomic.Uint64
+
 	mu      sync.Mutex
 	flights map[string]*flight
+	pending map[string]*cache.Entry // answers being written, hits meanwhile
 }
 
 // New returns Levers.
@@ -109,7 +123,45 @@ func New(opt Options) *Levers {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Levers{opt: opt, flights: map[string]*flight{}}
+	if opt.CacheWrites <= 0 {
+		opt.CacheWrites = 64
+	}
+	return &Levers{opt: opt, writes: make(chan struct{}, opt.CacheWrites), flights: map[string]*flight{}, pending: map[string]*cache.Entry{}}
+}
+
+// Stats are the levers' counters.
+type Stats struct {
+	// CacheWrites is the number of cache writes in flight.
+	CacheWrites int
+	// CacheWritesDropped counts the answers not written because
+	// Options.CacheWrites writes were in flight.
+	CacheWritesDropped uint64
+}
+
+// Stats returns the counters.
+func (l *Levers) Stats() Stats {
+	return Stats{CacheWrites: len(l.writes), CacheWritesDropped: l.dropped.Load()}
+}
+
+// Flush waits until the cache writes in flight are done (each ends within
+// its timeout), or ctx ends. Writes that start meanwhile are dropped: it
+// is for shutdown, once no request is served, and for tests.
+func (l *Levers) Flush(ctx context.Context) error {
+	held := 0
+	defer func() {
+		for range held {
+			<-l.writes
+		}
+	}()
+	for held < cap(l.writes) {
+		select {
+		case l.writes <- struct{}{}:
+			held++
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // Timeout implements the router's Timeout.
@@ -139,9 +191,7 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 		if p.cached {
 			policy := p.req.Meta[MetaCache]
 			if policy != "bypass" {
-				if e, err := l.opt.Cache.Get(ctx, p.key); err != nil {
-					l.opt.Log.Warn("cache read", "err", err)
-				} else if e != nil {
+				if e := l.lookup(ctx, p.key); e != nil {
 					l.replay(ctx, e, rep, yield)
 					return
 				}
@@ -356,8 +406,27 @@ func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
 	return hex.EncodeToString(sum[:]), true
 }
 
-// save stores a complete, successful answer. A partial, errored,
-// cancelled or cut answer is never stored.
+// lookup finds a cached answer: one still being written, or the cache's.
+func (l *Levers) lookup(ctx context.Context, key string) *cache.Entry {
+	l.mu.Lock()
+	e := l.pending[key]
+	l.mu.Unlock()
+	if e != nil && time.Now().Before(e.Expires) {
+		return e
+	}
+	e, err := l.opt.Cache.Get(ctx, key)
+	if err != nil {
+		l.opt.Log.Warn("cache read", "err", err)
+		return nil
+	}
+	return e
+}
+
+// save stores a complete, successful answer, in the background: the
+// answer's ending never waits on the cache. Until the write is done the
+// entry is served from memory, so a request that follows a finished one
+// on this replica finds it. A partial, errored, cancelled or cut answer is
+// never stored.
 func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *router.Report, chunks []chat.Chunk) {
 	finished := false
 	for _, c := range chunks {
@@ -381,11 +450,28 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 	for i := range e.Chunks {
 		e.Chunks[i].More = false
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := l.opt.Cache.Set(sctx, key, e); err != nil {
-		l.opt.Log.Warn("cache write", "err", err)
+	select {
+	case l.writes <- struct{}{}:
+	default:
+		l.dropped.Add(1)
+		return
 	}
+	l.mu.Lock()
+	l.pending[key] = e
+	l.mu.Unlock()
+	go func() {
+		defer func() { <-l.writes }()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+		defer cancel()
+		if err := l.opt.Cache.Set(wctx, key, e); err != nil {
+			l.opt.Log.Warn("cache write", "err", err)
+		}
+		l.mu.Lock()
+		if l.pending[key] == e {
+			delete(l.pending, key)
+		}
+		l.mu.Unlock()
+	}()
 }
 
 // replay streams a cached answer: immediately, or paced at
