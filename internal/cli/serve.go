@@ -226,12 +226,16 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
 	app.closers = append(app.closers, func() error { app.Auth.Close(); return nil })
 	app.Window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
-	usage := newUsageWriter(st, log)
+	usage, err := metering.NewUsageWriter(st, usageOptions(cfg, log))
+	if err != nil {
+		return fail(err)
+	}
 	app.closers = append(app.closers, usage.Close)
 	meter := metering.Multi{app.Meter, usage, windowMeter{app.Window}, metering.Log{Logger: log}}
 	if config.Optional(cfg.Metrics.Enabled) {
 		app.Metrics = metrics.New(r.Health)
 		app.Metrics.Init(r.Aliases())
+		app.Metrics.ObserveUsage(usage.Stats)
 		meter = append(meter, app.Metrics)
 	}
 	if tc := cfg.Tracing; tc.Endpoint != "" {

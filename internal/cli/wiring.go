@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/budget/window"
@@ -50,102 +50,21 @@ func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	}
 }
 
-// usageWriter writes each request's usage row in the background, in
-// batches: the request only queues its row; the writer gathers rows for up
-// to usageLinger after the first (or until it has usageBatch) and writes
-// them in one transaction. With the queue full, a row is written at once
-// by its request (pressure, not loss). Close writes what is queued.
-type usageWriter struct {
-	st    store.Store
-	log   *slog.Logger
-	queue chan *store.Usage
-	done  chan struct{}
-
-	mu     sync.RWMutex
-	closed bool
-}
-
-const (
-	usageBatch  = 256
-	usageLinger = 20 * time.Millisecond
-)
-
-func newUsageWriter(st store.Store, log *slog.Logger) *usageWriter {
-	w := &usageWriter{st: st, log: log, queue: make(chan *store.Usage, 4*usageBatch), done: make(chan struct{})}
-	go w.run()
-	return w
-}
-
-func (w *usageWriter) Record(_ context.Context, r *metering.Record) {
-	tenant := r.Tenant
-	if tenant == "" {
-		tenant = "local"
-	}
-	u := &store.Usage{
-		RequestID: r.RequestID, TenantID: tenant, Time: r.Time.UTC(), Surface: r.Surface,
-		Model: r.Alias, Deployment: r.Deployment, Status: string(r.Status),
-		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CachedTokens: r.Usage.CachedInputTokens,
-		Estimated: r.Usage.Estimated, Cost: r.Cost,
-		TTFTMs: float64(r.TTFT.Microseconds()) / 1000, TotalMs: float64(r.Total.Microseconds()) / 1000,
-	}
-	w.mu.RLock()
-	queued := false
-	if !w.closed {
-		select {
-		case w.queue <- u:
-			queued = true
-		default:
+// usageOptions configures the usage writer. Without a configured spill
+// path, the spill file sits next to the SQLite file (none for an
+// in-memory one: its rows die with the process anyway), or in the working
+// directory on PostgreSQL.
+func usageOptions(cfg *config.Config, log *slog.Logger) metering.UsageOptions {
+	spill := cfg.Usage.SpillPath
+	if spill == "" {
+		switch {
+		case cfg.Store.Driver == "postgres":
+			spill = "firstword-usage.spill"
+		case cfg.Store.Path != "" && !strings.Contains(cfg.Store.Path, ":memory:"):
+			spill = cfg.Store.Path + ".usage-spill"
 		}
 	}
-	w.mu.RUnlock()
-	if !queued {
-		w.write([]*store.Usage{u})
-	}
-}
-
-func (w *usageWriter) run() {
-	defer close(w.done)
-	batch := make([]*store.Usage, 0, usageBatch)
-	linger := time.NewTimer(usageLinger)
-	linger.Stop()
-	for u := range w.queue {
-		batch = append(batch[:0], u)
-		linger.Reset(usageLinger)
-	gather:
-		for len(batch) < usageBatch {
-			select {
-			case u, ok := <-w.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, u)
-			case <-linger.C:
-				break gather
-			}
-		}
-		linger.Stop()
-		w.write(batch)
-	}
-}
-
-func (w *usageWriter) write(us []*store.Usage) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := w.st.RecordUsage(ctx, us...); err != nil {
-		w.log.Warn("recording usage", "rows", len(us), "first_request_id", us[0].RequestID, "err", err)
-	}
-}
-
-// Close stops queueing and returns once every queued row is written.
-func (w *usageWriter) Close() error {
-	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
-		close(w.queue)
-	}
-	w.mu.Unlock()
-	<-w.done
-	return nil
+	return metering.UsageOptions{Timeout: cfg.Store.Timeout, Queue: cfg.Usage.Queue, SpillPath: spill, RetryMax: cfg.Usage.RetryMax, Log: log}
 }
 
 // chatOptions builds the /v1/chat pipeline's guard and sources.
