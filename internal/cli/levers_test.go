@@ -325,6 +325,11 @@ func TestRedisCacheAcrossReplicas(t *testing.T) {
 	a, b := startApp(t, mustParseEnv(t, cfg)), startApp(t, mustParseEnv(t, cfg))
 	msg := fmt.Sprintf("A question for two replicas, unique %d. [sim ttft=5ms gap=1ms tokens=10]", time.Now().UnixNano())
 	first, _, _ := completion(t, a.URL, deterministic(msg, true))
+	// The answer is written to Redis after its ending, off the client's
+	// path: wait for it before asking the other replica.
+	if err := a.Levers.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	second, _, resp := completion(t, b.URL, deterministic(msg, true))
 	if second != first || resp.Header.Get("X-Firstword-Cache") != "hit" {
 		t.Errorf("replica b: equal %v, cache header %q", second == first, resp.Header.Get("X-Firstword-Cache"))

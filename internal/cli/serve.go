@@ -16,6 +16,7 @@ import (
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/connguard"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
 	"github.com/firstword/firstword/internal/levers"
@@ -102,6 +103,9 @@ type App struct {
 
 	transport *http.Transport
 	cache     cache.Cache // the response cache, also holding Responses API items
+	api       *httpapi.Server
+	// cacheGuard bounds the Redis cache (nil for the memory cache).
+	cacheGuard *cache.Guarded
 }
 
 // Close flushes traces and releases the upstream connection pool and the
@@ -113,6 +117,13 @@ func (a *App) Close() {
 		cancel()
 	}
 	a.transport.CloseIdleConnections()
+	if a.Levers != nil {
+		// Answers still being written to the cache; each write is bounded
+		// by the cache timeout.
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.Levers.Flush(fctx)
+		cancel()
+	}
 	for _, c := range a.closers {
 		c()
 	}
@@ -139,7 +150,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		case "gemini":
 			providers[name] = gemini.New(gemini.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
 		case "ollama":
-			providers[name] = ollama.New(ollama.Config{Name: name, BaseURL: pc.BaseURL, Headers: pc.Headers, Client: client, MaxLineSize: cfg.MaxEventBytes})
+			providers[name] = ollama.New(ollama.Config{Name: name, BaseURL: pc.BaseURL, Headers: bearer(pc.Headers, pc.APIKey), Client: client, MaxLineSize: cfg.MaxEventBytes})
 		case "sim":
 			sc := sim.Config{Name: name, Seed: pc.Seed}
 			if pc.Fault != nil {
@@ -173,7 +184,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 			a.Hedge = router.Hedge{Enabled: h.Enabled, Delay: h.Delay}
 		}
 		if b := m.Breaker; b != nil {
-			a.Breaker = router.BreakerConfig{ConsecutiveFailures: b.ConsecutiveFailures, ErrorRate: b.ErrorRate, MinRequests: b.MinRequests, Window: b.Window, Cooldown: b.Cooldown}
+			a.Breaker = router.BreakerConfig{ConsecutiveFailures: b.ConsecutiveFailures, ErrorRate: b.ErrorRate, MinRequests: b.MinRequests, Window: b.Window, Cooldown: b.Cooldown, MaxEjectedShare: b.MaxEjectedShare}
 		}
 		for _, d := range m.Deployments {
 			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: providers[d.Provider], Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
@@ -197,10 +208,13 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		prices[key] = metering.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput}
 	}
 
-	st, err := openStore(ctx, cfg)
+	raw, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	// What requests wait on is bounded by the store timeout; the start-up
+	// work below (migrations ran in openStore) is not.
+	st := store.WithTimeout(raw, cfg.Store.Timeout)
 	app.Store = st
 	fail := func(err error) (*App, error) {
 		for _, c := range app.closers {
@@ -215,12 +229,12 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if cfg.Store.Driver == "postgres" {
 		staleBefore = staleBefore.Add(-conversation.StreamLease)
 	}
-	if n, err := st.InterruptStreaming(ctx, staleBefore, time.Now().UTC()); err != nil {
+	if n, err := raw.InterruptStreaming(ctx, staleBefore, time.Now().UTC()); err != nil {
 		return fail(fmt.Errorf("store: %w", err))
 	} else if n > 0 {
 		log.Warn("answers left streaming by a crash are now interrupted", "count", n)
 	}
-	if err := auth.EnsureTenant(ctx, st, auth.LocalTenant, "Local"); err != nil {
+	if err := auth.EnsureTenant(ctx, raw, auth.LocalTenant, "Local"); err != nil {
 		return fail(fmt.Errorf("store: %w", err))
 	}
 	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
@@ -255,6 +269,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		return fail(err)
 	}
 	app.Levers = lv
+	if app.Metrics != nil {
+		app.Metrics.ObserveCache(app.cacheStats)
+	}
 	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, meter
 	app.Chat = conversation.New(chatOpt)
 	extra := map[string]http.Handler{
@@ -266,14 +283,16 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 			writeJSON(w, stats)
 		}),
 	}
-	app.Handler = httpapi.New(httpapi.Options{
-		Router:          lv,
-		Meter:           meter,
-		Auth:            app.Auth,
-		Chat:            app.Chat,
-		Store:           st,
-		Prices:          prices,
-		Budget:          func(surface string, recent int) any { return app.Window.Report(time.Now(), surface, recent) },
+	app.api = httpapi.New(httpapi.Options{
+		Router: lv,
+		Meter:  meter,
+		Auth:   app.Auth,
+		Chat:   app.Chat,
+		Store:  st,
+		Prices: prices,
+		Budget: func(tenant, user, surface string, recent int) any {
+			return app.Window.Report(time.Now(), tenant, user, surface, recent)
+		},
 		Streams:         streamGauge(app.Metrics),
 		Metrics:         metricsHandler(app.Metrics),
 		Logger:          log,
@@ -281,7 +300,16 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		MaxRequestBytes: cfg.MaxRequestBytes,
 		Items:           app.cache,
 		Extra:           extra,
+		CORS:            httpapi.CORS{AllowedOrigins: cfg.CORS.AllowedOrigins},
+		AllowedHosts:    append(listenHost(cfg.Listen), cfg.AllowedHosts...),
+		SharedConversations: func(tenant string) bool {
+			t := cfg.Tenants[tenant]
+			return t != nil && t.SharedConversations
+		},
+		MaxMessages:    cfg.MaxMessages,
+		MaxPromptBytes: cfg.MaxPromptBytes,
 	})
+	app.Handler = app.api
 	return app, nil
 }
 
@@ -292,12 +320,19 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 	defer cancelAll(nil)
 	srv := &http.Server{
 		Handler:           a.Handler,
+		MaxHeaderBytes:    a.Config.MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
+	// Requests framed two ways at once (Content-Length and
+	// Transfer-Encoding) are refused with 400 and a closed connection
+	// before net/http would serve them as chunked.
+	ln = connguard.NewListener(ln, connguard.Options{OnReject: func(remote net.Addr, reason string) {
+		a.Log.Warn("refused a request with ambiguous framing", "remote", remote.String(), "reason", reason)
+	}})
 	go func() { errc <- srv.Serve(ln) }()
 	if a.Config.Store.Driver == "postgres" {
 		go a.sweep(base)
@@ -306,6 +341,17 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	}
+	// Unready first: a load balancer polling /readyz stops sending new
+	// requests while this replica still serves them.
+	a.api.Drain()
+	if d := a.Config.ShutdownDelay; d > 0 {
+		a.Log.Info("shutting down: unready, still serving", "delay", d.String())
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(d):
+		}
 	}
 	a.Log.Info("shutting down", "drain", drain.String())
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
@@ -326,6 +372,44 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 		return e
 	}
 	return err
+}
+
+// bearer returns headers with an Authorization: Bearer key added (Ollama
+// behind an authenticating proxy, or Ollama's hosted API), unless the
+// headers set one already.
+func bearer(headers map[string]string, key string) map[string]string {
+	if key == "" {
+		return headers
+	}
+	out := map[string]string{"Authorization": "Bearer " + key}
+	for k, v := range headers {
+		if strings.EqualFold(k, "Authorization") {
+			delete(out, "Authorization")
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// cacheStats reads the response cache's counters for the metrics.
+func (a *App) cacheStats() metrics.CacheStats {
+	ls := a.Levers.Stats()
+	s := metrics.CacheStats{WritesInFlight: ls.CacheWrites, WritesDropped: ls.CacheWritesDropped}
+	if a.cacheGuard != nil {
+		g := a.cacheGuard.Stats()
+		s.Timeouts, s.Errors, s.Skipped, s.Opens, s.Open = g.Timeouts, g.Errors, g.Skipped, g.Opens, g.Open
+	}
+	return s
+}
+
+// listenHost is the listen address's host, as a request's Host may name
+// it (nothing for an unspecified address).
+func listenHost(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		return nil
+	}
+	return []string{host}
 }
 
 // sweep marks answers interrupted whose replica stopped writing them (it

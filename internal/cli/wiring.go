@@ -163,7 +163,7 @@ type windowMeter struct{ w *window.Window }
 
 func (m windowMeter) Record(_ context.Context, r *metering.Record) {
 	if r.Timings != nil {
-		m.w.Observe(time.Now(), r.RequestID, r.Surface, r.Alias, string(r.Status), r.Timings)
+		m.w.Observe(time.Now(), r.RequestID, r.Tenant, r.User, r.Surface, r.Alias, string(r.Status), r.Timings)
 	}
 }
 
@@ -209,8 +209,14 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app 
 			return nil, fmt.Errorf("cache: %w", err)
 		}
 		app.closers = append(app.closers, rc.Close)
-		opt.Cache = rc
-		app.cache = rc
+		// A slow or frozen Redis costs a request at most the cache
+		// timeout, and after repeated failures nothing until the cooldown
+		// ends. One guard for the answers and the Responses items: they
+		// share one Redis, and so one verdict on it.
+		g := cache.Guard(rc, cache.GuardOptions{Timeout: cfg.Cache.Timeout, Failures: cfg.Cache.Failures, Cooldown: cfg.Cache.Cooldown, Log: log})
+		opt.Cache = g
+		app.cache = g
+		app.cacheGuard = g
 	default:
 		mc, err := cache.NewMemory(cfg.Cache.MaxBytes)
 		if err != nil {
