@@ -80,6 +80,7 @@ type UsageWriter struct {
 	log *slog.Logger
 
 	wake      chan struct{} // cap 1: the writer has something to look at
+	linger    *time.Timer   // the writer's wait for a batch to fill; reused
 	spillWake chan struct{} // cap 1: rows are pending for the spill file
 	closing   chan struct{} // closed by Close: write at once, then stop
 	stopSpill chan struct{} // closed by Close once the writer is done
@@ -140,7 +141,9 @@ func NewUsageWriter(st UsageStore, opt UsageOptions) (*UsageWriter, error) {
 		wake: make(chan struct{}, 1), spillWake: make(chan struct{}, 1),
 		closing: make(chan struct{}), stopSpill: make(chan struct{}),
 		ran: make(chan struct{}), spilled: make(chan struct{}),
+		linger: time.NewTimer(time.Hour),
 	}
+	w.linger.Stop()
 	if torn > 0 {
 		// The last append of a process that died mid-write.
 		w.dropped.Add(int64(torn))
@@ -177,6 +180,10 @@ func (w *UsageWriter) Record(_ context.Context, r *Record) {
 		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CachedTokens: r.Usage.CachedInputTokens,
 		Estimated: r.Usage.Estimated, Cost: r.Cost,
 		TTFTMs: float64(r.TTFT.Microseconds()) / 1000, TotalMs: float64(r.Total.Microseconds()) / 1000,
+	}
+	if len(r.Spent) > 0 {
+		au, ac := r.AttemptsTotal()
+		u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost = au.InputTokens, au.OutputTokens, ac
 	}
 	w.mu.Lock()
 	switch {
@@ -325,11 +332,10 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 		}
 		w.mu.Unlock()
 		w.fmu.Unlock()
-		var linger *time.Timer
 		var expired <-chan time.Time
 		if wait > 0 {
-			linger = time.NewTimer(wait)
-			expired = linger.C
+			w.linger.Reset(wait)
+			expired = w.linger.C
 		}
 		select {
 		case <-w.wake:
@@ -339,8 +345,8 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 			// the next turn takes it without lingering or returns.
 		case <-ctx.Done():
 		}
-		if linger != nil {
-			linger.Stop()
+		if expired != nil {
+			w.linger.Stop()
 		}
 	}
 }

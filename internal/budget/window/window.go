@@ -39,7 +39,7 @@ type Window struct {
 	keep    int
 
 	mu     sync.Mutex
-	slots  map[string][]*slot // by scope (see scope); "" is everything
+	slots  map[scope][]*slot // by tenant and surface; the zero scope is everything
 	recent []Request          // a ring of the last keep requests
 	next   int                // where the next request goes in recent
 }
@@ -84,7 +84,7 @@ func New(width time.Duration, targets Targets, keep int) *Window {
 	if keep <= 0 {
 		keep = 50
 	}
-	return &Window{width: width, slot: width / 5, targets: targets, keep: keep, slots: map[string][]*slot{}}
+	return &Window{width: width, slot: width / 5, targets: targets, keep: keep, slots: map[scope][]*slot{}}
 }
 
 func newSketch() *ddsketch.DDSketch {
@@ -92,10 +92,10 @@ func newSketch() *ddsketch.DDSketch {
 	return s
 }
 
-// current returns a surface's slot for now, rotating out slots older than
+// current returns a scope's slot for now, rotating out slots older than
 // the window. Call with mu held.
-func (w *Window) current(now time.Time, surface string) *slot {
-	slots := w.slots[surface]
+func (w *Window) current(now time.Time, key scope) *slot {
+	slots := w.slots[key]
 	start := now.Truncate(w.slot)
 	if n := len(slots); n > 0 && slots[n-1].start.Equal(start) {
 		return slots[n-1]
@@ -106,18 +106,13 @@ func (w *Window) current(now time.Time, surface string) *slot {
 	}
 	slots = append(slots[:0], slots[cut:]...)
 	s := &slot{start: start, ttfw: newSketch(), ttc: newSketch(), stages: map[string]*stageStats{}, paths: map[string]int{}}
-	w.slots[surface] = append(slots, s)
+	w.slots[key] = append(slots, s)
 	return s
 }
 
 // scope names the slots of one tenant's ("" for all) requests on one
 // surface ("" for all).
-func scope(tenant, surface string) string {
-	if tenant == "" {
-		return surface
-	}
-	return "tenant:" + tenant + "/" + surface
-}
+type scope struct{ tenant, surface string }
 
 // Observe adds a finished request of a tenant. status is how it ended;
 // TTC counts only requests that completed (or were cut by the timeout).
@@ -128,7 +123,7 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 	joined := strings.Join(path, " → ")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := [4]string{"", surface, scope(tenant, ""), scope(tenant, surface)}
+	keys := [4]scope{{}, {"", surface}, {tenant, ""}, {tenant, surface}}
 	n := 2
 	if tenant != "" {
 		n = 4
@@ -211,7 +206,7 @@ type Report struct {
 func (w *Window) Report(now time.Time, tenant, user, surface string, recent int) Report {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := scope(tenant, surface)
+	key := scope{tenant, surface}
 	w.current(now, key)
 	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
 	ttfw, ttc := newSketch(), newSketch()
