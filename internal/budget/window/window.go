@@ -40,8 +40,8 @@ type Window struct {
 
 	mu     sync.Mutex
 	slots  map[scope][]*slot // by tenant and surface; the zero scope is everything
-	recent []Request          // a ring of the last keep requests
-	next   int                // where the next request goes in recent
+	recent []Request         // a ring of the last keep requests
+	next   int               // where the next request goes in recent
 }
 
 type slot struct {
