@@ -1,0 +1,358 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// This file and upstream_stream.go are the upstream direction: firstword
+// calling a Responses API (type openai-responses). request.go and
+// encode.go are the client-facing surface.
+
+// MinOutputTokens is the smallest max_output_tokens the Responses API
+// takes: it answers 400 integer_below_min_value to less.
+const MinOutputTokens = 16
+
+// upRequest is the body of POST /responses as firstword sends it.
+type upRequest struct {
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+	// Store is always false: OpenAI would otherwise keep every response
+	// (and bill its storage) for a conversation state the gateway neither
+	// manages nor refers back to; the whole conversation goes in Input.
+	Store             bool            `json:"store"`
+	Instructions      string          `json:"instructions,omitempty"`
+	Input             []upItem        `json:"input"`
+	Tools             []upTool        `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	MaxOutputTokens   int             `json:"max_output_tokens,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	Text              *upText         `json:"text,omitempty"`
+	Reasoning         *upReasoning    `json:"reasoning,omitempty"`
+	User              string          `json:"user,omitempty"`
+	ServiceTier       string          `json:"service_tier,omitempty"`
+	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
+	SafetyIdentifier  string          `json:"safety_identifier,omitempty"`
+	Metadata          json.RawMessage `json:"metadata,omitempty"`
+}
+
+// upItem is an input item: a message, a function call the model made, or
+// a call's output.
+type upItem struct {
+	Type      string `json:"type"`
+	Role      string `json:"role,omitempty"`
+	Content   []any  `json:"content,omitempty"` // upText parts and upImage parts
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// Output is a function_call_output's: a JSON string, or an array of
+	// parts when the tool returned images.
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+type upTextPart struct {
+	Type string `json:"type"` // input_text or output_text
+	Text string `json:"text"`
+}
+
+type upImagePart struct {
+	Type     string `json:"type"` // input_image
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+}
+
+type upTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+	// Strict is always sent, as false: the Responses API defaults it to
+	// true (Chat Completions to false) and then refuses any schema that
+	// is not in its strict subset, which chat.Tool cannot say.
+	Strict bool `json:"strict"`
+}
+
+type upToolChoice struct {
+	Type string `json:"type"`
+	Name string `json:"name"`
+}
+
+type upText struct {
+	Format    *upFormat `json:"format,omitempty"`
+	Verbosity string    `json:"verbosity,omitempty"`
+}
+
+type upFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+type upReasoning struct {
+	Effort string `json:"effort"`
+}
+
+// EncodeUpstreamRequest encodes req as a streaming Responses API request
+// (POST {base_url}/responses) with store false.
+//
+// The leading system messages become instructions (joined by a blank
+// line), later ones developer messages; user messages input_text and
+// input_image parts, assistant messages output_text parts followed by a
+// function_call item per tool call, and tool messages function_call_output
+// items (an array of parts when the tool returned images). Function tools
+// are sent with strict false, as Chat Completions treats them.
+// response_format becomes text.format; max_tokens max_output_tokens,
+// raised to MinOutputTokens when smaller. Of req.Extra (the Chat
+// Completions fields chat.Request does not model), reasoning_effort
+// becomes reasoning.effort and verbosity text.verbosity; service_tier,
+// prompt_cache_key, safety_identifier and metadata, which the two APIs
+// share, pass through; the rest is not sent. Seed, which the Responses API
+// does not take, is dropped (it is a best-effort hint); more than one
+// choice and stop sequences, which it cannot honour, are errors.
+// CacheBreakpoint and Name are not sent: OpenAI caches prefixes by
+// itself, and input messages have no participant names.
+func EncodeUpstreamRequest(req *chat.Request) ([]byte, error) {
+	// Built apart from the encoding: a request is encoded under the
+	// frames of a stream, and encoding/json's reflection is deep.
+	out, err := buildUpstreamRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Prompts stay readable in logs and captures; the API does not need
+	// <, > and & escaped.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
+	if req.N > 1 {
+		return nil, fmt.Errorf("n: the Responses API generates one choice, not %d", req.N)
+	}
+	if len(req.Stop) > 0 {
+		return nil, errors.New("stop: the Responses API takes no stop sequences")
+	}
+	out := &upRequest{Model: req.Model, Stream: true, Input: []upItem{}, Temperature: req.Temperature, TopP: req.TopP,
+		ParallelToolCalls: req.ParallelToolCalls, User: req.User}
+	if req.MaxTokens > 0 {
+		out.MaxOutputTokens = max(req.MaxTokens, MinOutputTokens)
+	}
+	var instructions []string
+	leading := true
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if m.Role != chat.RoleSystem {
+			leading = false
+		}
+		switch m.Role {
+		case chat.RoleSystem:
+			text := messageText(m)
+			if text == "" {
+				continue
+			}
+			if leading {
+				instructions = append(instructions, text)
+				continue
+			}
+			out.Input = append(out.Input, upItem{Type: "message", Role: "developer", Content: []any{upTextPart{Type: "input_text", Text: text}}})
+		case chat.RoleUser:
+			out.Input = append(out.Input, upItem{Type: "message", Role: "user", Content: inputParts(m)})
+		case chat.RoleAssistant:
+			// Assistant content takes output_text parts only (the API
+			// refuses input_text there); an assistant turn has no images.
+			if text := messageText(m); text != "" {
+				out.Input = append(out.Input, upItem{Type: "message", Role: "assistant", Content: []any{upTextPart{Type: "output_text", Text: text}}})
+			}
+			for j, tc := range m.ToolCalls {
+				if tc.ID == "" || tc.Name == "" {
+					return nil, fmt.Errorf("messages[%d].tool_calls[%d]: a tool call needs an id and a name", i, j)
+				}
+				args := tc.Arguments
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				out.Input = append(out.Input, upItem{Type: "function_call", CallID: tc.ID, Name: tc.Name, Arguments: args})
+			}
+		case chat.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("messages[%d]: a tool message needs a tool_call_id", i)
+			}
+			out.Input = append(out.Input, upItem{Type: "function_call_output", CallID: m.ToolCallID, Output: toolOutput(m)})
+		default:
+			return nil, fmt.Errorf("messages[%d]: unsupported role %q", i, m.Role)
+		}
+	}
+	out.Instructions = strings.Join(instructions, "\n\n")
+
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(bytes.TrimSpace(params)) == 0 || string(params) == "null" {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out.Tools = append(out.Tools, upTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	if tc := req.ToolChoice; tc != nil {
+		switch tc.Mode {
+		case "auto", "none", "required":
+			out.ToolChoice = tc.Mode
+		case "tool":
+			out.ToolChoice = upToolChoice{Type: "function", Name: tc.Name}
+		default:
+			return nil, fmt.Errorf("tool_choice: unsupported mode %q", tc.Mode)
+		}
+	}
+	format, err := textFormat(req.ResponseFormat)
+	if err != nil {
+		return nil, err
+	}
+	if format != nil {
+		out.Text = &upText{Format: format}
+	}
+	if err := extras(req.Extra, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// messageText is a message's text: Content, or its text parts joined.
+func messageText(m *chat.Message) string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	for _, p := range m.Parts {
+		if p.Type == chat.PartText {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// inputParts are a user or tool message's input_text and input_image parts.
+func inputParts(m *chat.Message) []any {
+	if len(m.Parts) == 0 {
+		return []any{upTextPart{Type: "input_text", Text: m.Content}}
+	}
+	parts := make([]any, 0, len(m.Parts))
+	for _, p := range m.Parts {
+		switch p.Type {
+		case chat.PartText:
+			parts = append(parts, upTextPart{Type: "input_text", Text: p.Text})
+		case chat.PartImage:
+			url := p.ImageURL
+			if url == "" && p.Data != "" {
+				url = "data:" + p.MediaType + ";base64," + p.Data
+			}
+			parts = append(parts, upImagePart{Type: "input_image", ImageURL: url, Detail: "auto"})
+		}
+	}
+	return parts
+}
+
+// toolOutput is a function_call_output's output: the text, or the parts
+// when the tool returned images.
+func toolOutput(m *chat.Message) json.RawMessage {
+	for _, p := range m.Parts {
+		if p.Type == chat.PartImage {
+			b, _ := marshal(inputParts(m))
+			return b
+		}
+	}
+	b, _ := marshal(messageText(m))
+	return b
+}
+
+// textFormat maps Chat Completions' response_format onto text.format.
+func textFormat(raw json.RawMessage) (*upFormat, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return nil, fmt.Errorf("response_format: %v", err)
+	}
+	switch rf.Type {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return &upFormat{Type: "json_object"}, nil
+	case "json_schema":
+		js := rf.JSONSchema
+		if js == nil || js.Name == "" || len(js.Schema) == 0 {
+			return nil, errors.New("response_format: json_schema needs json_schema.name and json_schema.schema")
+		}
+		return &upFormat{Type: "json_schema", Name: js.Name, Description: js.Description, Schema: js.Schema, Strict: js.Strict}, nil
+	}
+	return nil, fmt.Errorf("response_format: type %q is not one of text, json_object, json_schema", rf.Type)
+}
+
+// extras maps the Chat Completions fields of extra that the Responses API
+// has a place for.
+func extras(extra map[string]json.RawMessage, out *upRequest) error {
+	str := func(name string, dst *string) error {
+		v, ok := extra[name]
+		if !ok || string(v) == "null" {
+			return nil
+		}
+		if err := json.Unmarshal(v, dst); err != nil {
+			return fmt.Errorf("%s: must be a string", name)
+		}
+		return nil
+	}
+	var effort, verbosity string
+	for name, dst := range map[string]*string{
+		"reasoning_effort": &effort, "verbosity": &verbosity,
+		"service_tier": &out.ServiceTier, "prompt_cache_key": &out.PromptCacheKey, "safety_identifier": &out.SafetyIdentifier,
+	} {
+		if err := str(name, dst); err != nil {
+			return err
+		}
+	}
+	if effort != "" {
+		out.Reasoning = &upReasoning{Effort: effort}
+	}
+	if verbosity != "" {
+		if out.Text == nil {
+			out.Text = &upText{}
+		}
+		out.Text.Verbosity = verbosity
+	}
+	if v, ok := extra["metadata"]; ok && string(bytes.TrimSpace(v)) != "null" {
+		if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '{' {
+			return errors.New("metadata: must be an object")
+		}
+		out.Metadata = v
+	}
+	return nil
+}
+
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
