@@ -27,6 +27,7 @@ import (
 	"github.com/firstword/firstword/internal/provider/gemini"
 	"github.com/firstword/firstword/internal/provider/ollama"
 	"github.com/firstword/firstword/internal/provider/openai"
+	"github.com/firstword/firstword/internal/provider/openairesponses"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -144,6 +145,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		switch pc.Type {
 		case "openai":
 			providers[name] = openai.New(openai.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes, MaxTokensField: pc.MaxTokensField})
+		case "openai-responses":
+			providers[name] = openairesponses.New(openairesponses.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
 		case "anthropic":
 			providers[name] = anthropic.New(anthropic.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client,
 				MaxEventSize: cfg.MaxEventBytes, Version: pc.AnthropicVersion, DefaultMaxTokens: pc.DefaultMaxTokens, PromptCaching: true})

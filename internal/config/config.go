@@ -103,7 +103,9 @@ type Log struct {
 // Provider is one upstream.
 type Provider struct {
 	// Type is the wire format: openai (any OpenAI-compatible server),
-	// anthropic, gemini, ollama (native /api/chat), or sim (built in).
+	// openai-responses (OpenAI's Responses API, POST {base_url}/responses,
+	// sent with store: false), anthropic, gemini, ollama (native
+	// /api/chat), or sim (built in).
 	Type string `yaml:"type"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1.
 	BaseURL string `yaml:"base_url"`
@@ -499,7 +501,7 @@ type Deployment struct {
 }
 
 // ProviderTypes are the provider types this build knows.
-var ProviderTypes = []string{"openai", "anthropic", "gemini", "ollama", "sim"}
+var ProviderTypes = []string{"openai", "openai-responses", "anthropic", "gemini", "ollama", "sim"}
 
 // Load reads and validates the file at path. getenv resolves API keys and
 // header references.

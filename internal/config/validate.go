@@ -214,6 +214,9 @@ func (c *Config) problems() []string {
 		if p.Type == "openai" && p.MaxTokensField != "max_tokens" && p.MaxTokensField != "max_completion_tokens" {
 			bad(c.line("providers", name, "max_tokens_field"), f+".max_tokens_field", "want max_tokens or max_completion_tokens")
 		}
+		if p.Type == "openai-responses" && p.MaxTokensField != "" {
+			bad(c.line("providers", name, "max_tokens_field"), f+".max_tokens_field", "applies to type openai only (the Responses API always takes max_output_tokens)")
+		}
 	}
 	for _, name := range sortedKeys(c.Models) {
 		m := c.Models[name]
