@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -22,8 +23,10 @@ type EncodeOptions struct {
 	// 0 means DefaultMaxTokens.
 	DefaultMaxTokens int
 	// PromptCaching puts cache_control on the last block of each message
-	// marked chat.Message.CacheBreakpoint (at most the last four), and sends
-	// the system prompt as blocks so that it can carry one.
+	// marked chat.Message.CacheBreakpoint (at most the last four) and, when
+	// a message is marked and fewer than four are, on the last tool
+	// definition; the system prompt is sent as blocks so that it can carry
+	// one. Which messages are marked is the caller's choice (the levers').
 	PromptCaching bool
 }
 
@@ -101,7 +104,16 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 			return nil, fmt.Errorf("messages[%d]: unsupported role %q", i, m.Role)
 		}
 		if len(blocks) == 0 {
-			continue // the API refuses empty turns and empty text blocks
+			// The API refuses empty turns and empty text blocks. A mark
+			// here ends the same prefix as one on the last block so far.
+			if m.CacheBreakpoint {
+				if n := len(out.Messages); n > 0 {
+					marks = append(marks, mark{n - 1, len(out.Messages[n-1].Content) - 1})
+				} else if len(system) > 0 {
+					marks = append(marks, mark{-1, len(system) - 1})
+				}
+			}
+			continue
 		}
 		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
 			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
@@ -124,17 +136,19 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 		}
 		out.System = strings.Join(texts, "\n\n")
 	}
-	if opts.PromptCaching {
-		if len(marks) > maxCacheBreakpoints {
-			marks = marks[len(marks)-maxCacheBreakpoints:]
-		}
-		for _, mk := range marks {
-			cc := &CacheControl{Type: "ephemeral"}
-			if mk.turn < 0 {
-				system[mk.block].CacheControl = cc
-			} else {
-				out.Messages[mk.turn].Content[mk.block].CacheControl = cc
-			}
+	marks = slices.Compact(marks) // an empty message's mark may repeat the one before
+	if !opts.PromptCaching {
+		marks = nil
+	}
+	if len(marks) > maxCacheBreakpoints {
+		marks = marks[len(marks)-maxCacheBreakpoints:]
+	}
+	for _, mk := range marks {
+		cc := &CacheControl{Type: "ephemeral"}
+		if mk.turn < 0 {
+			system[mk.block].CacheControl = cc
+		} else {
+			out.Messages[mk.turn].Content[mk.block].CacheControl = cc
 		}
 	}
 
@@ -146,6 +160,12 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 				schema = json.RawMessage(`{"type":"object"}`)
 			}
 			out.Tools[i] = Tool{Name: t.Name, Description: t.Description, InputSchema: schema}
+		}
+		// The tools come first in the prompt: they begin every marked
+		// prefix, and a mark of their own keeps them cached when the
+		// system prompt changes.
+		if len(marks) > 0 && len(marks) < maxCacheBreakpoints {
+			out.Tools[len(out.Tools)-1].CacheControl = &CacheControl{Type: "ephemeral"}
 		}
 		if tc := req.ToolChoice; tc != nil {
 			switch tc.Mode {

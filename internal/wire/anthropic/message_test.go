@@ -106,7 +106,8 @@ func TestEncodeRequestGolden(t *testing.T) {
 		{
 			// With caching, the system prompt is blocks and the marked
 			// messages' last blocks carry cache_control: the stable system
-			// prompt, not the per-question context after it.
+			// prompt, not the per-question context after it. So does the
+			// last tool, which begins every prefix.
 			name: "encode_caching.json",
 			opts: EncodeOptions{PromptCaching: true, DefaultMaxTokens: 999},
 			req: chat.Request{
@@ -140,36 +141,91 @@ func TestEncodeRequestGolden(t *testing.T) {
 	}
 }
 
-func TestEncodeRequestCacheBreakpointLimit(t *testing.T) {
-	req := &chat.Request{Model: "m"}
-	for i := range 6 {
-		role := chat.RoleUser
-		if i%2 == 1 {
-			role = chat.RoleAssistant
-		}
-		req.Messages = append(req.Messages, chat.Message{Role: role, Content: string(rune('a' + i)), CacheBreakpoint: true})
-	}
-	got, err := EncodeRequest(req, EncodeOptions{PromptCaching: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Request
-	json.Unmarshal(got, &r)
-	var marked []string
-	for _, m := range r.Messages {
-		for _, b := range m.Content {
-			if b.CacheControl != nil {
-				marked = append(marked, b.Text)
+// TestEncodeRequestCacheMarks checks where cache_control goes: the last
+// block of each marked message (the last four), and the last tool when a
+// message is marked and fewer than four are.
+func TestEncodeRequestCacheMarks(t *testing.T) {
+	turns := func(n, marked int) []chat.Message {
+		var msgs []chat.Message
+		for i := range n {
+			role := chat.RoleUser
+			if i%2 == 1 {
+				role = chat.RoleAssistant
 			}
+			msgs = append(msgs, chat.Message{Role: role, Content: string(rune('a' + i)), CacheBreakpoint: i >= n-marked})
 		}
+		return msgs
 	}
-	if diff := cmp.Diff([]string{"c", "d", "e", "f"}, marked); diff != "" {
-		t.Errorf("marked blocks (-want +got):\n%s", diff)
+	tools := []chat.Tool{{Name: "first"}, {Name: "last"}}
+	tests := []struct {
+		name  string
+		msgs  []chat.Message
+		tools []chat.Tool
+		off   bool
+		want  []string // the marked blocks' texts and tools' names
+	}{
+		{name: "the last four of six", msgs: turns(6, 6), want: []string{"c", "d", "e", "f"}},
+		{name: "three and the tools", msgs: turns(6, 3), tools: tools, want: []string{"d", "e", "f", "tool last"}},
+		{name: "four: no room for the tools", msgs: turns(6, 4), tools: tools, want: []string{"c", "d", "e", "f"}},
+		{name: "nothing marked: not the tools either", msgs: turns(3, 0), tools: tools},
+		{name: "without PromptCaching nothing", msgs: turns(6, 2), tools: tools, off: true},
+		{
+			// An empty message has no block: its mark goes on the block
+			// before it, which ends the same prefix.
+			name: "an empty marked message",
+			msgs: []chat.Message{
+				{Role: chat.RoleSystem, Content: "sys"}, {Role: chat.RoleUser, Content: "q"},
+				{Role: chat.RoleAssistant, CacheBreakpoint: true}, {Role: chat.RoleUser, Content: "q2"},
+			},
+			want: []string{"q"},
+		},
+		{
+			name: "an empty marked first message",
+			msgs: []chat.Message{{Role: chat.RoleSystem, Content: "sys"}, {Role: chat.RoleAssistant, CacheBreakpoint: true}, {Role: chat.RoleUser, Content: "q"}},
+			want: []string{"sys"},
+		},
 	}
-	// Without the option, nothing is marked.
-	got, _ = EncodeRequest(req, EncodeOptions{})
-	if bytes.Contains(got, []byte("cache_control")) {
-		t.Errorf("cache_control sent without PromptCaching: %s", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := EncodeRequest(&chat.Request{Model: "m", Messages: tt.msgs, Tools: tt.tools}, EncodeOptions{PromptCaching: !tt.off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				System   json.RawMessage
+				Messages []MessageParam
+				Tools    []Tool
+			}
+			if err := json.Unmarshal(got, &r); err != nil {
+				t.Fatal(err)
+			}
+			var system []Block
+			json.Unmarshal(r.System, &system) // a string has no marks
+			var marked []string
+			for _, b := range system {
+				if b.CacheControl != nil {
+					marked = append(marked, b.Text)
+				}
+			}
+			for _, m := range r.Messages {
+				for _, b := range m.Content {
+					if b.CacheControl != nil {
+						marked = append(marked, b.Text)
+					}
+				}
+			}
+			for _, tl := range r.Tools {
+				if tl.CacheControl != nil {
+					marked = append(marked, "tool "+tl.Name)
+				}
+			}
+			if diff := cmp.Diff(tt.want, marked); diff != "" {
+				t.Errorf("marked (-want +got):\n%s", diff)
+			}
+			if n := countMarks(t, got); n != len(tt.want) {
+				t.Errorf("%d cache_control in %s", n, got)
+			}
+		})
 	}
 }
 

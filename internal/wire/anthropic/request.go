@@ -70,11 +70,13 @@ type inTool struct {
 // its tool_use blocks as ToolCalls (Arguments is the input's JSON).
 // The system string, or each system text block, becomes a leading
 // RoleSystem message. A message holding a block with cache_control is
-// marked CacheBreakpoint. Thinking blocks in assistant turns are dropped
-// (firstword does not ask upstreams to think); other block types are
-// refused. metadata.user_id becomes Request.User. Fields firstword does
-// not model (top_k, thinking, service_tier...) are ignored, and not kept in
-// Request.Extra: that holds OpenAI fields, which other adapters forward.
+// marked CacheBreakpoint; a tool's cache_control is not kept (with prompt
+// caching EncodeRequest marks the last tool whenever a message is marked).
+// Thinking blocks in assistant turns are dropped (firstword does not ask
+// upstreams to think); other block types are refused. metadata.user_id
+// becomes Request.User. Fields firstword does not model (top_k, thinking,
+// service_tier...) are ignored, and not kept in Request.Extra: that holds
+// OpenAI fields, which other adapters forward.
 func ParseRequest(body []byte) (*ParsedRequest, error) {
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))

@@ -261,6 +261,43 @@ func FuzzParseRequest(f *testing.F) {
 			if !json.Valid(enc) {
 				t.Fatalf("encoded invalid JSON: %s", enc)
 			}
+			if n := countMarks(t, enc); n > 4 {
+				t.Fatalf("%d cache_control marks, Anthropic takes at most 4: %s", n, enc)
+			}
 		}
 	})
+}
+
+// countMarks counts the cache_control marks of an encoded request.
+func countMarks(t *testing.T, enc []byte) int {
+	t.Helper()
+	var r struct {
+		System   json.RawMessage
+		Messages []MessageParam
+		Tools    []Tool
+	}
+	if err := json.Unmarshal(enc, &r); err != nil {
+		t.Fatal(err)
+	}
+	var system []Block
+	json.Unmarshal(r.System, &system) // a string has none
+	n := 0
+	for _, b := range system {
+		if b.CacheControl != nil {
+			n++
+		}
+	}
+	for _, m := range r.Messages {
+		for _, b := range m.Content {
+			if b.CacheControl != nil {
+				n++
+			}
+		}
+	}
+	for _, tl := range r.Tools {
+		if tl.CacheControl != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -80,11 +80,13 @@ type CacheControl struct {
 	Type string `json:"type"` // "ephemeral"
 }
 
-// Tool is a client tool definition.
+// Tool is a client tool definition. CacheControl on the last one caches
+// all of them, the start of every prompt.
 type Tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	CacheControl *CacheControl   `json:"cache_control,omitempty"`
 }
 
 // ToolChoice is the tool_choice object: Type is auto, any, tool or none.
