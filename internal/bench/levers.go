@@ -14,14 +14,16 @@ import (
 )
 
 // LeverConfig is the gateway config the lever table runs against: the
-// sim's medium and small tiers as in the lesson, with a pure "medium"
-// alias and a "medium-capped" alias for the answer cap.
+// sim's medium and small tiers as in the lesson, with a "medium" alias
+// (with prompt caching, which the prefix-cache rows need: the sim caches
+// only marked prefixes) and a "medium-capped" alias for the answer cap.
 const LeverConfig = `
 heartbeat: 30s
 providers:
   sim: {type: sim, seed: 7}
 models:
   medium:
+    prompt_caching: true
     deployments: [{provider: sim, model: medium}]
   medium-capped:
     max_tokens: 100

@@ -416,13 +416,13 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 
 	input := chat.EstimateInputTokens(req)
 	pl.usage.InputTokens = input
-	if prefix, n := prefixKey(req); n > 0 {
-		if p.prefixes.hit(prefix, time.Now()) {
-			pl.usage.CachedInputTokens = n
-			if tier.CachedPrefixSpeedup > 1 && d.TTFT == nil {
-				pl.ttft = time.Duration(float64(pl.ttft) / tier.CachedPrefixSpeedup)
-			}
-		}
+	read, written := p.prefixes.use(req, time.Now())
+	pl.usage.CachedInputTokens, pl.usage.CacheWriteTokens = min(read, input), min(written, input-read)
+	if read > 0 && tier.CachedPrefixSpeedup > 1 && d.TTFT == nil {
+		// The cached share of the prompt is read CachedPrefixSpeedup
+		// times faster.
+		f := float64(read) / float64(input)
+		pl.ttft = time.Duration(float64(pl.ttft) * (1 - f + f/tier.CachedPrefixSpeedup))
 	}
 
 	want := d.Tokens
@@ -491,52 +491,87 @@ func fnv64(s string) uint64 {
 	return h
 }
 
-// prefixKey hashes the stable prompt prefix: the messages up to the last
-// cache breakpoint, or all but the last message. It returns the prefix's
-// estimated token count, 0 when there is no prefix worth caching.
-func prefixKey(req *chat.Request) (uint64, int) {
-	end := len(req.Messages) - 1
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].CacheBreakpoint {
-			end = i + 1
-			break
-		}
-	}
-	if end <= 0 {
-		return 0, 0
-	}
-	h := uint64(14695981039346656037)
-	n := 0
-	for _, m := range req.Messages[:end] {
-		h = h*1099511628211 ^ fnv64(string(m.Role)+"\x00"+m.Content)
-		n += chat.EstimateTokens(m.Content) + 4
-	}
-	if n < 64 {
-		return 0, 0 // providers do not cache short prefixes
-	}
-	return h, n
-}
+// The simulated prompt cache is Anthropic's, at the grain of messages
+// rather than content blocks: only a prefix that ends at a cache
+// breakpoint (chat.Message.CacheBreakpoint) is written, and a breakpoint
+// reads the longest prefix written before that ends at it or at one of the
+// lookback message boundaries before it. An entry lives prefixTTL from its
+// last write or read, and prefixes under minCachedPrefix tokens are not
+// cached. A request without breakpoints is never cached. The tools begin
+// every prefix; their own mark (the Anthropic adapter's) is not modelled.
+const (
+	prefixTTL       = 5 * time.Minute
+	lookback        = 20
+	minCachedPrefix = 64
+	maxPrefixes     = 10000
+)
 
-// prefixCache remembers recently seen prompt prefixes for five minutes, as
-// provider prompt caches do.
+// prefixCache remembers the prompt prefixes written, by hash.
 type prefixCache struct {
 	mu   sync.Mutex
 	seen map[uint64]time.Time
 }
 
-const prefixTTL = 5 * time.Minute
-
-func (c *prefixCache) hit(key uint64, now time.Time) bool {
+// use looks req's marked prefixes up and writes them: the tokens read from
+// the cache and written to it, as a provider reports them.
+func (c *prefixCache) use(req *chat.Request, now time.Time) (read, written int) {
+	// hash[k] and tokens[k] describe the prefix of the first k messages,
+	// counted as chat.EstimateInputTokens counts the whole prompt.
+	hash := make([]uint64, len(req.Messages)+1)
+	tokens := make([]int, len(req.Messages)+1)
+	hash[0], tokens[0] = fnv64("tools"), 3
+	for _, t := range req.Tools {
+		hash[0] = hash[0]*1099511628211 ^ fnv64(t.Name+"\x00"+t.Description+"\x00"+string(t.Parameters))
+		tokens[0] += chat.EstimateTokens(t.Name) + chat.EstimateTokens(t.Description) + chat.EstimateTokens(string(t.Parameters))
+	}
+	var marks []int
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		h := fnv64(string(m.Role) + "\x00" + m.ToolCallID + "\x00" + m.Content)
+		n := 4 + chat.EstimateTokens(m.Content)
+		for _, tc := range m.ToolCalls {
+			h = h*1099511628211 ^ fnv64(tc.ID+"\x00"+tc.Name+"\x00"+tc.Arguments)
+			n += chat.EstimateTokens(tc.Name) + chat.EstimateTokens(tc.Arguments)
+		}
+		hash[i+1], tokens[i+1] = hash[i]*1099511628211^h, tokens[i]+n
+		if m.CacheBreakpoint && tokens[i+1] >= minCachedPrefix {
+			marks = append(marks, i+1)
+		}
+	}
+	if len(marks) == 0 {
+		return 0, 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, ok := c.seen[key]
-	c.seen[key] = now
-	if len(c.seen) > 10000 {
-		for k, v := range c.seen {
-			if now.Sub(v) > prefixTTL {
+	fresh := func(k int) bool {
+		t, ok := c.seen[hash[k]]
+		return ok && now.Sub(t) < prefixTTL
+	}
+	hit := 0 // the longest prefix read, in messages
+	for _, k := range marks {
+		for j := k; j >= max(k-lookback, 1) && j > hit; j-- {
+			if tokens[j] >= minCachedPrefix && fresh(j) {
+				hit = j
+				break
+			}
+		}
+	}
+	if hit > 0 {
+		read = tokens[hit]
+		c.seen[hash[hit]] = now
+	}
+	for _, k := range marks {
+		if k > hit {
+			written = tokens[k] - read
+		}
+		c.seen[hash[k]] = now
+	}
+	if len(c.seen) > maxPrefixes {
+		for k, t := range c.seen {
+			if now.Sub(t) >= prefixTTL {
 				delete(c.seen, k)
 			}
 		}
 	}
-	return ok && now.Sub(t) < prefixTTL
+	return read, written
 }

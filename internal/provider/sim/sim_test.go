@@ -276,21 +276,86 @@ func TestToolCallAndEcho(t *testing.T) {
 	})
 }
 
+// TestPrefixCache: a marked system prompt is written by the first request
+// and read by the next, which starts sooner; the same prompt unmarked is
+// never cached.
 func TestPrefixCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(Config{Seed: 1, Tiers: map[string]Tier{"flat": {TTFT: 400 * time.Millisecond, TokensPerSecond: 100, CachedPrefixSpeedup: 2}}})
 		system := strings.Repeat("You are a helpful support assistant for an online shop. ", 20)
-		req := func(q string) *chat.Request {
-			return &chat.Request{Model: "flat", Messages: []chat.Message{{Role: chat.RoleSystem, Content: system}, {Role: chat.RoleUser, Content: q}}}
+		req := func(q string, mark bool) *chat.Request {
+			return &chat.Request{Model: "flat", Messages: []chat.Message{{Role: chat.RoleSystem, Content: system, CacheBreakpoint: mark}, {Role: chat.RoleUser, Content: q}}}
 		}
-		r1, t1, _, _ := run(t, p, context.Background(), req("first"))
-		r2, t2, _, _ := run(t, p, context.Background(), req("second"))
-		if r1.Usage.CachedInputTokens != 0 || r2.Usage.CachedInputTokens == 0 {
-			t.Errorf("cached tokens %d then %d, want 0 then > 0", r1.Usage.CachedInputTokens, r2.Usage.CachedInputTokens)
+		r1, t1, _, _ := run(t, p, context.Background(), req("first", true))
+		r2, t2, _, _ := run(t, p, context.Background(), req("second", true))
+		if u := r1.Usage; u.CachedInputTokens != 0 || u.CacheWriteTokens < 200 {
+			t.Errorf("first request: usage %+v, want nothing read and the system prompt written", u)
 		}
-		if t2 >= t1 {
-			t.Errorf("TTFT %v then %v: a cached prefix should start sooner", t1, t2)
+		if u := r2.Usage; u.CachedInputTokens != r1.Usage.CacheWriteTokens || u.CacheWriteTokens != 0 {
+			t.Errorf("second request: usage %+v, want the first's %d written tokens read, nothing written", u, r1.Usage.CacheWriteTokens)
 		}
+		if t2 >= t1*6/10 {
+			t.Errorf("TTFT %v then %v: an almost all-cached prompt should start about twice as soon", t1, t2)
+		}
+		for _, q := range []string{"third", "fourth"} {
+			if r, _, _, _ := run(t, p, context.Background(), req(q, false)); r.Usage.CachedInputTokens != 0 || r.Usage.CacheWriteTokens != 0 {
+				t.Errorf("unmarked prompt: usage %+v, want nothing cached", r.Usage)
+			}
+		}
+	})
+}
+
+// TestPrefixCacheRules follows the simulated cache through a conversation
+// whose requests mark their last message and the previous request's, as
+// the levers do.
+func TestPrefixCacheRules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c prefixCache
+		c.seen = map[uint64]time.Time{}
+		long := strings.Repeat("words that fill the prompt ", 20) // 135 tokens
+		msg := func(r chat.Role, text string, mark bool) chat.Message {
+			return chat.Message{Role: r, Content: text, CacheBreakpoint: mark}
+		}
+		type use struct{ read, written int }
+		step := func(name string, want use, msgs ...chat.Message) {
+			t.Helper()
+			read, written := c.use(&chat.Request{Messages: msgs}, time.Now())
+			if got := (use{read, written}); got != want {
+				t.Errorf("%s: (read, written) = %v, want %v", name, got, want)
+			}
+		}
+		sys := msg(chat.RoleSystem, long, true)
+		// Prefix sizes: 3 + (4 + tokens) per message.
+		step("turn 1 writes the system prompt and the question", use{0, 3 + 139 + 5},
+			sys, msg(chat.RoleUser, "hi?", true))
+		step("turn 2 reads them and writes the answer and the next question", use{147, 5 + 5},
+			sys, msg(chat.RoleUser, "hi?", true), msg(chat.RoleAssistant, "hey", false), msg(chat.RoleUser, "so?", true))
+		step("a changed question reads the system prompt only", use{142, 5},
+			sys, msg(chat.RoleUser, "HI?", true))
+		step("without marks nothing is read or written", use{},
+			msg(chat.RoleSystem, long, false), msg(chat.RoleUser, "hi?", false))
+		step("a prefix under 64 tokens is not cached", use{},
+			msg(chat.RoleSystem, "short", true), msg(chat.RoleUser, "hi?", true))
+
+		// A mark finds a prefix written at most 20 messages before it.
+		turns := func(n int, tag string) []chat.Message {
+			msgs := []chat.Message{msg(chat.RoleSystem, long, false)}
+			for i := range n {
+				msgs = append(msgs, msg(chat.RoleUser, fmt.Sprint(tag, i%10), false))
+			}
+			msgs[n].CacheBreakpoint = true
+			return msgs
+		}
+		step("20 messages after a written prefix", use{142, 20 * 5}, turns(20, "a")...)
+		step("21 messages after it", use{0, 3 + 139 + 21*5}, turns(21, "b")...)
+
+		// An entry lives five minutes from its last use.
+		time.Sleep(4 * time.Minute)
+		step("read after 4 minutes", use{142, 5}, sys, msg(chat.RoleUser, "one", true))
+		time.Sleep(4 * time.Minute)
+		step("read 4 minutes after the last read", use{142, 5}, sys, msg(chat.RoleUser, "two", true))
+		time.Sleep(5 * time.Minute)
+		step("written again after 5 minutes unused", use{0, 147}, sys, msg(chat.RoleUser, "six", true))
 	})
 }
 

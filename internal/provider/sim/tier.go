@@ -32,8 +32,11 @@ type Tier struct {
 	// AnswerTokens is the typical answer length when max_tokens is unset;
 	// each answer is drawn between half and one and a half times it.
 	AnswerTokens int
-	// CachedPrefixSpeedup divides TTFT when the request's prompt prefix
-	// was seen recently (a simulated provider prompt cache); 0 disables.
+	// CachedPrefixSpeedup is how much faster the part of the prompt read
+	// from the simulated prompt cache is processed: a request whose
+	// prompt is all cached has its TTFT divided by it. Only prefixes that
+	// end at a cache breakpoint are cached (see prefixCache); 0 or 1
+	// disables the speedup, not the cached-token counts.
 	CachedPrefixSpeedup float64
 }
 
