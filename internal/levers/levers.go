@@ -54,8 +54,9 @@ type Alias struct {
 	MaxTokens, DefaultMaxTokens int
 	// Brevity is appended to the system prompt.
 	Brevity string
-	// PromptCaching marks the stable prompt prefix (the leading system
-	// messages) as a cache breakpoint for providers that need one.
+	// PromptCaching marks the stable prompt prefix as cache breakpoints
+	// for providers that need them (see markPrefix); without it no
+	// breakpoint is sent, not even a client's own.
 	PromptCaching bool
 	// Cache: Enabled for deterministic requests (temperature 0);
 	// Nondeterministic caches the others too. TTL bounds an entry's life.
@@ -314,10 +315,9 @@ func lastUser(req *chat.Request) string {
 }
 
 // shape applies the answer cap, the brevity instruction and the prompt
-// cache breakpoint, on a copy. A breakpoint the surface set (the /v1/chat
-// system prompt) is kept when the alias enables prompt caching, and
-// otherwise the last leading system message is marked; without prompt
-// caching no breakpoint is sent.
+// cache breakpoints, on a copy. With prompt caching the breakpoints the
+// request carries (a client's own, or the /v1/chat system prompt's) are
+// kept and markPrefix's are added; without it none is sent.
 func shape(req *chat.Request, a Alias) *chat.Request {
 	cap := a.MaxTokens
 	want := req.MaxTokens
@@ -331,7 +331,11 @@ func shape(req *chat.Request, a Alias) *chat.Request {
 	for _, m := range req.Messages {
 		marked = marked || m.CacheBreakpoint
 	}
-	if want == req.MaxTokens && a.Brevity == "" && a.PromptCaching == marked {
+	settled := !marked // the marks need no change
+	if a.PromptCaching {
+		settled = len(markPrefix(req.Messages, len(req.Tools) > 0)) == 0
+	}
+	if want == req.MaxTokens && a.Brevity == "" && settled {
 		return req
 	}
 	req = req.Clone()
@@ -354,18 +358,93 @@ func shape(req *chat.Request, a Alias) *chat.Request {
 		for i := range req.Messages {
 			req.Messages[i].CacheBreakpoint = false
 		}
-	} else {
-		if !marked {
-			i := 0
-			for i < len(req.Messages) && req.Messages[i].Role == chat.RoleSystem {
-				i++
-			}
-			if i > 0 {
-				req.Messages[i-1].CacheBreakpoint = true
-			}
-		}
+		return req
+	}
+	for _, i := range markPrefix(req.Messages, len(req.Tools) > 0) {
+		req.Messages[i].CacheBreakpoint = true
 	}
 	return req
+}
+
+// maxBreakpoints is how many cache breakpoints a request may carry:
+// Anthropic's limit, the only provider that takes explicit ones.
+const maxBreakpoints = 4
+
+// markPrefix returns the messages to mark as cache breakpoints besides
+// those already marked, most valuable first, so that the marks never
+// exceed maxBreakpoints; one is kept for the last tool definition, which
+// the Anthropic adapter marks when a request has tools and any mark.
+//
+// Unless a message of the conversation (after the leading system
+// messages) is marked already, by a client of /v1/messages or by the
+// /v1/chat prompt, which then said where its stable prefix ends:
+//
+//  1. the last message (an assistant prefill left out). The next request
+//     repeats it, so its prefix, written now, is read then: a rolling
+//     breakpoint, Anthropic's pattern for conversations and tool loops;
+//  2. the previous request's last message: the one before the assistant
+//     messages that answered it. Its prefix was written by that request's
+//     mark 1, and is read here at once, even when the newest exchange is
+//     longer than the 20 blocks Anthropic looks back from a mark (a tool
+//     loop with many calls).
+//
+// And the end of the leading system messages, which every conversation
+// with the same system prompt (and tools) shares, ranked between the two.
+//
+// Short prefixes are marked too: a mark costs nothing, and Anthropic
+// skips prefixes under the model's minimum (1024 tokens on most models,
+// more on some), which depends on the deployment the router picks after
+// the levers.
+func markPrefix(msgs []chat.Message, tools bool) []int {
+	free := maxBreakpoints
+	if tools {
+		free--
+	}
+	system := -1
+	for i := 0; i < len(msgs) && msgs[i].Role == chat.RoleSystem; i++ {
+		system = i
+	}
+	conversation := false
+	for i, m := range msgs {
+		if m.CacheBreakpoint {
+			free--
+			conversation = conversation || i > system
+		}
+	}
+	var out []int
+	add := func(i int) {
+		if i >= 0 && free > 0 && !msgs[i].CacheBreakpoint && !slices.Contains(out, i) {
+			out = append(out, i)
+			free--
+		}
+	}
+	last, prev := -1, -1
+	if !conversation {
+		last, prev = lastTurns(msgs)
+	}
+	add(last)
+	add(system)
+	add(prev)
+	return out
+}
+
+// lastTurns returns the index of the last message, leaving out an
+// assistant prefill (it is not repeated as such: the answer continues it),
+// and that of the previous request's last message: the one before the
+// assistant messages that answered it. -1 stands for none.
+func lastTurns(msgs []chat.Message) (last, prev int) {
+	i := len(msgs) - 1
+	for i >= 0 && msgs[i].Role == chat.RoleAssistant {
+		i--
+	}
+	last = i
+	for i >= 0 && msgs[i].Role != chat.RoleAssistant {
+		i--
+	}
+	for i >= 0 && msgs[i].Role == chat.RoleAssistant {
+		i--
+	}
+	return last, i
 }
 
 // key is the cache and coalescing key of a request, and whether it may be
