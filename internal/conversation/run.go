@@ -497,17 +497,25 @@ func historyWithin(msgs []store.Message, until, budget int) []store.Message {
 	return out
 }
 
-// prompt assembles the request with its stable prefix first: the system
-// prompt (marked as the cache breakpoint), then the retrieved documents and
-// lookups, then the history, then the new message.
+// prompt assembles the request with its stable prefix first, so that
+// provider prompt caches hit: the system prompt, then the history, then
+// what is new with this question: the retrieved documents and lookups, and
+// the message. The context is a user message, not a system one: it
+// changes with every question, so placed before the history (where
+// Anthropic puts every system message) it would make the history
+// uncacheable; and it is text from documents, which should not speak with
+// the system prompt's authority.
+//
+// The cache breakpoints (sent when the alias has prompt_caching) are the
+// system prompt, the end of the history, which the next turn reads back
+// (its history goes on from there), and, when no context follows it, the
+// message itself, which the next turn repeats. A message followed by this
+// turn's context is not marked: the next turn has no such prefix.
 func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 	s := t.s
 	var msgs []chat.Message
 	if sys := s.opt.SystemPrompt(t.in.Model); sys != "" {
 		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: sys, CacheBreakpoint: true})
-	}
-	if len(g.texts) > 0 {
-		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: "Context for this question:\n\n" + strings.Join(g.texts, "\n\n")})
 	}
 	for _, m := range g.history {
 		role := chat.RoleUser
@@ -516,6 +524,12 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 		}
 		msgs = append(msgs, chat.Message{Role: role, Content: m.Content})
 	}
-	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: text})
+	if len(g.history) > 0 {
+		msgs[len(msgs)-1].CacheBreakpoint = true
+	}
+	if len(g.texts) > 0 {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: "Context for this question:\n\n" + strings.Join(g.texts, "\n\n")})
+	}
+	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: text, CacheBreakpoint: len(g.texts) == 0})
 	return &chat.Request{Model: t.in.Model, Messages: msgs, Meta: t.in.Meta}
 }
