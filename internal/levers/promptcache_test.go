@@ -252,7 +252,7 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 // tier (TTFT about 600 ms, a cached prompt read twice as fast) in the sim's
 // own time (testing/synctest), so the figures are exact for seed 7: 20
 // conversations of five turns each, one after another, a user taking 20 s
-// between turns, all with the same 1,400-token system prompt, as an
+// between turns, all with the same 1,540-token system prompt, as an
 // OpenAI client sends them (the whole history, no marks of its own), with
 // prompt caching on and off. The cost is what metering bills at the sim's
 // prices ($1 and $4 per million input and output tokens, $0.10 cached).
