@@ -171,6 +171,14 @@ type Chunk struct {
 	// last one of the stream. Counts are totals for the request, not
 	// increments.
 	Usage *Usage
+	// UsageSoFar is usage the provider reported before its final count
+	// (Anthropic's message_start, an OpenAI-compatible usage chunk not
+	// yet followed by [DONE], usage on every chunk): totals up to and
+	// including this chunk. Surfaces do not show it and it does not make
+	// a chunk a first token; meters keep it, so that a stream that breaks
+	// or is cancelled before Usage comes is billed what the provider said
+	// rather than an estimate (see EstimateUsage).
+	UsageSoFar *Usage
 	// Model is the upstream model that produced the chunk, when known.
 	Model string
 	// More is a hint that the next chunk is already available without
@@ -207,8 +215,10 @@ type Usage struct {
 	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 	// ReasoningTokens were spent thinking (included in OutputTokens).
 	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
-	// Estimated is true when the counts were computed by firstword rather
-	// than reported by the provider.
+	// Estimated is true when any count was computed by firstword rather
+	// than reported by the provider: all of them, or only the output of
+	// a stream that broke after the provider reported its input (see
+	// EstimateUsage).
 	Estimated bool `json:"estimated,omitempty"`
 }
 

@@ -61,3 +61,20 @@ func EstimateInputTokens(req *Request) int {
 	}
 	return n
 }
+
+// EstimateUsage is the usage of a stream that ended without the
+// provider's final count. With usage reported so far (Chunk.UsageSoFar)
+// it is those counts, the output plus an estimate of the text that came
+// after them (after), Estimated only if there was any; with none, an
+// estimate of req's input and of the output text.
+func EstimateUsage(req *Request, soFar *Usage, after *TokenCount) Usage {
+	if soFar == nil {
+		return Usage{InputTokens: EstimateInputTokens(req), OutputTokens: after.Tokens(), Estimated: true}
+	}
+	u := *soFar
+	if n := after.Tokens(); n > 0 {
+		u.OutputTokens += n
+		u.Estimated = true
+	}
+	return u
+}

@@ -40,3 +40,31 @@ func TestTokenCountOfPiecesIsTheWhole(t *testing.T) {
 		t.Errorf("pieces counted %d tokens, the whole text %d", got, want)
 	}
 }
+
+func TestEstimateUsage(t *testing.T) {
+	req := &Request{Messages: []Message{{Role: RoleUser, Content: "how much was that?"}}}
+	in := EstimateInputTokens(req)
+	count := func(s string) *TokenCount {
+		var c TokenCount
+		c.Add(s)
+		return &c
+	}
+	for _, tc := range []struct {
+		name  string
+		soFar *Usage
+		after string
+		want  Usage
+	}{
+		{"nothing reported", nil, "some text", Usage{InputTokens: in, OutputTokens: 3, Estimated: true}},
+		{"nothing at all", nil, "", Usage{InputTokens: in, Estimated: true}},
+		{"input reported, text after", &Usage{InputTokens: 1234, OutputTokens: 1, CachedInputTokens: 1000}, "some text",
+			Usage{InputTokens: 1234, OutputTokens: 4, CachedInputTokens: 1000, Estimated: true}},
+		{"all reported", &Usage{InputTokens: 31, OutputTokens: 7}, "", Usage{InputTokens: 31, OutputTokens: 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EstimateUsage(req, tc.soFar, count(tc.after)); got != tc.want {
+				t.Errorf("EstimateUsage(%+v, %q) = %+v, want %+v", tc.soFar, tc.after, got, tc.want)
+			}
+		})
+	}
+}
