@@ -178,16 +178,27 @@ type Usage struct {
 	Cost         float64
 	TTFTMs       float64
 	TotalMs      float64
+	// What the request's upstream attempts that did not give the answer
+	// cost (a hedge that lost, one abandoned at its first-token timeout);
+	// the counts and Cost above are the answer's alone.
+	AttemptsInputTokens  int
+	AttemptsOutputTokens int
+	AttemptsCost         float64
 }
 
 // UsageSum is a sum of usage rows.
 type UsageSum struct {
-	TenantID     string  `json:"tenant_id"`
-	Model        string  `json:"model"`
-	Day          string  `json:"day"` // YYYY-MM-DD, UTC
-	Requests     int64   `json:"requests"`
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	Cost         float64 `json:"cost"`
+	TenantID     string `json:"tenant_id"`
+	Model        string `json:"model"`
+	Day          string `json:"day"` // YYYY-MM-DD, UTC
+	Requests     int64  `json:"requests"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	CachedTokens int64  `json:"cached_tokens"`
+	// Cost is the answers' alone; the attempts that did not give them
+	// are summed apart (see Usage).
+	Cost                 float64 `json:"cost"`
+	AttemptsInputTokens  int64   `json:"attempts_input_tokens"`
+	AttemptsOutputTokens int64   `json:"attempts_output_tokens"`
+	AttemptsCost         float64 `json:"attempts_cost"`
 }

@@ -24,10 +24,12 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 		ats[i] = stamp(u.Time)
 		b.Queue(`INSERT INTO usage (request_id, tenant_id, user_id, created_at,
 		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 		ON CONFLICT (request_id) DO NOTHING`,
 			u.RequestID, u.TenantID, u.UserID, ats[i], u.Surface, u.Model, u.Deployment, u.Status,
-			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs)
+			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs,
+			u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()
@@ -50,13 +52,15 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 	}
 	rows, _ := s.pool.Query(ctx, `SELECT tenant_id, model,
 		to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*),
-		sum(input_tokens)::bigint, sum(output_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost)
+		sum(input_tokens)::bigint, sum(output_tokens)::bigint, sum(cached_tokens)::bigint, sum(cost),
+		sum(attempts_input_tokens)::bigint, sum(attempts_output_tokens)::bigint, sum(attempts_cost)
 		FROM usage WHERE `+where+`
 		GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model`, args...)
 	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UsageSum, error) {
 		var u store.UsageSum
 		err := row.Scan(&u.TenantID, &u.Model, &u.Day, &u.Requests, &u.InputTokens,
-			&u.OutputTokens, &u.CachedTokens, &u.Cost)
+			&u.OutputTokens, &u.CachedTokens, &u.Cost,
+			&u.AttemptsInputTokens, &u.AttemptsOutputTokens, &u.AttemptsCost)
 		return u, err
 	})
 	if err != nil {

@@ -11,8 +11,9 @@ import (
 const (
 	insertUsageSQL = `INSERT OR IGNORE INTO usage (request_id, tenant_id, user_id, created_at, surface,
 		model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms) VALUES `
-	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost) VALUES `
+	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	usageCols   = 18
 	// usageRows is how many rows one multi-row insert takes: one
 	// statement's overhead for many rows.
 	usageRows = 16
@@ -32,7 +33,7 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	}
 	defer tx.Rollback()
 	ats := make([]time.Time, len(us))
-	args := make([]any, 0, 15*usageRows)
+	args := make([]any, 0, usageCols*usageRows)
 	for i := 0; i < len(us); {
 		stmt, n := s.insertUsage, 1
 		if len(us)-i >= usageRows {
@@ -43,7 +44,7 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 			ats[i+k] = stamp(u.Time)
 			args = append(args, u.RequestID, u.TenantID, u.UserID, ats[i+k].UnixMicro(),
 				u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
-				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs)
+				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs, u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost)
 		}
 		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: record usage %s: %w", us[i].RequestID, err)
@@ -67,7 +68,8 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 		where, args = `tenant_id = ? AND `+where, append([]any{tenantID}, args...)
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant_id, model, date(created_at / 1000000, 'unixepoch') AS day,
-		count(*), sum(input_tokens), sum(output_tokens), sum(cached_tokens), sum(cost)
+		count(*), sum(input_tokens), sum(output_tokens), sum(cached_tokens), sum(cost),
+		sum(attempts_input_tokens), sum(attempts_output_tokens), sum(attempts_cost)
 		FROM usage WHERE `+where+`
 		GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model`, args...)
 	if err != nil {
@@ -78,7 +80,8 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 	for rows.Next() {
 		var u store.UsageSum
 		if err := rows.Scan(&u.TenantID, &u.Model, &u.Day, &u.Requests, &u.InputTokens,
-			&u.OutputTokens, &u.CachedTokens, &u.Cost); err != nil {
+			&u.OutputTokens, &u.CachedTokens, &u.Cost,
+			&u.AttemptsInputTokens, &u.AttemptsOutputTokens, &u.AttemptsCost); err != nil {
 			return nil, fmt.Errorf("sqlite: usage summary: %w", err)
 		}
 		sums = append(sums, u)

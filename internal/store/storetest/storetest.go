@@ -590,8 +590,10 @@ func testUsageSummary(t *testing.T, s store.Store) {
 	from, to := day1.Add(time.Hour), day2.Add(23*time.Hour)
 	rows := []store.Usage{
 		{TenantID: "acme", Model: "fast", Time: from.Add(-time.Microsecond)}, // before from
-		{TenantID: "acme", Model: "fast", Time: from, InputTokens: 10, OutputTokens: 20, CachedTokens: 1, Cost: 0.5},
-		{TenantID: "acme", Model: "fast", Time: day2.Add(-time.Microsecond), InputTokens: 1, OutputTokens: 2, Cost: 0.25},
+		{TenantID: "acme", Model: "fast", Time: from, InputTokens: 10, OutputTokens: 20, CachedTokens: 1, Cost: 0.5,
+			AttemptsInputTokens: 10, AttemptsOutputTokens: 3, AttemptsCost: 0.0625}, // a hedge lost
+		{TenantID: "acme", Model: "fast", Time: day2.Add(-time.Microsecond), InputTokens: 1, OutputTokens: 2, Cost: 0.25,
+			AttemptsInputTokens: 7, AttemptsCost: 0.125}, // a first-token timeout
 		{TenantID: "acme", Model: "smart", Time: day1.Add(2 * time.Hour), InputTokens: 100, OutputTokens: 200, Cost: 2},
 		{TenantID: "globex", Model: "fast", Time: day1.Add(3 * time.Hour), InputTokens: 7, OutputTokens: 8, CachedTokens: 3, Cost: 0.125},
 		{TenantID: "acme", Model: "fast", Time: day2, InputTokens: 1000, OutputTokens: 2000, Cost: 4, Estimated: true},
@@ -642,7 +644,8 @@ func testUsageSummary(t *testing.T, s store.Store) {
 		t.Error("the batch's Times were not set")
 	}
 	acme := []store.UsageSum{
-		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75},
+		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75,
+			AttemptsInputTokens: 17, AttemptsOutputTokens: 3, AttemptsCost: 0.1875},
 		{TenantID: "acme", Model: "smart", Day: "2025-03-14", Requests: 1, InputTokens: 100, OutputTokens: 200, Cost: 2},
 		{TenantID: "acme", Model: "fast", Day: "2025-03-15", Requests: 1, InputTokens: 1000, OutputTokens: 2000, Cost: 4},
 	}
