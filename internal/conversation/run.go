@@ -253,7 +253,9 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	m.Deployment = f.rep.Deployment
 	m.FinishReason = string(f.tally.Finish)
 	u := f.tally.Usage(f.req())
-	if f.tally.Reported == nil {
+	if f.tally.Reported == nil && f.tally.SoFar == nil {
+		// All estimated: of what was sent. (Counts the provider reported
+		// before the stream ended are kept.)
 		u.OutputTokens = f.sentTokens.Tokens()
 	}
 	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
@@ -308,7 +310,7 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	}
 	end("")
 	// Metered after the last event, which it does not delay.
-	defer f.meter(pctx, billed, m)
+	defer f.meter(pctx, u, m)
 	if f.gone || m.Status == store.StatusCancelled {
 		return
 	}
@@ -333,6 +335,8 @@ func (f *final) req() *chat.Request {
 	return &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: f.t.in.Message}}}
 }
 
+// meter records the turn; u is the usage of what was delivered, before
+// any sharing (see metering.Prices.Charge).
 func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	t := f.t
 	rec := t.in.Budget
@@ -343,9 +347,9 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	r := &metering.Record{
 		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID,
 		Alias: t.in.Model, Deployment: f.rep.Deployment, Model: f.rep.Model, Stream: true,
-		Status: meterStatus(m.Status), FinishReason: m.FinishReason, Usage: u, Cost: m.Cost,
+		Status: meterStatus(m.Status), FinishReason: m.FinishReason,
 		TTFW: rec.TTFW(), Total: total, Attempts: f.rep.Tries(),
-		Fallbacks: f.rep.Fallbacks(), HedgeUsage: f.rep.HedgeUsage, ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
+		Fallbacks: f.rep.Fallbacks(), ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
 		Hedged: f.rep.Hedged(), Retries: f.rep.Retries(), Gaps: &f.tally.Gaps, Timings: rec,
 		TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
 	}
@@ -358,6 +362,7 @@ func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	if len(f.rep.Attempts) > 1 {
 		r.Route = f.rep.Route()
 	}
+	t.s.opt.Prices.Charge(r, u, &f.rep)
 	r.UsageMissing = m.Status == store.StatusComplete && f.tally.Reported == nil && !f.rep.Cached
 	r.Cached, r.Coalesced, r.Rule = f.rep.Cached, f.rep.Coalesced, f.rep.Rule
 	if r.Rule != "" {

@@ -484,14 +484,12 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		Model:        x.rep.Model,
 		Stream:       x.stream,
 		FinishReason: string(x.tally.Finish),
-		Usage:        metering.Billed(x.tally.Usage(x.req), x.rep.Cached, x.rep.BillShare, x.rep.BillPart),
 		Cached:       x.rep.Cached,
 		Coalesced:    x.rep.Coalesced,
 		Rule:         x.rep.Rule,
 		Total:        end.Sub(x.start),
 		Attempts:     x.rep.Tries(),
 		Fallbacks:    x.rep.Fallbacks(),
-		HedgeUsage:   x.rep.HedgeUsage,
 		Hedged:       x.rep.Hedged(),
 		Retries:      x.rep.Retries(),
 		Gaps:         &x.tally.Gaps,
@@ -511,7 +509,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	if !x.rep.FirstToken.IsZero() {
 		rec.TTFT = x.rep.FirstToken.Sub(x.start)
 	}
-	rec.Cost = s.opt.Prices.Cost(rec.Deployment, rec.Usage)
+	s.opt.Prices.Charge(rec, x.tally.Usage(x.req), &x.rep)
 	if !x.ttfw.IsZero() {
 		rec.TTFW = x.ttfw.Sub(x.start)
 	}

@@ -45,6 +45,12 @@ func appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 	if rec.Cost > 0 {
 		attrs = append(attrs, slog.Float64("cost", rec.Cost))
 	}
+	if len(rec.Spent) > 0 {
+		// Attempts that did not give the answer, apart from it.
+		u, cost := rec.AttemptsTotal()
+		attrs = append(attrs, slog.Int("attempts_input_tokens", u.InputTokens), slog.Int("attempts_output_tokens", u.OutputTokens),
+			slog.Bool("attempts_estimated", u.Estimated), slog.Float64("attempts_cost", cost))
+	}
 	if rec.Cached {
 		attrs = append(attrs, slog.Bool("cached", true))
 	}

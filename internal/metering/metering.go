@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/router"
 )
 
 // Status is how a request ended.
@@ -27,17 +28,19 @@ const (
 
 // Record is one request's metering.
 type Record struct {
-	RequestID    string     `json:"request_id"`
-	Time         time.Time  `json:"time"`
-	Surface      string     `json:"surface"`
-	Tenant       string     `json:"tenant,omitempty"`
-	User         string     `json:"user,omitempty"`
-	Alias        string     `json:"alias"`
-	Deployment   string     `json:"deployment,omitempty"`
-	Model        string     `json:"model,omitempty"`
-	Stream       bool       `json:"stream"`
-	Status       Status     `json:"status"`
-	FinishReason string     `json:"finish_reason,omitempty"`
+	RequestID    string    `json:"request_id"`
+	Time         time.Time `json:"time"`
+	Surface      string    `json:"surface"`
+	Tenant       string    `json:"tenant,omitempty"`
+	User         string    `json:"user,omitempty"`
+	Alias        string    `json:"alias"`
+	Deployment   string    `json:"deployment,omitempty"`
+	Model        string    `json:"model,omitempty"`
+	Stream       bool      `json:"stream"`
+	Status       Status    `json:"status"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+	// Usage and Cost are the answer's: what the attempt that served the
+	// request cost (none when no deployment answered); see Charge.
 	Usage        chat.Usage `json:"usage"`
 	UsageMissing bool       `json:"usage_missing,omitempty"`
 	Cost         float64    `json:"cost,omitempty"`
@@ -46,17 +49,22 @@ type Record struct {
 	Coalesced bool `json:"coalesced,omitempty"`
 	// Rule is the routing rule that sent the request from Alias (the
 	// client's) to alias RoutedTo ("" if none).
-	Rule       string        `json:"rule,omitempty"`
-	RoutedTo   string        `json:"routed_to,omitempty"`
-	TTFT       time.Duration `json:"ttft"`
-	TTFW       time.Duration `json:"ttfw"`
-	Total      time.Duration `json:"total"`
-	Attempts   int           `json:"attempts"`
-	Fallbacks  int           `json:"fallbacks,omitempty"`
-	Route      string        `json:"route,omitempty"`
-	HedgeUsage *chat.Usage   `json:"hedge_usage,omitempty"`
-	ErrorCode  string        `json:"error_code,omitempty"`
-	Error      string        `json:"error,omitempty"`
+	Rule      string        `json:"rule,omitempty"`
+	RoutedTo  string        `json:"routed_to,omitempty"`
+	TTFT      time.Duration `json:"ttft"`
+	TTFW      time.Duration `json:"ttfw"`
+	Total     time.Duration `json:"total"`
+	Attempts  int           `json:"attempts"`
+	Fallbacks int           `json:"fallbacks,omitempty"`
+	Route     string        `json:"route,omitempty"`
+	// Spent are the upstream attempts that were sent and did not give the
+	// answer (a hedge that lost, one abandoned at its first-token timeout,
+	// one that failed after the upstream took it), each billed as the
+	// answer is: shared when coalesced, nothing for a cache hit. Their
+	// sums are AttemptsTotal.
+	Spent     []Spent `json:"spent,omitempty"`
+	ErrorCode string  `json:"error_code,omitempty"`
+	Error     string  `json:"error,omitempty"`
 	// Hedged, Retries: what the router did beyond the first attempt.
 	Hedged  bool `json:"hedged,omitempty"`
 	Retries int  `json:"retries,omitempty"`
@@ -70,6 +78,32 @@ type Record struct {
 	// client's W3C traceparent header, if it sent one.
 	TraceID     string `json:"trace_id,omitempty"`
 	TraceParent string `json:"-"`
+}
+
+// Spent is what one upstream attempt that did not give the answer is
+// billed (see router.Attempt.Usage).
+type Spent struct {
+	Deployment string     `json:"deployment"`
+	Usage      chat.Usage `json:"usage"`
+	Cost       float64    `json:"cost,omitempty"`
+}
+
+// AttemptsTotal sums what the attempts that did not give the answer are
+// billed: their usage (Estimated if any one's was) and cost.
+func (r *Record) AttemptsTotal() (chat.Usage, float64) {
+	var u chat.Usage
+	cost := 0.0
+	for i := range r.Spent {
+		s := &r.Spent[i]
+		u.InputTokens += s.Usage.InputTokens
+		u.OutputTokens += s.Usage.OutputTokens
+		u.CachedInputTokens += s.Usage.CachedInputTokens
+		u.CacheWriteTokens += s.Usage.CacheWriteTokens
+		u.ReasoningTokens += s.Usage.ReasoningTokens
+		u.Estimated = u.Estimated || s.Usage.Estimated
+		cost += s.Cost
+	}
+	return u, cost
 }
 
 // GapBuckets are the upper bounds, in seconds, of the inter-token gap
@@ -102,13 +136,17 @@ type Meter interface {
 }
 
 // Tally follows a stream as it is delivered, to meter it: the provider's
-// usage if it came, else an estimate of what was delivered.
+// usage if it came, else what it reported before the stream ended (its
+// input, say) with an estimate of the rest, else an estimate of it all.
 type Tally struct {
-	Text     int // bytes of visible text delivered
+	Text int // bytes of visible text delivered
+	// outToks counts the text after SoFar (all of it without one).
 	outToks  chat.TokenCount
 	Reported *chat.Usage
-	Finish   chat.FinishReason
-	Visible  bool
+	// SoFar is the provider's last usage before its final count.
+	SoFar   *chat.Usage
+	Finish  chat.FinishReason
+	Visible bool
 	// First and Last are when the first and last visible chunks were
 	// counted; Gaps the delays between visible chunks.
 	First, Last time.Time
@@ -134,6 +172,10 @@ func (t *Tally) Add(c *chat.Chunk) {
 			t.outToks.Add(tc.Arguments)
 		}
 	}
+	if c.UsageSoFar != nil {
+		// Its counts include this chunk's text.
+		t.SoFar, t.outToks = c.UsageSoFar, chat.TokenCount{}
+	}
 	if c.Usage != nil {
 		t.Reported = c.Usage
 	}
@@ -142,13 +184,14 @@ func (t *Tally) Add(c *chat.Chunk) {
 	}
 }
 
-// Usage returns the provider's usage when it reported one, else an
-// estimate of the delivered tokens, marked Estimated.
+// Usage returns the provider's usage when it reported one, else what it
+// reported so far plus an estimate of the tokens delivered after, or an
+// estimate of it all (see chat.EstimateUsage), marked Estimated.
 func (t *Tally) Usage(req *chat.Request) chat.Usage {
 	if t.Reported != nil {
 		return *t.Reported
 	}
-	return chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.outToks.Tokens(), Estimated: true}
+	return chat.EstimateUsage(req, t.SoFar, &t.outToks)
 }
 
 // Memory keeps the last records and running totals. Safe for concurrent
@@ -163,14 +206,18 @@ type Memory struct {
 
 // Totals sums records for one alias.
 type Totals struct {
-	Requests     int64            `json:"requests"`
-	InputTokens  int64            `json:"input_tokens"`
-	OutputTokens int64            `json:"output_tokens"`
-	CachedTokens int64            `json:"cached_tokens"`
-	Cost         float64          `json:"cost"`
-	ByStatus     map[Status]int64 `json:"by_status"`
-	UsageMissing int64            `json:"usage_missing"`
-	Estimated    int64            `json:"estimated"`
+	Requests     int64   `json:"requests"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	Cost         float64 `json:"cost"`
+	// What attempts that did not give the answer cost (see Record.Spent).
+	AttemptsInputTokens  int64            `json:"attempts_input_tokens"`
+	AttemptsOutputTokens int64            `json:"attempts_output_tokens"`
+	AttemptsCost         float64          `json:"attempts_cost"`
+	ByStatus             map[Status]int64 `json:"by_status"`
+	UsageMissing         int64            `json:"usage_missing"`
+	Estimated            int64            `json:"estimated"`
 }
 
 // NewMemory returns a Memory keeping the last size records.
@@ -201,6 +248,10 @@ func (m *Memory) Record(_ context.Context, r *Record) {
 	t.OutputTokens += int64(r.Usage.OutputTokens)
 	t.CachedTokens += int64(r.Usage.CachedInputTokens)
 	t.Cost += r.Cost
+	au, ac := r.AttemptsTotal()
+	t.AttemptsInputTokens += int64(au.InputTokens)
+	t.AttemptsOutputTokens += int64(au.OutputTokens)
+	t.AttemptsCost += ac
 	t.ByStatus[r.Status]++
 	if r.UsageMissing {
 		t.UsageMissing++
@@ -275,5 +326,26 @@ func Billed(u chat.Usage, cached bool, share float64, part [2]int) chat.Usage {
 		InputTokens: p(u.InputTokens), OutputTokens: p(u.OutputTokens),
 		CachedInputTokens: p(u.CachedInputTokens), CacheWriteTokens: p(u.CacheWriteTokens),
 		ReasoningTokens: p(u.ReasoningTokens), Estimated: u.Estimated,
+	}
+}
+
+// Charge sets what r is billed, shared as rep says (see Billed): the
+// answer (Usage, Cost), u being the usage of what was delivered, priced
+// at the deployment that served it; and the attempts of rep that did not
+// give the answer (Spent), each priced at its own deployment. A request
+// no deployment answered has no answer: what it cost is its attempts'.
+func (p Prices) Charge(r *Record, u chat.Usage, rep *router.Report) {
+	if rep.Deployment == "" {
+		u = chat.Usage{}
+	}
+	r.Usage = Billed(u, rep.Cached, rep.BillShare, rep.BillPart)
+	r.Cost = p.Cost(rep.Deployment, r.Usage)
+	r.Spent = nil
+	for _, a := range rep.Attempts {
+		if a.Usage == nil {
+			continue
+		}
+		b := Billed(*a.Usage, rep.Cached, rep.BillShare, rep.BillPart)
+		r.Spent = append(r.Spent, Spent{Deployment: a.Deployment, Usage: b, Cost: p.Cost(a.Deployment, b)})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 )
@@ -55,8 +56,10 @@ func New(health func() []router.Status) *Metrics {
 		rate: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "firstword", Name: "output_tokens_per_second", Help: "Output rate between the first and the last visible token.",
 			Buckets: []float64{5, 10, 20, 40, 60, 80, 100, 150, 200, 300, 500, 1000}}, []string{"alias", "deployment"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "requests_total", Help: "Requests by how they ended."}, []string{"surface", "alias", "deployment", "status"}),
-		tokens:   prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "tokens_total", Help: "Tokens metered, by kind: input, output, cached (cached are included in input)."}, []string{"alias", "deployment", "kind"}),
-		cost:     prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "cost_usd_total", Help: "Cost of the metered tokens, in USD."}, []string{"alias", "deployment"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "tokens_total",
+			Help: "Tokens metered, by kind: input, output, cached (cached are included in input); part: answer (the attempt that served) or attempt (attempts sent that did not give the answer: lost hedges, first-token timeouts...)."}, []string{"alias", "deployment", "kind", "part"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "cost_usd_total",
+			Help: "Cost of the metered tokens, in USD; part: answer or attempt, as for tokens_total."}, []string{"alias", "deployment", "part"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "events_total",
 			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, cache_hit, coalesced, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
 		rules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_total",
@@ -114,15 +117,10 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	if r.Total > 0 && (r.Status == metering.StatusComplete || r.Status == metering.StatusTimeout) {
 		m.ttc.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.Total.Seconds())
 	}
-	// A counter panics on a negative add; the router drops implausible
-	// usage, and this keeps it so whatever else a record carries.
-	m.tokens.WithLabelValues(r.Alias, dep, "input").Add(float64(max(r.Usage.InputTokens, 0)))
-	m.tokens.WithLabelValues(r.Alias, dep, "output").Add(float64(max(r.Usage.OutputTokens, 0)))
-	if r.Usage.CachedInputTokens > 0 {
-		m.tokens.WithLabelValues(r.Alias, dep, "cached").Add(float64(r.Usage.CachedInputTokens))
-	}
-	if r.Cost > 0 {
-		m.cost.WithLabelValues(r.Alias, dep).Add(r.Cost)
+	m.bill(r.Alias, dep, "answer", &r.Usage, r.Cost)
+	for i := range r.Spent {
+		s := &r.Spent[i]
+		m.bill(r.Alias, s.Deployment, "attempt", &s.Usage, s.Cost)
 	}
 	event := func(name string, n int) {
 		if n > 0 {
@@ -158,6 +156,20 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 		for _, s := range r.Timings.Stages() {
 			m.stage.WithLabelValues(r.Surface, r.Alias, s.Name).Observe(s.Duration().Seconds())
 		}
+	}
+}
+
+// bill counts tokens and cost of one part of a request.
+func (m *Metrics) bill(alias, dep, part string, u *chat.Usage, cost float64) {
+	// A counter panics on a negative add; the router drops implausible
+	// usage, and this keeps it so whatever else a record carries.
+	m.tokens.WithLabelValues(alias, dep, "input", part).Add(float64(max(u.InputTokens, 0)))
+	m.tokens.WithLabelValues(alias, dep, "output", part).Add(float64(max(u.OutputTokens, 0)))
+	if u.CachedInputTokens > 0 {
+		m.tokens.WithLabelValues(alias, dep, "cached", part).Add(float64(u.CachedInputTokens))
+	}
+	if cost > 0 {
+		m.cost.WithLabelValues(alias, dep, part).Add(cost)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -27,6 +28,11 @@ type runner struct {
 	pending []chat.Chunk
 	res     chan first
 	done    bool // its result was received
+
+	// mu guards t, what the runner's goroutine pulled, which the session
+	// reads to bill a runner that lost while it may still be pulling.
+	mu sync.Mutex
+	t  tally
 }
 
 type first struct {
@@ -55,7 +61,14 @@ func (s *session) startRunner(d *deployment, hedge bool) *runner {
 			case err != nil:
 				r.res <- first{err: err}
 				return
-			case c.Visible() || c.FinishReason != "" || c.Usage != nil:
+			}
+			// Tallied a copy: the chunk goes on as it came.
+			answers := c.Visible() || c.FinishReason != "" || c.Usage != nil
+			tc := c
+			r.mu.Lock()
+			r.t.add(&tc)
+			r.mu.Unlock()
+			if answers {
 				r.res <- first{chunk: c}
 				return
 			}
@@ -63,6 +76,14 @@ func (s *session) startRunner(d *deployment, hedge bool) *runner {
 		}
 	}()
 	return r
+}
+
+// spend records what runner r, which did not give the answer, has cost so
+// far (see session.spend); its goroutine may still be pulling.
+func (s *session) spendRunner(r *runner) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.spend(r.idx, &r.t)
 }
 
 // abandon cancels a runner that is no longer wanted and releases it once
@@ -84,6 +105,15 @@ func (r *runner) abandon(cause error) {
 // hedge delay (or at once if primary fails first). It reports whether
 // backup was used.
 func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
+	// Runners abandoned before they answered are billed when they are
+	// dropped, and again when the request ends, with what they had
+	// produced by then (a token already on its way, say).
+	var dropped []*runner
+	defer func() {
+		for _, r := range dropped {
+			s.spendRunner(r)
+		}
+	}()
 	p := s.startRunner(primary, false)
 	var b *runner
 	hedgeTimer := time.NewTimer(s.alias.hedgeDelay(primary, p.ftt))
@@ -123,8 +153,9 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 				for _, other := range []*runner{p, b} {
 					if other != nil && other != got && !other.done {
 						s.finish(other.d, other.idx, OutcomeHedgeLost, nil, false, true)
-						s.chargeHedge()
 						other.abandon(errHedgeLost)
+						s.spendRunner(other)
+						dropped = append(dropped, other)
 						live--
 					}
 				}
@@ -132,13 +163,16 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 			}
 		}
 		got.timer.Stop()
-		v = s.beforeFirst(got.d, got.idx, got.ctx, res.err)
+		// Its goroutine has reported: its tally is the session's now.
+		v = s.beforeFirst(got.d, got.idx, got.ctx, res.err, &got.t)
 		got.stop()
 		if v != verdictNext {
 			for _, other := range []*runner{p, b} {
 				if other != nil && !other.done {
 					s.finish(other.d, other.idx, OutcomeCancelled, nil, false, true)
 					other.abandon(context.Canceled)
+					s.spendRunner(other)
+					dropped = append(dropped, other)
 				}
 			}
 			return v, b != nil
@@ -150,15 +184,6 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 		}
 	}
 	return v, b != nil
-}
-
-// chargeHedge records the cost of a losing hedge: the provider bills its
-// prompt even though it was cancelled before its first token.
-func (s *session) chargeHedge() {
-	if s.rep.HedgeUsage == nil {
-		s.rep.HedgeUsage = &chat.Usage{Estimated: true}
-	}
-	s.rep.HedgeUsage.InputTokens += chat.EstimateInputTokens(s.req)
 }
 
 // serve streams the winner to the caller on this goroutine.

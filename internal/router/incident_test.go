@@ -96,8 +96,10 @@ func TestHedgingTail(t *testing.T) {
 				}
 				ttft = append(ttft, res.firstAt)
 				out.in += res.usage.InputTokens
-				if u := res.rep.HedgeUsage; u != nil {
-					out.extraIn += u.InputTokens
+				for _, a := range res.rep.Attempts {
+					if a.Usage != nil {
+						out.extraIn += a.Usage.InputTokens
+					}
 				}
 				if res.rep.Hedged() {
 					out.hedges++

@@ -36,6 +36,17 @@ type Attempt struct {
 	Status            int           `json:"status,omitempty"`
 	Hedge             bool          `json:"hedge,omitempty"`
 	Retry             bool          `json:"retry,omitempty"`
+	// Usage is what an attempt that did not give the answer cost at the
+	// provider: a hedge that lost, an attempt abandoned at its first-token
+	// timeout or by a client that left, one that failed after the
+	// upstream took it. It is the usage the provider reported (its final
+	// count, or what it said before it stopped, plus an estimate of the
+	// text after), else an estimate of the prompt and of the text it
+	// produced, marked Estimated. Nil for the attempt that gave the
+	// answer (the answer's usage is metered from what was delivered), for
+	// one the upstream refused or never answered (an error status, no
+	// connection: providers do not bill those) and for one never sent.
+	Usage *chat.Usage `json:"usage,omitempty"`
 }
 
 // Report is what the router did for one request.
@@ -48,8 +59,6 @@ type Report struct {
 	Deadline   time.Time
 	FirstToken time.Time
 	Attempts   []Attempt
-	// HedgeUsage estimates what losing hedges cost.
-	HedgeUsage *chat.Usage
 
 	// Set by the levers in front of the router (see package levers):
 	// Cached: replayed from the response cache; Coalesced: shared another

@@ -441,8 +441,8 @@ func TestHedgeWinsAndCancelsTheLoser(t *testing.T) {
 		if got := outcomes(res.rep); !slices.Equal(got, []Outcome{OutcomeHedgeLost, OutcomeOK}) || !res.rep.Attempts[1].Hedge {
 			t.Errorf("attempts %+v", res.rep.Attempts)
 		}
-		if res.rep.HedgeUsage == nil || res.rep.HedgeUsage.InputTokens == 0 {
-			t.Errorf("hedge cost not recorded: %+v", res.rep.HedgeUsage)
+		if u := res.rep.Attempts[0].Usage; u == nil || u.InputTokens == 0 || !u.Estimated || res.rep.Attempts[1].Usage != nil {
+			t.Errorf("the losing hedge's cost not recorded (or the answer's counted as an attempt's): %+v", res.rep.Attempts)
 		}
 		synctest.Wait()
 		if st := slow.Stats(); st.Cancelled != 1 {

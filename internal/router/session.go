@@ -342,7 +342,7 @@ func (a *try) failed(err error) verdict {
 	if a.started {
 		return a.s.afterFirst(a.d, a.idx, &a.t, err)
 	}
-	return a.s.beforeFirst(a.d, a.idx, a.ctx, err)
+	return a.s.beforeFirst(a.d, a.idx, a.ctx, err, &a.t)
 }
 
 type step int
@@ -354,21 +354,24 @@ const (
 )
 
 // first handles a chunk before the first token: chunks with nothing
-// visible are held; the first token stops the timer (unless it already
-// fired), wins the attempt and releases what was held.
+// visible are held (and tallied: they may carry usage the provider
+// reported); the first token stops the timer (unless it already fired),
+// wins the attempt and releases what was held.
 func (a *try) first(c *chat.Chunk) (step, verdict) {
 	if !c.Visible() && c.FinishReason == "" && c.Usage == nil {
+		a.t.add(c)
 		a.pending = append(a.pending, *c)
 		return stepHold, 0
 	}
 	if !a.timer.Stop() && a.ctx.Err() != nil {
-		// The first-token timer fired as the token arrived.
-		return stepReturn, a.s.beforeFirst(a.d, a.idx, a.ctx, context.Cause(a.ctx))
+		// The first-token timer fired as the token arrived: it was
+		// produced all the same.
+		a.t.add(c)
+		return stepReturn, a.s.beforeFirst(a.d, a.idx, a.ctx, context.Cause(a.ctx), &a.t)
 	}
 	a.started = true
 	a.s.won(a.d, a.idx)
 	for i := range a.pending {
-		a.t.add(&a.pending[i])
 		if !a.s.yield(a.pending[i], nil) {
 			return stepReturn, a.s.stopped(a.d, a.idx)
 		}
@@ -408,19 +411,40 @@ func (s *session) finish(d *deployment, idx int, o Outcome, err error, failed, n
 	d.health.end(now, ttft, failed, neutral)
 }
 
+// spend records what attempt idx, which did not give the answer, cost
+// (see Attempt.Usage). An attempt the router gave up on (a first-token
+// timeout, a deadline, a client that left, a lost hedge) is billed even
+// if nothing came back: the upstream may have read the prompt. One that
+// ended on an error before anything came back is not.
+func (s *session) spend(idx int, t *tally) {
+	at := &s.rep.Attempts[idx]
+	at.Usage = t.spent(s.req, at.Outcome != OutcomeError)
+}
+
 func (s *session) stopped(d *deployment, idx int) verdict {
 	s.finish(d, idx, OutcomeCancelled, nil, false, true)
 	return verdictDone
 }
 
 // beforeFirst handles a failure before the first token: the caller has
-// seen nothing, so another deployment may still serve the request.
-func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err error) verdict {
-	switch {
-	case s.gone():
+// seen nothing, so another deployment may still serve the request. t is
+// what the attempt produced, for what it cost.
+func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err error, t *tally) verdict {
+	if s.gone() {
 		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
+		s.spend(idx, t)
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
 		return verdictDone
+	}
+	v := s.failedBeforeFirst(d, idx, actx, err)
+	s.spend(idx, t)
+	return v
+}
+
+// failedBeforeFirst closes an attempt that failed before the first token
+// while the caller waits, and says what to do next.
+func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context, err error) verdict {
+	switch {
 	case s.dctx.Err() != nil:
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		return verdictNoFallback
@@ -493,13 +517,16 @@ func (s *session) cut(t *tally) {
 	}
 }
 
-// tally tracks what was passed to the caller, for estimated usage when a
-// stream is cut.
+// tally tracks what an attempt produced: what was passed to the caller,
+// for estimated usage when a stream is cut, and for an attempt that did
+// not give the answer, what it cost.
 type tally struct {
-	out      chat.TokenCount
-	seen     choiceSet // choices that showed something
-	finished choiceSet // choices that ended
+	out      chat.TokenCount // text after soFar (all of it without one)
+	seen     choiceSet       // choices that showed something
+	finished choiceSet       // choices that ended
 	reported *chat.Usage
+	soFar    *chat.Usage // the provider's last usage before its final one
+	chunks   int         // chunks received: the upstream took the request
 }
 
 // choiceSet is a set of choice indexes (below chat.MaxChoices).
@@ -509,10 +536,14 @@ func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
 func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
 
 func (t *tally) add(c *chat.Chunk) {
+	t.chunks++
 	if c.Usage != nil && !c.Usage.Plausible() {
 		// Dropped: the request is metered as if no usage came (estimated,
 		// and flagged as missing), and the client is not shown it.
 		c.Usage = nil
+	}
+	if c.UsageSoFar != nil && !c.UsageSoFar.Plausible() {
+		c.UsageSoFar = nil
 	}
 	if c.Choice < 0 || c.Choice >= chat.MaxChoices {
 		return
@@ -525,6 +556,10 @@ func (t *tally) add(c *chat.Chunk) {
 			t.out.Add(tc.Name)
 			t.out.Add(tc.Arguments)
 		}
+	}
+	if c.UsageSoFar != nil {
+		// Its counts include this chunk's text.
+		t.soFar, t.out = c.UsageSoFar, chat.TokenCount{}
 	}
 	if c.FinishReason != "" {
 		t.finished.add(c.Choice)
@@ -545,10 +580,23 @@ func (t *tally) open() []int {
 	return out
 }
 
+// usage is the provider's usage, or what it reported so far with an
+// estimate of the rest (see chat.EstimateUsage).
 func (t *tally) usage(req *chat.Request) *chat.Usage {
 	if t.reported != nil {
 		u := *t.reported
 		return &u
 	}
-	return &chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: t.out.Tokens(), Estimated: true}
+	u := chat.EstimateUsage(req, t.soFar, &t.out)
+	return &u
+}
+
+// spent is what an attempt that did not give the answer cost: its usage,
+// or nil when nothing came back and the router did not give up on it
+// (see session.spend).
+func (t *tally) spent(req *chat.Request, gaveUp bool) *chat.Usage {
+	if t.chunks == 0 && !gaveUp {
+		return nil
+	}
+	return t.usage(req)
 }
