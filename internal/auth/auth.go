@@ -93,6 +93,7 @@ type Authenticator struct {
 	cache     map[string]cached // by hash and prefix; localKey is local mode
 	closed    bool
 	downUntil time.Time     // the store failed: serve stale answers until then
+	refusals  int           // cached ErrUnauthorized answers
 	watching  bool          // the local-mode watcher runs
 	stop      chan struct{} // closed by Close
 }
@@ -114,6 +115,9 @@ const storeTimeout = 5 * time.Second
 // staleIfError is how old a cached answer may be and still be served
 // while the store is failing.
 const staleIfError = 5 * time.Minute
+
+// maxRefusals bounds the cached refusals of keys the store does not hold.
+const maxRefusals = 10000
 
 // New returns an Authenticator. ttl bounds how long a key check (and the
 // local-mode decision) is cached: a revoked key stops working within ttl.
@@ -282,10 +286,23 @@ func (a *Authenticator) fill(ctx context.Context, ck string, load func(context.C
 			return nil, fmt.Errorf("auth: %w", err)
 		}
 		a.downUntil = time.Time{}
-		if len(a.cache) > 10000 {
-			clear(a.cache)
-		}
 		c := cached{p: p, err: err, at: asked}
+		if err != nil {
+			// Refusals are bounded on their own: anybody can make them,
+			// and clearing them must not take the answers that keep real
+			// keys (and local mode) working through a store outage.
+			if a.refusals >= maxRefusals {
+				for k, e := range a.cache {
+					if e.err != nil {
+						delete(a.cache, k)
+					}
+				}
+				a.refusals = 0
+			}
+			if old, ok := a.cache[ck]; !ok || old.err == nil {
+				a.refusals++
+			}
+		}
 		a.cache[ck] = c
 		return c, nil
 	})

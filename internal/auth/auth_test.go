@@ -354,3 +354,33 @@ func TestKnownKeyServedWhileStoreFails(t *testing.T) {
 		t.Errorf("an answer older than staleIfError was served in the outage")
 	}
 }
+
+// TestBogusKeysDoNotEvictKnownOnes: a flood of made-up keys, each cached
+// as refused, does not push out the answer that keeps a real key working
+// while the store is down.
+func TestBogusKeysDoNotEvictKnownOnes(t *testing.T) {
+	a, cs, clk, key := setup(t)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
+		t.Fatal(err)
+	}
+	for range maxRefusals + 10 {
+		bogus, _, _ := NewKey()
+		if _, err := a.Authenticate(ctx, "Bearer "+bogus, ""); !errors.Is(err, ErrUnauthorized) {
+			t.Fatalf("a made-up key: %v", err)
+		}
+	}
+	cs.mu.Lock()
+	cs.fail = errors.New("connection refused")
+	cs.mu.Unlock()
+	clk.add(2 * ttl)
+	if _, err := a.Authenticate(ctx, "Bearer "+key, ""); err != nil {
+		t.Errorf("the real key after a flood of made-up ones, store down: %v", err)
+	}
+	a.mu.Lock()
+	n := len(a.cache)
+	a.mu.Unlock()
+	if n > maxRefusals+2 {
+		t.Errorf("%d cached answers: refusals are not bounded", n)
+	}
+}

@@ -48,6 +48,9 @@ const (
 	// takes for leaving); answered with nginx's 499, in case it still
 	// reads.
 	CategoryClientClosed Category = "client_closed_request"
+	// CategoryShuttingDown: the server stopped the request while shutting
+	// down; retrying it (on another replica) will do.
+	CategoryShuttingDown Category = "server_shutting_down"
 )
 
 // StatusClientClosedRequest is nginx's status for a request its client
@@ -129,6 +132,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusBadGateway
 	case CategoryClientClosed:
 		return StatusClientClosedRequest
+	case CategoryShuttingDown:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
@@ -150,7 +155,7 @@ func AsError(err error) *Error {
 	case errors.Is(err, ErrTruncated):
 		return &Error{Category: CategoryProtocol, Message: err.Error(), Retryable: true, Err: err}
 	case errors.Is(err, ErrShutdown):
-		return &Error{Category: CategoryUpstreamUnavailable, Message: "the server is shutting down", Retryable: true, Err: err}
+		return &Error{Category: CategoryShuttingDown, Message: "the server is shutting down; send the request again", Retryable: true, RetryAfter: time.Second, Err: err}
 	}
 	return &Error{Category: CategoryInternal, Message: "internal error", Err: err}
 }

@@ -223,3 +223,26 @@ func TestUnreadyBeforeClosing(t *testing.T) {
 		t.Errorf("after shutdown the listener still answers: %d", got)
 	}
 }
+
+// TestShutdownWholeAnswer: a non-streaming request cut by the drain
+// timeout gets 503 server_shutting_down with a Retry-After, on each
+// surface, not a 502 as if an upstream had failed.
+func TestShutdownWholeAnswer(t *testing.T) {
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"sim-small","messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`, `"server_shutting_down"`},
+		{"/v1/messages", `{"model":"sim-small","max_tokens":300,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`, `"overloaded_error"`},
+	} {
+		_, url, stop := serveWithDrain(t, 200*time.Millisecond)
+		done := make(chan *http.Response, 1)
+		go func() { done <- postPath(t, url, tc.path, tc.body) }()
+		time.Sleep(100 * time.Millisecond)
+		go stop()
+		resp := <-done
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), tc.want) || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s cut by shutdown: %d %s (Retry-After %q), want 503 %s", tc.path, resp.StatusCode, b, resp.Header.Get("Retry-After"), tc.want)
+		}
+		stop()
+	}
+}

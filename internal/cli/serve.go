@@ -322,8 +322,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) e
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
 	srv := &http.Server{
-		Handler:           a.Handler,
-		MaxHeaderBytes:    a.Config.MaxHeaderBytes,
+		Handler: a.Handler,
+		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
+		// take it off, so the limit is the configured one.
+		MaxHeaderBytes:    max(a.Config.MaxHeaderBytes-4096, 1),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return base },

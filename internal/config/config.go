@@ -285,6 +285,8 @@ type Usage struct {
 	Queue int `yaml:"queue"`
 	// SpillPath is the spill file (default: the SQLite file's path plus
 	// ".usage-spill", or firstword-usage.spill in the working directory).
+	// ${NAME} reads the environment, e.g. ${HOSTNAME} for one file per
+	// replica.
 	SpillPath string `yaml:"spill_path"`
 	// RetryMax caps the backoff between attempts (default 30s).
 	RetryMax time.Duration `yaml:"retry_max"`
@@ -755,6 +757,16 @@ func (c *Config) resolve(getenv func(string) string) error {
 			errs = append(errs, fmt.Sprintf("line %d: store.url_env: environment variable %s is not set", c.line("store", "url_env"), c.Store.URLEnv))
 		}
 	}
+	// ${NAME} in the spill path gives each replica its own file from a
+	// shared config (${HOSTNAME}).
+	c.Usage.SpillPath = envRefRE.ReplaceAllStringFunc(c.Usage.SpillPath, func(ref string) string {
+		name := envRefRE.FindStringSubmatch(ref)[1]
+		val := getenv(name)
+		if val == "" {
+			errs = append(errs, fmt.Sprintf("line %d: usage.spill_path: environment variable %s is not set", c.line("usage", "spill_path"), name))
+		}
+		return val
+	})
 	for _, name := range sortedKeys(c.Providers) {
 		p := c.Providers[name]
 		if p == nil {

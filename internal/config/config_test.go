@@ -152,3 +152,18 @@ func TestDocumentedExamples(t *testing.T) {
 		}
 	}
 }
+
+func TestSpillPathReadsTheEnvironment(t *testing.T) {
+	env := func(name string) string { return map[string]string{"HOSTNAME": "pod-1"}[name] }
+	c, err := Parse("t.yaml", []byte("usage:\n  spill_path: /var/lib/firstword/${HOSTNAME}.usage-spill\nproviders: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\n"), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Usage.SpillPath != "/var/lib/firstword/pod-1.usage-spill" {
+		t.Errorf("spill path %q", c.Usage.SpillPath)
+	}
+	_, err = Parse("t.yaml", []byte("usage:\n  spill_path: /x/${NOPE}.spill\nproviders: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\n"), env)
+	if err == nil || !strings.Contains(err.Error(), "line 2: usage.spill_path: environment variable NOPE is not set") {
+		t.Errorf("an unset variable: %v", err)
+	}
+}

@@ -146,10 +146,19 @@ func (c *conn) Read(p []byte) (int, error) {
 	return cut + k, nil
 }
 
-// readPoison delivers the rest of the poison, then EOF.
+// readPoison delivers the rest of the poison. After it, reads wait on
+// the client as before (what it sends is discarded) until the connection
+// ends: an EOF would tell net/http's background read that the client hung
+// up, cancelling a request pipelined before the refused one while it is
+// still being served.
 func (c *conn) readPoison(p []byte) (int, error) {
 	if c.pending == "" {
-		return 0, io.EOF
+		var scratch [512]byte
+		for {
+			if _, err := c.Conn.Read(scratch[:]); err != nil {
+				return 0, err
+			}
+		}
 	}
 	k := copy(p, c.pending)
 	c.pending = c.pending[k:]

@@ -21,7 +21,7 @@ import (
 var errBlocked = errors.New("blocked by the guardrail")
 
 // ShutdownCode is the error code of a turn cut by the server's shutdown.
-const ShutdownCode = "server_shutting_down"
+const ShutdownCode = string(chat.CategoryShuttingDown)
 
 // Event is one event of a turn after meta: a delta, then done or error.
 type Event struct {

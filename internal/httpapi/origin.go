@@ -32,7 +32,28 @@ type CORS struct {
 }
 
 func (c *CORS) allows(origin string) bool {
-	return slices.Contains(c.AllowedOrigins, "*") || slices.Contains(c.AllowedOrigins, origin)
+	if len(c.AllowedOrigins) == 0 {
+		return false
+	}
+	return slices.Contains(c.AllowedOrigins, "*") || slices.Contains(c.AllowedOrigins, NormalizeOrigin(origin))
+}
+
+// NormalizeOrigin writes an origin as browsers send it: scheme and host
+// in lower case, no default port, no trailing slash. Origins that do not
+// parse are returned as they are.
+func NormalizeOrigin(origin string) string {
+	u, err := url.Parse(strings.TrimSuffix(origin, "/"))
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return origin
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if h, port, err := net.SplitHostPort(host); err == nil && (scheme == "http" && port == "80" || scheme == "https" && port == "443") {
+		host = h
+		if strings.Contains(h, ":") {
+			host = "[" + h + "]"
+		}
+	}
+	return scheme + "://" + host
 }
 
 // exposedHeaders are the response headers a cross-origin page may read.
@@ -42,7 +63,12 @@ const exposedHeaders = "X-Request-Id, X-Trace-Id, X-Firstword-Deployment, X-Firs
 // reports whether the request goes on.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 	origin := r.Header.Get("Origin")
+	site := r.Header.Get("Sec-Fetch-Site")
 	switch {
+	case site == "same-origin" || site == "none":
+		// The browser says the page is the gateway's own (or the user
+		// typed the address); a page cannot forge the header. Behind a
+		// proxy that rewrites Host, Origin and Host differ all the same.
 	case origin != "" && s.opt.CORS.allows(origin):
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", origin)
@@ -61,7 +87,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
 			"requests from pages on "+quoteValue(origin)+" are refused: add the origin to cors.allowed_origins to allow them")
 		return false
-	case origin == "" && fromAnotherPage(r.Header):
+	case origin == "" && fromAnotherPage(r):
 		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
 			"requests from pages on other origins are refused: add the page's origin to cors.allowed_origins to allow them")
 		return false
@@ -82,12 +108,17 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 
 // fromAnotherPage reports whether the browser says a page of another
 // origin made the request (Fetch Metadata): another site, or another port
-// of this one. A top-level navigation (a link to the chat page) is not
-// refused; a frame, an image, a script or a fetch is.
-func fromAnotherPage(h http.Header) bool {
+// of this one. A top-level navigation to a page (a link to the chat page)
+// is not refused; a frame, an image, a script, a fetch, and a navigation
+// to the API or the operators' routes (a profile a page could start with
+// window.open) are.
+func fromAnotherPage(r *http.Request) bool {
+	h := r.Header
 	switch h.Get("Sec-Fetch-Site") {
 	case "cross-site", "same-site":
-		return h.Get("Sec-Fetch-Mode") != "navigate" || h.Get("Sec-Fetch-Dest") != "document"
+		page := h.Get("Sec-Fetch-Mode") == "navigate" && h.Get("Sec-Fetch-Dest") == "document" &&
+			!strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/")
+		return !page
 	}
 	return false
 }

@@ -130,6 +130,10 @@ func New(opt Options) *Server {
 		opt.MaxPromptBytes = 2 << 20
 	}
 	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux()}
+	s.opt.CORS.AllowedOrigins = nil
+	for _, o := range opt.CORS.AllowedOrigins {
+		s.opt.CORS.AllowedOrigins = append(s.opt.CORS.AllowedOrigins, NormalizeOrigin(o))
+	}
 	for _, h := range opt.AllowedHosts {
 		s.allowedHosts = append(s.allowedHosts, strings.ToLower(strings.TrimSuffix(h, ".")))
 	}

@@ -59,11 +59,14 @@ func openSpill(path string) (s *spillFile, torn int, err error) {
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		fi, err := os.Stat(filepath.Dir(path))
-		if err == nil && !fi.IsDir() {
-			err = fmt.Errorf("%s is not a directory", filepath.Dir(path))
-		}
+		// The file is made when first needed, in an outage: make sure
+		// now that it can be, so that a bad path shows at start.
+		probe, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
+			return nil, 0, fmt.Errorf("spill file %s: %w", path, err)
+		}
+		probe.Close()
+		if err := os.Remove(path); err != nil {
 			return nil, 0, fmt.Errorf("spill file %s: %w", path, err)
 		}
 		return s, 0, nil

@@ -507,3 +507,27 @@ func TestUsageWriterBadSpillPath(t *testing.T) {
 		t.Error("NewUsageWriter with a spill file in a missing directory: no error")
 	}
 }
+
+// TestUsageWriterRefusesAnUnwritableSpillPath: a spill file that could
+// not be made fails the start, not the outage that needs it.
+func TestUsageWriterRefusesAnUnwritableSpillPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{
+		filepath.Join(dir, "missing", "usage.spill"),
+		"/proc/firstword-usage.spill",
+	} {
+		if w, err := NewUsageWriter(nil, UsageOptions{SpillPath: path}); err == nil {
+			w.Close()
+			t.Errorf("spill path %s: the writer started", path)
+		}
+	}
+	path := filepath.Join(dir, "usage.spill")
+	w, err := NewUsageWriter(nil, UsageOptions{SpillPath: path})
+	if err != nil {
+		t.Fatalf("a writable spill path: %v", err)
+	}
+	w.Close()
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("the start-up probe left %s behind", path)
+	}
+}

@@ -263,6 +263,7 @@ func TestSimDirectiveDoesNotOpen(t *testing.T) {
 		{"tag 500", "", "hi [sim fault=500]"},
 		{"header hang", "fault=hang", "hi"},
 		{"header 429", "fault=429", "hi"},
+		{"tag 429 with a long Retry-After", "", "hi [sim fault=429 retry_after=600s]"},
 		{"header error_mid", "fault=error_mid after=2", "hi"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -461,7 +461,9 @@ func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context
 		ce.Provider = d.ID
 	}
 	s.lastErr = ce
-	if ce.RetryAfter > 0 {
+	if ce.RetryAfter > 0 && !ce.ClientInduced {
+		// A Retry-After the request asked for (a sim directive) holds
+		// back nobody else.
 		d.health.setCooldown(time.Now().Add(ce.RetryAfter))
 	}
 	switch {

@@ -226,6 +226,8 @@ func ErrorType(c chat.Category) (typ string, status int) {
 		return "api_error", http.StatusBadGateway
 	case chat.CategoryClientClosed:
 		return "invalid_request_error", chat.StatusClientClosedRequest
+	case chat.CategoryShuttingDown:
+		return "overloaded_error", http.StatusServiceUnavailable
 	}
 	return "api_error", http.StatusInternalServerError
 }
