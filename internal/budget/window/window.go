@@ -55,10 +55,14 @@ type slot struct {
 
 type stageStats struct {
 	sketch *ddsketch.DDSketch
-	// beforeWord counts requests where the stage ended before the first
-	// word; critical counts those where it was on the critical path.
-	beforeWord, critical int
+	// share holds, per request with a first word, the stage's share of
+	// the wait for it (see shareBeforeWord).
+	share *ddsketch.DDSketch
+	// critical counts requests where it was on the critical path.
+	critical int
 }
+
+func newStageStats() *stageStats { return &stageStats{sketch: newSketch(), share: newSketch()} }
 
 // Request is one request's waterfall.
 type Request struct {
@@ -121,6 +125,11 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 	ttfw, ttc := rec.TTFW(), rec.TTC()
 	path := budget.CriticalPath(stages, ttfw)
 	joined := strings.Join(path, " → ")
+	var buf [16]float64
+	shares := buf[:0]
+	for i := range stages {
+		shares = append(shares, shareBeforeWord(stages, i, ttfw))
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	keys := [4]scope{{}, {"", surface}, {tenant, ""}, {tenant, surface}}
@@ -138,15 +147,15 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 		if ttc > 0 && (status == "complete" || status == "timeout") {
 			s.ttc.Add(ms(ttc))
 		}
-		for _, st := range stages {
+		for i, st := range stages {
 			ss := s.stages[st.Name]
 			if ss == nil {
-				ss = &stageStats{sketch: newSketch()}
+				ss = newStageStats()
 				s.stages[st.Name] = ss
 			}
 			ss.sketch.Add(math.Max(ms(st.Duration()), 0))
-			if ttfw > 0 && st.End <= ttfw {
-				ss.beforeWord++
+			if shares[i] >= 0 {
+				ss.share.Add(shares[i])
 			}
 			if slices.Contains(path, st.Name) {
 				ss.critical++
@@ -164,6 +173,39 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// shareBeforeWord is the share of a request's wait for its first word that
+// the stages named as stages[i] took: their time before the first word
+// over the TTFW, at most 1. It is -1 when there was no first word, or when
+// an earlier stage has the name (the first occurrence counts them all).
+//
+// Why per request: the share used to be the stage's p50 over TTFW's p50,
+// and percentiles of different populations do not divide. Requests
+// without a stage (cache hits have no ttft) pull TTFW's p50 down but not
+// the stage's; failures (no first word) push the stage's p50 up but not
+// TTFW's; so "shares" of 3000% came out. A ratio within one request is
+// between 0 and 1 by construction, and the report's median of them reads
+// as "in a typical request, this stage took that much of the wait".
+func shareBeforeWord(stages []budget.Stage, i int, ttfw time.Duration) float64 {
+	if ttfw <= 0 {
+		return -1
+	}
+	name := stages[i].Name
+	for _, st := range stages[:i] {
+		if st.Name == name {
+			return -1
+		}
+	}
+	var before time.Duration
+	for _, st := range stages[i:] {
+		if st.Name == name {
+			// Retries of a stage add up; hedged attempts that overlap
+			// would count twice, which the cap below absorbs.
+			before += max(min(st.End, ttfw)-max(st.Start, 0), 0)
+		}
+	}
+	return min(float64(before)/float64(ttfw), 1)
+}
+
 // Row is one line of the report: percentiles in milliseconds.
 type Row struct {
 	Name  string  `json:"name"`
@@ -177,9 +219,12 @@ type Row struct {
 	// Over is the observed value at the target's percentile divided by
 	// the target (above 1: over budget).
 	Over float64 `json:"over,omitempty"`
-	// ShareOfTTFW is the stage's p50 over TTFW's p50, for stages that
-	// end before the first word; CriticalShare is how often the stage was
-	// on the critical path to the first word.
+	// ShareOfTTFW is how much of the wait for the first word the stage
+	// takes in a typical request: over the requests with a first word
+	// that ran the stage, the median of the stage's time before the first
+	// word divided by the request's TTFW (0 to 1; parallel stages each
+	// count their own time, so shares do not add up to 1). CriticalShare
+	// is how often the stage was on the critical path to the first word.
 	ShareOfTTFW   float64 `json:"share_of_ttfw,omitempty"`
 	CriticalShare float64 `json:"critical_share,omitempty"`
 	Group         bool    `json:"group,omitempty"`
@@ -220,11 +265,11 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 		for name, ss := range s.stages {
 			agg := stages[name]
 			if agg == nil {
-				agg = &stageStats{sketch: newSketch()}
+				agg = newStageStats()
 				stages[name] = agg
 			}
 			agg.sketch.MergeWith(ss.sketch)
-			agg.beforeWord += ss.beforeWord
+			agg.share.MergeWith(ss.share)
 			agg.critical += ss.critical
 		}
 		for p, n := range s.paths {
@@ -241,8 +286,11 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 			t = &v
 		}
 		r := row(name, ss.sketch, t)
-		if ss.beforeWord*2 > int(ss.sketch.GetCount()) && rep.TTFW.P50 > 0 {
-			r.ShareOfTTFW = r.P50 / rep.TTFW.P50
+		if ss.share.GetCount() > 0 {
+			// The sketch's 1% relative error could lift a median of 1
+			// above it.
+			v, _ := ss.share.GetValueAtQuantile(0.5)
+			r.ShareOfTTFW = min(round(v), 1)
 		}
 		if words > 0 {
 			r.CriticalShare = float64(ss.critical) / float64(words)

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/firstword/firstword/internal/budget"
 )
 
@@ -102,5 +105,121 @@ func TestRecentOfOneUser(t *testing.T) {
 	rep := w.Report(now, "acme", "bob", "", 10)
 	if rep.Requests != 2 || len(rep.Recent) != 1 || rep.Recent[0].ID != "b1" {
 		t.Errorf("bob's view: %d requests, recent %+v; want 2 and [b1]", rep.Requests, rep.Recent)
+	}
+}
+
+// TestShareOfTTFW: a stage's share of TTFW is the median, over the
+// requests that had a first word and ran the stage, of the stage's time
+// before the first word over that request's TTFW. It is never over 1,
+// whatever the mix of requests; parallel stages each keep their own share.
+func TestShareOfTTFW(t *testing.T) {
+	type stage struct {
+		name       string
+		start, end time.Duration
+		group      bool
+	}
+	type request struct {
+		ttfw   time.Duration // 0: no first word (a failure)
+		stages []stage
+	}
+	ms := time.Millisecond
+	hit := request{5 * ms, []stage{{"parse", 0, 1 * ms, false}, {"cache", 1 * ms, 4 * ms, false}}}
+	miss := request{500 * ms, []stage{{"parse", 0, 1 * ms, false}, {"cache", 1 * ms, 4 * ms, false}, {"ttft", 10 * ms, 490 * ms, false}}}
+	for _, tt := range []struct {
+		name     string
+		requests []request
+		want     map[string]float64 // stages not named: no share
+	}{
+		{
+			// TTFW's p50 is a cache hit's; the ttft stage's p50 a miss's:
+			// their quotient was 96 (9600%).
+			name:     "cache hits and misses",
+			requests: []request{hit, hit, hit, miss, miss},
+			want:     map[string]float64{"parse": 0.2, "cache": 0.6, "ttft": 0.96},
+		},
+		{
+			// Failures without a first word made the stage's p50 large
+			// while TTFW's stayed small: their quotient was 30.
+			name: "failures before the first word",
+			requests: []request{
+				{20 * ms, []stage{{"ttft", 10 * ms, 20 * ms, false}}},
+				{30 * ms, []stage{{"ttft", 10 * ms, 30 * ms, false}}},
+				{1000 * ms, []stage{{"ttft", 100 * ms, 1000 * ms, false}}},
+				{0, []stage{{"ttft", 10 * ms, 5000 * ms, false}}},
+				{0, []stage{{"ttft", 10 * ms, 5000 * ms, false}}},
+			},
+			want: map[string]float64{"ttft": 0.667},
+		},
+		{
+			name: "a stage repeated by retries counts once, in full",
+			requests: []request{{200 * ms, []stage{
+				{"wait sim/small", 0, 40 * ms, false},
+				{"wait sim/small", 50 * ms, 90 * ms, false},
+				{"ttft", 100 * ms, 190 * ms, false},
+			}}},
+			want: map[string]float64{"wait sim/small": 0.4, "ttft": 0.45},
+		},
+		{
+			name: "parallel stages overlap",
+			requests: []request{{100 * ms, []stage{
+				{"history", 0, 80 * ms, false},
+				{"retrieval", 0, 90 * ms, false},
+				{"context", 0, 90 * ms, true},
+			}}},
+			want: map[string]float64{"history": 0.8, "retrieval": 0.9, "context": 0.9},
+		},
+		{
+			name: "only the part before the first word counts",
+			requests: []request{{100 * ms, []stage{
+				{"upstream sim/small", 10 * ms, 300 * ms, true},
+				{"generation", 100 * ms, 300 * ms, false},
+				{"persist", 300 * ms, 302 * ms, false},
+			}}},
+			want: map[string]float64{"upstream sim/small": 0.9},
+		},
+		{
+			name: "hedged attempts of one name at once",
+			requests: []request{{100 * ms, []stage{
+				{"upstream a", 10 * ms, 100 * ms, true},
+				{"upstream a", 20 * ms, 100 * ms, true},
+			}}},
+			want: map[string]float64{"upstream a": 1},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := New(time.Minute, Targets{}, 10)
+			now := time.Now()
+			for i, r := range tt.requests {
+				start := now.Add(-10 * time.Second)
+				rec := budget.New(start)
+				for _, s := range r.stages {
+					if s.group {
+						rec.AddGroup(s.name, start.Add(s.start), start.Add(s.end), "")
+					} else {
+						rec.Add(s.name, start.Add(s.start), start.Add(s.end), "")
+					}
+				}
+				status := "error"
+				if r.ttfw > 0 {
+					rec.FirstWord(start.Add(r.ttfw))
+					status = "complete"
+				}
+				w.Observe(now, fmt.Sprint(i), "", "", "chat", "m", status, rec)
+			}
+			rep := w.Report(now, "", "", "", 0)
+			got := map[string]float64{}
+			for _, r := range rep.Stages {
+				if r.ShareOfTTFW > 1 {
+					t.Errorf("%s: share of TTFW %.3f, over 1", r.Name, r.ShareOfTTFW)
+				}
+				if r.ShareOfTTFW != 0 {
+					got[r.Name] = r.ShareOfTTFW
+				}
+			}
+			// The median comes from a sketch with 1% relative error.
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateApprox(0.011, 0.0005)); diff != "" {
+				t.Errorf("shares of TTFW (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
