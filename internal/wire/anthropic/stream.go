@@ -134,7 +134,7 @@ type streamState struct {
 // that carries malformed JSON, invalid UTF-8, an oversized event or
 // events out of order, yields a *chat.Error of CategoryProtocol, and an
 // error event a *chat.Error classified by its type. The first chunk
-// carries the model.
+// carries the model, and message_start's usage as Chunk.UsageSoFar.
 //
 // A chunk is held back only while the next event is already buffered,
 // and Chunk.More is set when the next chunk followed without waiting.
@@ -250,7 +250,10 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			s.addUsage(m.Usage)
 		}
 		c.Model = s.model
-		return s.model != "", false, nil
+		// Its input counts are final: passed on now, so that a stream
+		// that breaks or is cancelled is billed them.
+		c.UsageSoFar = s.usage()
+		return s.model != "" || c.UsageSoFar != nil, false, nil
 	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
 		if !s.started {
 			return false, false, chat.ProtocolError(fmt.Errorf("upstream sent %s before message_start", typ))

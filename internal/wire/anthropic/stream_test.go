@@ -297,7 +297,7 @@ func TestReadStreamChunks(t *testing.T) {
 	}
 	tool := func(d chat.ToolCallDelta) []chat.ToolCallDelta { return []chat.ToolCallDelta{d} }
 	want := []chat.Chunk{
-		{Model: "claude-3-7-sonnet-20250219"},
+		{Model: "claude-3-7-sonnet-20250219", UsageSoFar: &chat.Usage{InputTokens: 397, OutputTokens: 2}}, // message_start's
 		{Text: "I'll"},
 		{Text: " get"},
 		{Text: " the current weather in"},

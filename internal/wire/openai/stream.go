@@ -116,7 +116,10 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // Finish reasons are held back until the stream's end ([DONE]) and then
 // yielded with the usage, so a stream that breaks after its finish reason
 // is still reported as broken rather than as complete. The usage of the
-// last usage-bearing chunk wins (some servers report usage on every chunk).
+// last usage-bearing chunk wins (some servers report usage on every chunk);
+// each is also passed on as it arrives, as Chunk.UsageSoFar (on a chunk of
+// its own when its event has nothing else to yield), so that a stream that
+// breaks before [DONE] is billed what the upstream reported.
 // A stream that ends without [DONE], or that carries truncated JSON,
 // invalid UTF-8 or an oversized event, yields a protocol error.
 func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
@@ -139,6 +142,7 @@ type StreamReader struct {
 	more      bool  // another event is already buffered
 	held      []chat.Chunk
 	usage     *chat.Usage
+	soFar     bool // usage came that no chunk has carried yet
 	model     string
 	modelSent bool
 	chunks    int
@@ -205,8 +209,18 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			}
 			if out.Visible() || out.Model != "" {
 				out.More = s.more || s.choice < len(s.c.Choices)
+				if s.soFar {
+					out.UsageSoFar, s.soFar = s.usage, false
+				}
 				return out, nil
 			}
+		}
+		if s.soFar {
+			// Usage with nothing else to carry it: passed on now as
+			// UsageSoFar, so that it is billed if [DONE] never comes.
+			s.soFar = false
+			s.out = chat.Chunk{UsageSoFar: s.usage, More: s.more}
+			return &s.out, nil
 		}
 		if err := s.event(); err != nil {
 			return nil, err
@@ -255,7 +269,7 @@ func (s *StreamReader) event() error {
 			return errorFromBody(0, s.c.Error)
 		}
 		if s.c.Usage != nil {
-			s.usage = s.c.Usage.toChat()
+			s.usage, s.soFar = s.c.Usage.toChat(), true
 		}
 		if s.model == "" && s.c.Model != "" {
 			s.model = s.c.Model
