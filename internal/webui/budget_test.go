@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +91,59 @@ func TestBudgetPage(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("ttft p50 cell %q; report %s", ttft, b)
 	}
-	webuitest.Screenshot(t, ctx, "budget-desktop.png")
 
 	// It updates live: one more request appears within a few seconds.
 	chatTurn(t, url, "one more [sim ttft=10ms gap=1ms tokens=5]")
 	webuitest.WaitFor(t, ctx, `document.getElementById("summary").textContent.startsWith("5 requests")`, 10*time.Second)
+}
+
+// TestBudgetPageLayout: /budget fits a phone's width without sideways
+// scrolling, shows every request's label whole at both widths, says what
+// the share of TTFW means, and never shows a share over 100%.
+func TestBudgetPageLayout(t *testing.T) {
+	ctx := webuitest.Browser(t)
+	_, url := serve(t, simConfig)
+	// Failures before the first word, a slow start, fast answers: stage
+	// names and waterfalls of several kinds.
+	for _, m := range []string{
+		"a slow start [sim ttft=300ms gap=3ms tokens=20]",
+		"a failure [sim fault=500]",
+		"a broken stream [sim ttft=20ms gap=3ms tokens=20 fault=error_mid after=5]",
+		"quick [sim ttft=20ms gap=1ms tokens=10]",
+		"quick again [sim ttft=30ms gap=1ms tokens=10]",
+	} {
+		chatTurn(t, url, m)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/budget")); err != nil {
+		t.Fatal(err)
+	}
+	webuitest.WaitFor(t, ctx, `document.body.dataset.loaded === "1"`, 10*time.Second)
+	if help := webuitest.Eval[string](t, ctx, `(document.getElementById("share-help") || {}).textContent || ""`); !strings.Contains(help, "first word") || !strings.Contains(help, "median") {
+		t.Errorf("the page explains the share of TTFW as %q", help)
+	}
+	shares := webuitest.Eval[[]string](t, ctx, `[...document.querySelectorAll("#stages tbody td.share")].map(td => td.textContent)`)
+	if len(shares) == 0 {
+		t.Error("no share of TTFW cells")
+	}
+	for _, s := range shares {
+		if v, err := strconv.Atoi(strings.TrimSuffix(s, "%")); err == nil && v > 100 {
+			t.Errorf("a share of TTFW of %s", s)
+		}
+	}
+	for _, size := range shotSizes {
+		screenshot(t, ctx, "budget-"+size.name)
+		var got struct {
+			ScrollWidth, InnerWidth int
+			Cut                     []string
+		}
+		raw := webuitest.Eval[string](t, ctx, `JSON.stringify({scrollWidth: document.scrollingElement.scrollWidth, innerWidth: innerWidth,
+			cut: [...document.querySelectorAll("#waterfall .req .label")].filter(l => l.scrollWidth > l.clientWidth + 1 || l.scrollHeight > l.clientHeight + 1).map(l => l.textContent)})`)
+		json.Unmarshal([]byte(raw), &got)
+		if got.ScrollWidth > got.InnerWidth {
+			t.Errorf("%s: the page is %d px wide in a %d px window", size.name, got.ScrollWidth, got.InnerWidth)
+		}
+		if len(got.Cut) > 0 {
+			t.Errorf("%s: request labels cut off: %q", size.name, got.Cut)
+		}
+	}
 }

@@ -1,6 +1,6 @@
 // Package webui serves firstword's pages, embedded in the binary: the chat
-// page at / (the reference client of /v1/chat) and the latency budget at
-// /budget. Plain HTML, CSS and JavaScript: there is no build step.
+// page at / (the reference client of /v1/chat), the latency budget at
+// /budget and the icon at /favicon.ico. Plain HTML, CSS and JavaScript: there is no build step.
 package webui
 
 import (
@@ -36,6 +36,16 @@ func Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /{$}", page("chat.html"))
 	mux.HandleFunc("GET /budget", page("budget.html"))
+	// Browsers and tools that ignore the pages' <link rel=icon> ask for
+	// /favicon.ico: the same SVG (which every current browser takes).
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := fs.ReadFile(sub, "icon.svg")
+		h := w.Header()
+		h.Set("Content-Type", "image/svg+xml")
+		h.Set("Cache-Control", "max-age=86400")
+		h.Set("X-Content-Type-Options", "nosniff")
+		w.Write(b)
+	})
 	mux.Handle("GET /static/", http.StripPrefix("/static/", withHeaders(files)))
 	return mux
 }

@@ -24,10 +24,15 @@
     document.body.dataset.loaded = "1";
   }
 
-  function cell(tr, text, cls) {
+  // cell adds a cell; label names its column, which a phone shows next to
+  // the value (there the rows are cards and the header is hidden). The
+  // roles keep the table a table for screen readers in that layout.
+  function cell(tr, text, cls, label) {
     const td = document.createElement("td");
     td.textContent = text;
     if (cls) td.className = cls;
+    if (label) td.dataset.label = label;
+    td.setAttribute("role", label ? "cell" : "rowheader");
     tr.appendChild(td);
     return td;
   }
@@ -66,17 +71,21 @@
     const max = Math.max(1, ...rows.map(r => Math.max(r.p99_ms || 0, r.target_ms || 0)).filter(v => v < 1e7));
     for (const r of rows) {
       const tr = document.createElement("tr");
+      tr.setAttribute("role", "row");
       if (r.total) tr.className = "total";
       if (r.over > 1) tr.classList.add("over");
       tr.dataset.stage = r.name;
-      cell(tr, (r.group ? "▸ " : "") + r.name, r.group ? "group" : "");
-      cell(tr, fwStages.ms(r.p50_ms));
-      cell(tr, fwStages.ms(r.p95_ms));
-      cell(tr, fwStages.ms(r.p99_ms));
-      cell(tr, r.target_ms ? `p${r.target_percentile} ${fwStages.ms(r.target_ms)}${r.over > 1 ? " — over" : ""}` : "–", "target");
-      cell(tr, r.share_of_ttfw ? Math.round(100 * r.share_of_ttfw) + "%" : "–");
+      cell(tr, (r.group ? "▸ " : "") + r.name, r.group ? "name group" : "name");
+      cell(tr, fwStages.ms(r.p50_ms), "", "p50");
+      cell(tr, fwStages.ms(r.p95_ms), "", "p95");
+      cell(tr, fwStages.ms(r.p99_ms), "", "p99");
+      cell(tr, r.target_ms ? `p${r.target_percentile} ${fwStages.ms(r.target_ms)}${r.over > 1 ? " — over" : ""}` : "–", "target", "target");
+      // The report caps the share at 1 (see #share-help); so does the page.
+      const share = Math.min(1, r.share_of_ttfw || 0);
+      cell(tr, !share ? "–" : share < 0.005 ? "<1%" : Math.round(100 * share) + "%", "share", "share of TTFW");
       const sc = document.createElement("td");
       sc.className = "scale-cell";
+      sc.setAttribute("role", "cell");
       sc.appendChild(scale(r, max));
       tr.appendChild(sc);
       tbody.appendChild(tr);
@@ -92,9 +101,17 @@
       const row = document.createElement("div");
       row.className = "req";
       row.setAttribute("role", "listitem");
+      // The label wraps onto a second line rather than being cut; the
+      // tooltip has it on one line.
       const label = document.createElement("div");
       label.className = "label";
-      label.textContent = `${new Date(r.time).toLocaleTimeString()} ${r.surface} ${r.model} · ${r.status} · TTFW ${fwStages.ms(r.ttfw_ms)}`;
+      const when = document.createElement("div");
+      when.textContent = `${new Date(r.time).toLocaleTimeString()} · ${r.surface} · ${r.model}`;
+      const how = document.createElement("div");
+      how.className = "muted";
+      how.textContent = `${r.status} · first word ${fwStages.ms(r.ttfw_ms)}`;
+      label.append(when, how);
+      label.title = when.textContent + " · " + how.textContent;
       const track = document.createElement("div");
       track.className = "track";
       fwStages.waterfall(track, r.stages, span, r.ttfw_ms);

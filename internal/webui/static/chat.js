@@ -9,6 +9,7 @@
     conv: null,         // current conversation id
     model: localStorage.getItem("fw-model") || "",
     turn: null,         // the turn in flight: {abort, el, text, ...}
+    queue: [],          // messages sent while a turn was in flight: {text, m}
     lastUser: "",
   };
   const key = () => localStorage.getItem("fw-key") || "";
@@ -56,7 +57,9 @@
     return m;
   }
 
-  function addAssistant() {
+  // addAssistant adds an answer's element at the end, or right after the
+  // user message it answers (a queued message may not be the last).
+  function addAssistant(after) {
     const m = el("article", "msg assistant");
     m.setAttribute("aria-busy", "true");
     m.appendChild(el("div", "who", "Assistant"));
@@ -67,7 +70,8 @@
     typing.append(el("span"), el("span"), el("span"));
     body.appendChild(typing);
     m.appendChild(body);
-    $("messages").appendChild(m);
+    if (after) after.after(m);
+    else $("messages").appendChild(m);
     return m;
   }
 
@@ -82,6 +86,58 @@
     interrupted: "Interrupted by a server restart: this is the part that was saved.",
   };
 
+  // plain says what an error code means to the person reading, and what
+  // they can do about it. The gateway's own message (for operators) is in
+  // the details, with the code and the request id.
+  const plain = {
+    upstream_unavailable: ["The model's service could not be reached.", "Try again in a moment."],
+    overloaded: ["The model's service is too busy right now.", "Try again in a moment."],
+    rate_limited: ["Too many requests are going to the model right now.", "Wait a few seconds, then try again."],
+    timeout: ["The model took too long to start answering.", "Try again in a moment."],
+    protocol: ["The model's answer broke off in a way the gateway could not read.", "Try again."],
+    context_length: ["This conversation has grown too long for the model.", "Start a new chat, or send a shorter message."],
+    prompt_too_large: ["This conversation has grown too long to send.", "Start a new chat."],
+    too_many_messages: ["This conversation has too many messages to send.", "Start a new chat."],
+    request_too_large: ["Your message is too long.", "Shorten it and send it again."],
+    content_filter: ["The model's provider declined to answer this.", "Try asking in another way."],
+    guard_unavailable: ["Your message could not be checked by the safety filter, so it was not sent.", "Try again in a moment."],
+    context_unavailable: ["Information the answer needs could not be loaded.", "Try again in a moment."],
+    server_shutting_down: ["The server restarted while answering.", "Send your message again to continue."],
+    store_unavailable: ["Conversations cannot be saved right now, so nothing was sent.", "Try again in a moment."],
+    client_closed_request: ["The connection closed before the answer began.", "Send your message again."],
+    invalid_request: ["The gateway could not accept this message.", "Check it and send it again."],
+    not_found: ["This conversation no longer exists.", "Start a new chat."],
+    model_not_found: ["The chosen model is no longer available.", "Pick another one in the sidebar."],
+    auth: ["The gateway could not sign in to the model's service.", "Ask whoever runs this gateway to check its keys."],
+    network: ["The connection to the gateway was lost.", "Check your network, then try again."],
+    internal: ["Something went wrong inside the gateway.", "Try again."],
+  };
+  // Errors where sending the same message again cannot help.
+  const final = new Set(["guardrail_blocked", "request_too_large", "prompt_too_large", "too_many_messages", "context_length", "not_found", "model_not_found"]);
+
+  // says is the sentence shown for an error; partial: text had arrived.
+  function says(error, partial) {
+    if (error.code === "guardrail_blocked") return "Refused by the guardrail: " + (error.message || "the message was not allowed.");
+    let [what, todo] = plain[error.code] || ["The answer could not be completed.", "Try again."];
+    if (partial && error.code === "upstream_unavailable") what = "The model's service stopped answering partway through.";
+    return what + (partial ? " What arrived is kept above. " : " ") + todo;
+  }
+
+  // details lists what an operator needs: the code, the gateway's message,
+  // the HTTP status and the request id (X-Request-Id) when known.
+  function details(error, requestId) {
+    const d = el("details");
+    d.appendChild(el("summary", "", "Details"));
+    const dl = el("dl");
+    const row = (name, value) => { if (value) dl.append(el("dt", "", name), el("dd", "", String(value))); };
+    row("Code", error.code);
+    row("Message", error.message);
+    row("HTTP status", error.status);
+    row("Request id", requestId);
+    d.appendChild(dl);
+    return d;
+  }
+
   // finishMessage adds the status, the problem (if any) and the meta line.
   function finishMessage(m, info) {
     m.removeAttribute("aria-busy");
@@ -95,20 +151,16 @@
     if (info.error || labels[status]) {
       const p = el("div", "problem" + (info.error ? "" : " warn"));
       p.setAttribute("role", info.error ? "alert" : "note");
-      if (info.error && info.error.code === "guardrail_blocked") {
-        p.classList.add("refusal");
-        p.textContent = "Refused by the guardrail: " + (info.error.message || "the message was not allowed.");
-      } else if (info.error) {
-        p.textContent = "The answer failed: " + (info.error.message || info.error.code);
-      } else {
-        p.textContent = labels[status];
-      }
-      if (info.error && info.error.code !== "guardrail_blocked" && info.retry) {
+      const partial = !!m.querySelector(".body").textContent;
+      p.appendChild(el("p", "says", info.error ? says(info.error, partial) : labels[status]));
+      if (info.error && info.error.code === "guardrail_blocked") p.classList.add("refusal");
+      if (info.error && !final.has(info.error.code) && info.retry) {
         const b = el("button", "retry", "Retry");
         b.type = "button";
         b.addEventListener("click", () => send(info.retry));
         p.appendChild(b);
       }
+      if (info.error) p.appendChild(details(info.error, info.requestId));
       m.appendChild(p);
     }
     const meta = el("div", "meta");
@@ -181,15 +233,25 @@
     }
   }
 
-  async function send(text) {
-    if (state.turn || !text.trim()) return;
+  // send runs one turn. A message sent while another turn is in flight
+  // waits in the queue, on screen, and is sent when that turn ends; queued
+  // is its element then.
+  async function send(text, queued) {
+    if (!text.trim()) return;
+    if (state.turn) { enqueue(text); return; }
     notice("");
     state.lastUser = text;
     if ($("messages").querySelector(".empty")) $("messages").replaceChildren();
     // Something happens at once, before any network reply: the message
     // and the typing indicator are on screen in this same frame.
-    addUser(text);
-    const m = addAssistant();
+    let u = queued;
+    if (u) {
+      u.classList.remove("queued");
+      u.querySelectorAll(".waiting").forEach((e) => e.remove());
+    } else {
+      u = addUser(text);
+    }
+    const m = addAssistant(queued && u);
     scrollDown();
     const abort = new AbortController();
     const turn = state.turn = { abort, m, text: "", pending: "", frame: 0, stopped: false };
@@ -204,6 +266,7 @@
       scrollDown();
     };
     let info = { status: "error", retry: text };
+    let requestId = "";
     try {
       const resp = await api("/v1/chat", {
         method: "POST",
@@ -211,9 +274,11 @@
         body: JSON.stringify({ message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
         signal: abort.signal,
       });
+      requestId = resp.headers.get("X-Request-Id") || "";
       if (!resp.ok) {
         const e = await resp.json().catch(() => ({}));
-        info.error = { code: (e.error && e.error.code) || String(resp.status), message: (e.error && e.error.message) || resp.statusText };
+        info.error = { code: (e.error && e.error.code) || String(resp.status), message: (e.error && e.error.message) || resp.statusText, status: resp.status };
+        if (info.error.code === "request_too_large" && !$("input").value) $("input").value = text;
         throw null;
       }
       for await (const ev of events(resp.body)) {
@@ -245,6 +310,7 @@
         info = { status: "error", error: { code: "network", message: "the connection failed: " + e.message }, retry: text };
       }
     }
+    info.requestId = requestId;
     if (turn.frame) cancelAnimationFrame(turn.frame);
     paint();
     if (!turn.text && !info.error && info.status !== "cancelled") body.replaceChildren();
@@ -253,6 +319,42 @@
     state.turn = null;
     setBusy(false);
     $("input").focus();
+    const next = state.queue.shift();
+    if (next) send(next.text, next.m);
+  }
+
+  // enqueue shows a message sent during a turn as waiting; it can be taken
+  // back into the box until it is sent.
+  function enqueue(text) {
+    const m = addUser(text);
+    m.classList.add("queued");
+    const note = el("div", "waiting");
+    note.setAttribute("role", "status");
+    note.appendChild(el("span", "", "Waiting: sends when the answer above ends."));
+    const edit = el("button", "", "Edit");
+    edit.type = "button";
+    edit.addEventListener("click", () => {
+      state.queue = state.queue.filter((q) => q.m !== m);
+      m.remove();
+      takeBack(text);
+    });
+    note.appendChild(edit);
+    m.appendChild(note);
+    state.queue.push({ text, m });
+    scrollDown();
+  }
+
+  // takeBack puts text into the message box, after what is there.
+  function takeBack(text) {
+    const i = $("input");
+    i.value = i.value ? i.value + "\n\n" + text : text;
+    i.focus();
+  }
+
+  // unqueue returns waiting messages to the box when the conversation
+  // changes: they were meant for the one being left.
+  function unqueue() {
+    for (const q of state.queue.splice(0)) takeBack(q.text);
   }
 
   function stop() {
@@ -263,10 +365,18 @@
     state.turn.abort.abort();
   }
 
+  // setBusy shows Stop during a turn. Send stays: what it sends then
+  // waits for the answer to end.
   function setBusy(busy) {
-    $("send").hidden = busy;
     $("stop").hidden = !busy;
+    $("send").title = busy ? "Sends when the current answer ends" : "";
     $("input").disabled = false;
+  }
+
+  // setTitle names the conversation in the header and the tab.
+  function setTitle(title) {
+    $("title").textContent = title || "New chat";
+    document.title = title ? title + " · firstword" : "firstword";
   }
 
   // ---- conversations ------------------------------------------------------
@@ -276,6 +386,8 @@
     try { resp = await api("/v1/conversations?limit=100"); } catch { return; }
     if (!resp.ok) return;
     const { data } = await resp.json();
+    const current = data.find((c) => c.id === state.conv);
+    if (current && current.title) setTitle(current.title);
     const ul = $("convs");
     ul.replaceChildren();
     for (const c of data) {
@@ -300,6 +412,7 @@
   }
 
   async function openConversation(id) {
+    unqueue();
     if (state.turn) stop();
     state.conv = id;
     $("messages").replaceChildren();
@@ -307,7 +420,7 @@
     try { resp = await api("/v1/conversations/" + encodeURIComponent(id)); } catch { return; }
     if (resp.status === 404) { notice("That conversation does not exist."); newChat(); return; }
     const c = await resp.json();
-    $("title").textContent = c.title || "Conversation";
+    setTitle(c.title || "Conversation");
     let lastUser = "";
     for (const msg of c.messages) {
       if (msg.role === "user") { addUser(msg.content); lastUser = msg.content; continue; }
@@ -327,10 +440,11 @@
   }
 
   function newChat() {
+    unqueue();
     if (state.turn) stop();
     state.conv = null;
     history.replaceState(null, "", location.pathname);
-    $("title").textContent = "New chat";
+    setTitle("");
     $("messages").replaceChildren(el("p", "empty", "Ask anything. The first word is the one that counts."));
     loadConversations();
     $("input").focus();
