@@ -1,7 +1,11 @@
 package provider
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,8 +27,10 @@ import (
 
 // NewTransport returns the HTTP transport adapters use for upstreams:
 // generous keep-alive pools (a gateway talks to few hosts, often), no
-// transparent compression (a gzip layer would buffer the stream), and
-// HTTP/2 where the upstream offers it.
+// transparent compression (it would ask for gzip, and a compressing
+// upstream may hold events back to fill its blocks: Send asks for
+// identity, and decodes what comes compressed anyway), and HTTP/2 where
+// the upstream offers it.
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -278,6 +284,11 @@ func Cause(ctx context.Context, err error) error {
 // a dial. It gives up after a short wait, closing the body, so a server
 // that keeps the response open cannot hold the caller.
 func Drain(body io.ReadCloser) {
+	if d, ok := body.(*decodedBody); ok {
+		// What is left is drained as it came: decoding it is not needed,
+		// and a broken coding must not stop the drain.
+		body = d.raw
+	}
 	t := time.AfterFunc(100*time.Millisecond, func() { body.Close() })
 	io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	t.Stop()
@@ -470,6 +481,10 @@ func (p *Post) Send(ctx context.Context) (*http.Response, error) {
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", p.Accept)
+	// An uncompressed answer: a compressing upstream may hold events
+	// back to fill its blocks. A configured header may ask otherwise;
+	// gzip and deflate are decoded whatever was asked (see decodeBody).
+	hreq.Header.Set("Accept-Encoding", "identity")
 	for _, kv := range p.Auth {
 		if kv[1] != "" {
 			hreq.Header.Set(kv[0], kv[1])
@@ -482,12 +497,21 @@ func (p *Post) Send(ctx context.Context) (*http.Response, error) {
 	if err != nil {
 		return nil, TransportError(ctx, p.Name, err)
 	}
+	encErr := decodeBody(resp)
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
+		if encErr != nil {
+			// Undecodable bytes say nothing: the status speaks alone.
+			resp.Body = undecodable{resp.Body}
+		}
 		if p.ReadError != nil {
 			return nil, p.ReadError(resp)
 		}
 		return nil, ReadError(p.Name, resp, p.Decode)
+	}
+	if encErr != nil {
+		resp.Body.Close()
+		return nil, &chat.Error{Category: chat.CategoryProtocol, Provider: p.Name, Status: http.StatusBadGateway, Retryable: true, Message: encErr.Error()}
 	}
 	if e := Unexpected(p.Name, resp, p.JSONIsError, p.Decode); e != nil {
 		resp.Body.Close()
@@ -495,6 +519,95 @@ func (p *Post) Send(ctx context.Context) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// decodeBody makes resp.Body read the answer decoded when the upstream
+// declared a Content-Encoding (a proxy in front of it may compress what
+// it was asked to send plain): gzip and deflate, decoded as the bytes
+// come, each read returning what the upstream flushed so far, so that a
+// compressed stream is no slower than a plain one. Any other coding is
+// an error that names it; the body is left as it is.
+func decodeBody(resp *http.Response) error {
+	var coding string
+	for _, c := range strings.Split(resp.Header.Get("Content-Encoding"), ",") {
+		c = strings.ToLower(strings.TrimSpace(c))
+		if c == "" || c == "identity" {
+			continue
+		}
+		if coding != "" {
+			return fmt.Errorf("upstream answered with Content-Encoding %q, which firstword does not decode (it asks for identity; gzip and deflate are decoded)", resp.Header.Get("Content-Encoding"))
+		}
+		coding = c
+	}
+	switch coding {
+	case "":
+		return nil
+	case "gzip", "x-gzip", "deflate":
+	default:
+		return fmt.Errorf("upstream answered with Content-Encoding %s, which firstword does not decode (it asks for identity; gzip and deflate are decoded)", coding)
+	}
+	resp.Body = &decodedBody{raw: resp.Body, coding: coding}
+	// As net/http does when it decodes: the headers describe the body
+	// read.
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+	return nil
+}
+
+// decodedBody decodes a compressed body as it is read. The decoder is made
+// on the first read, which waits for the body's first bytes (its header),
+// so that Send returns as soon as the response's headers are in.
+type decodedBody struct {
+	raw    io.ReadCloser
+	coding string
+	dec    io.Reader
+	err    error // from making the decoder, returned again
+}
+
+func (d *decodedBody) Read(p []byte) (int, error) {
+	if d.dec == nil && d.err == nil {
+		d.dec, d.err = newDecoder(d.coding, d.raw)
+	}
+	if d.err != nil {
+		return 0, d.err
+	}
+	n, err := d.dec.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("upstream body (Content-Encoding %s): %w", d.coding, err)
+	}
+	return n, err
+}
+
+func (d *decodedBody) Close() error { return d.raw.Close() }
+
+// newDecoder returns the decoder of a coding. "deflate" is the zlib
+// format (RFC 9110), but some servers send raw DEFLATE under that name:
+// the first two bytes tell them apart.
+func newDecoder(coding string, r io.Reader) (io.Reader, error) {
+	if coding != "deflate" {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("upstream body (Content-Encoding %s): %w", coding, err)
+		}
+		return zr, nil
+	}
+	br := bufio.NewReader(r)
+	if h, err := br.Peek(2); err == nil && h[0]&0x0f == 8 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 {
+		zr, err := zlib.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("upstream body (Content-Encoding deflate): %w", err)
+		}
+		return zr, nil
+	}
+	return flate.NewReader(br), nil
+}
+
+// undecodable is a body in a coding firstword does not decode: it reads
+// as empty.
+type undecodable struct{ io.ReadCloser }
+
+func (undecodable) Read([]byte) (int, error) { return 0, io.EOF }
 
 // EncodeError is the error for a request an adapter cannot encode.
 func EncodeError(name string, err error) error {

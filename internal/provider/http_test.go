@@ -1,11 +1,17 @@
 package provider
 
 import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -195,5 +201,195 @@ func TestRetryAfter(t *testing.T) {
 		if got := RetryAfter(h, now); got != tc.want {
 			t.Errorf("%s: %s: %q = %v, want %v", tc.name, tc.header, tc.value, got, tc.want)
 		}
+	}
+}
+
+// compressors encode a body as an upstream (or a proxy in front of it)
+// would under each Content-Encoding.
+var compressors = map[string]func(w io.Writer) io.WriteCloser{
+	"gzip": func(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) },
+	"zlib": func(w io.Writer) io.WriteCloser { return zlib.NewWriter(w) },
+	"raw flate": func(w io.Writer) io.WriteCloser {
+		fw, _ := flate.NewWriter(w, flate.DefaultCompression)
+		return fw
+	},
+}
+
+func compress(t testing.TB, how string, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := compressors[how](&buf)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// decodeAsText is a Post's Decode that keeps the body as the message.
+func decodeAsText(status int, body []byte) *chat.Error {
+	cat, retry := chat.CategoryForStatus(status)
+	return &chat.Error{Category: cat, Status: status, Message: string(body), Retryable: retry}
+}
+
+// TestSendDecodesCompressedBodies, on a real socket: Send asks for an
+// uncompressed answer, and an upstream that compresses anyway (issue 16:
+// "no [DONE] after 0 chunks", the gzip bytes read as the stream) is read
+// decoded, a recorded OpenAI stream and an error body alike.
+func TestSendDecodesCompressedBodies(t *testing.T) {
+	plain, err := os.ReadFile("testdata/openai_chat_stream_usage.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, coding, how string // how: a compressor, or "" for none
+	}{
+		{"identity", "", ""},
+		{"declared identity", "identity", ""},
+		{"gzip", "gzip", "gzip"},
+		{"x-gzip", "x-gzip", "gzip"},
+		{"gzip, any case, with identity", "identity, GZip", "gzip"},
+		{"deflate (zlib, RFC 9110)", "deflate", "zlib"},
+		{"deflate (raw, as some servers send it)", "deflate", "raw flate"},
+	}
+	errBody := []byte(`{"error":{"message":"the model is overloaded","type":"server_error"}}`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, status := range []int{200, 503} {
+				body := plain
+				if status != 200 {
+					body = errBody
+				}
+				var askedFor atomic.Value
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					askedFor.Store(r.Header.Get("Accept-Encoding"))
+					w.Header().Set("Content-Type", "text/event-stream")
+					if tt.coding != "" {
+						w.Header().Set("Content-Encoding", tt.coding)
+					}
+					w.WriteHeader(status)
+					if tt.how == "" {
+						w.Write(body)
+					} else {
+						w.Write(compress(t, tt.how, body))
+					}
+				}))
+				defer srv.Close()
+				p := &Post{Name: "up", Client: &http.Client{Transport: NewTransport()}, URL: srv.URL, Body: []byte("{}"), Accept: "text/event-stream", Decode: decodeAsText}
+				resp, err := p.Send(context.Background())
+				if got := askedFor.Load(); got != "identity" {
+					t.Errorf("Accept-Encoding = %q, want identity", got)
+				}
+				if status != 200 {
+					if ce := chat.AsError(err); ce == nil || ce.Status != status || ce.Message != string(errBody) {
+						t.Errorf("%d: Send() error = %v, want the error body decoded", status, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("Send() error = %v", err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || !bytes.Equal(got, plain) {
+					t.Errorf("body = %q, %v; want the recorded stream", got[:min(len(got), 40)], err)
+				}
+				if ce := resp.Header.Get("Content-Encoding"); tt.how != "" && ce != "" {
+					t.Errorf("Content-Encoding %q left on a decoded body", ce)
+				}
+			}
+		})
+	}
+}
+
+// TestSendRefusesOtherEncodings: a coding firstword does not decode is an
+// error that names it, not bytes read as a stream; on an error answer
+// the status speaks alone.
+func TestSendRefusesOtherEncodings(t *testing.T) {
+	for _, coding := range []string{"br", "zstd", "gzip, gzip", "compress"} {
+		for _, status := range []int{200, 503} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Content-Encoding", coding)
+				w.WriteHeader(status)
+				w.Write([]byte("\x1b\x9f\x00\xf8garbage"))
+			}))
+			p := &Post{Name: "up", Client: &http.Client{Transport: NewTransport()}, URL: srv.URL, Body: []byte("{}"), Accept: "text/event-stream", Decode: decodeAsText}
+			_, err := p.Send(context.Background())
+			srv.Close()
+			ce := chat.AsError(err)
+			switch {
+			case ce == nil:
+				t.Errorf("%s, %d: Send() = %v, want an error", coding, status, err)
+			case status == 200 && (ce.Category != chat.CategoryProtocol || !strings.Contains(ce.Message, "Content-Encoding") || !strings.Contains(ce.Message, strings.Split(coding, ",")[0])):
+				t.Errorf("%s, %d: error %v, want a protocol error naming the encoding", coding, status, err)
+			case status != 200 && (ce.Status != status || strings.Contains(ce.Message, "garbage")):
+				t.Errorf("%s, %d: error %v, want the status and none of the body", coding, status, err)
+			}
+		}
+	}
+}
+
+// TestSendCompressedStreamUnbuffered: an upstream that compresses its
+// stream and flushes each event (as gzip middleware with a sync flush
+// does) has each event reach the reader before it sends the next:
+// decoding holds nothing back. The upstream waits for the reader to have
+// event k before it sends event k+1, so a decoder that buffered would
+// stall the stream.
+func TestSendCompressedStreamUnbuffered(t *testing.T) {
+	plain, err := os.ReadFile("testdata/openai_chat_stream_usage.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := strings.SplitAfter(string(plain), "\n\n")
+	events = events[:len(events)-1] // the empty string after the last
+	for _, how := range []string{"gzip", "zlib"} {
+		t.Run(how, func(t *testing.T) {
+			got := make(chan int, len(events))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Content-Encoding", map[string]string{"gzip": "gzip", "zlib": "deflate"}[how])
+				zw := compressors[how](w)
+				for k, ev := range events {
+					io.WriteString(zw, ev)
+					zw.(interface{ Flush() error }).Flush()
+					http.NewResponseController(w).Flush()
+					select {
+					case n := <-got:
+						if n != k {
+							t.Errorf("the reader reported event %d after event %d was sent", n, k)
+						}
+					case <-time.After(5 * time.Second):
+						t.Errorf("event %d of %d was sent but never reached the reader", k, len(events))
+						return
+					}
+				}
+				zw.Close()
+			}))
+			defer srv.Close()
+			p := &Post{Name: "up", Client: &http.Client{Transport: NewTransport()}, URL: srv.URL, Body: []byte("{}"), Accept: "text/event-stream", Decode: decodeAsText}
+			resp, err := p.Send(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var buf []byte
+			b := make([]byte, 512)
+			for k := range events {
+				for !bytes.HasSuffix(buf, []byte(events[k])) {
+					n, err := resp.Body.Read(b)
+					buf = append(buf, b[:n]...)
+					if err != nil {
+						t.Fatalf("event %d: %v after %q", k, err, buf)
+					}
+				}
+				got <- k
+			}
+			if string(buf) != string(plain) {
+				t.Errorf("read %q, want the recorded stream", buf)
+			}
+		})
 	}
 }

@@ -34,6 +34,10 @@ type Event struct {
 	// Comment is a comment line's text after the colon, when the reader
 	// returns comments. Valid only until the next call to Next.
 	Comment []byte
+	// Unknown is a whole line the standard says to ignore (a field whose
+	// name is not data, event, id or retry), when the reader returns
+	// them. Valid only until the next call to Next.
+	Unknown []byte
 }
 
 // Reader parses a text/event-stream. It is not safe for concurrent use.
@@ -47,6 +51,9 @@ type Reader struct {
 	started  bool // the BOM check is done
 	skipLF   bool // the previous line ended in CR; drop a following LF
 	comments bool
+	unknown  bool // return unknown fields
+	cut      bool // the input ended inside a line
+	ended    bool // Next returned io.ErrUnexpectedEOF
 
 	ev      Event
 	data    []byte
@@ -70,37 +77,78 @@ func NewReader(src io.Reader, maxEventSize int) *Reader {
 // set, so that callers can observe heartbeats.
 func (r *Reader) ReturnComments(on bool) { r.comments = on }
 
+// ReturnUnknown makes Next return the lines the standard says to ignore,
+// fields of other names than data, event, id and retry, as events with
+// Unknown set. Servers put things there that a caller may want to see:
+// llama.cpp's "error: {...}" line, or a JSON error object written into
+// the stream raw, line by line, as Gemini ends a failed stream.
+func (r *Reader) ReturnUnknown(on bool) { r.unknown = on }
+
 // Buffered reports how many bytes have been read from the source but not
 // yet parsed. A caller can use it to tell whether the next event is likely
 // to be available without blocking.
 func (r *Reader) Buffered() int { return r.w - r.r }
 
-// EventBuffered reports whether a complete event terminator (a blank line)
-// is already buffered, so that the next call to Next will most likely
-// return without reading from the source.
+// EventBuffered reports whether an event is already buffered whole (a
+// data field and the blank line that dispatches it), so that the next
+// call to Next will return it without reading from the source. Comments
+// and fields without data do not count: a keep-alive after an event says
+// nothing about when the next one comes.
 func (r *Reader) EventBuffered() bool {
 	b := r.buf[r.r:r.w]
-	return bytes.Contains(b, lflf) || bytes.Contains(b, crlfcrlf) || bytes.Contains(b, crcr)
+	if r.skipLF && len(b) > 0 && b[0] == '\n' {
+		b = b[1:] // the rest of a CRLF split across reads
+	}
+	data := r.hasData
+	for {
+		i := indexEOL(b)
+		if i < 0 {
+			return false
+		}
+		switch line := b[:i]; {
+		case len(line) == 0:
+			if data {
+				return true
+			}
+		case isData(line):
+			data = true
+		}
+		if b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n' {
+			i++
+		}
+		b = b[i+1:]
+	}
 }
 
-var (
-	lflf     = []byte("\n\n")
-	crlfcrlf = []byte("\r\n\r\n")
-	crcr     = []byte("\r\r")
-)
+// isData reports whether line is a data field.
+func isData(line []byte) bool {
+	return bytes.HasPrefix(line, dataName) && (len(line) == len(dataName) || line[len(dataName)] == ':')
+}
+
+var dataName = []byte("data")
 
 // Next returns the next event. At the end of the stream it returns io.EOF,
 // or io.ErrUnexpectedEOF when the stream ended inside an event (which,
-// following the standard, is not dispatched). The returned event is reused
-// by the next call.
+// following the standard, is not dispatched; Partial returns it). The
+// returned event is reused by the next call.
 func (r *Reader) Next() (*Event, error) {
 	for {
 		line, err := r.readLine()
 		if err != nil {
-			if err == io.EOF && (r.pending || len(line) > 0) {
-				return nil, io.ErrUnexpectedEOF
+			if err != io.EOF {
+				return nil, err
 			}
-			return nil, err
+			if len(line) == 0 {
+				if r.pending || r.cut {
+					r.ended = true
+					return nil, io.ErrUnexpectedEOF
+				}
+				return nil, io.EOF
+			}
+			// An unterminated last line: read as a line of the event
+			// the stream ends in (Partial sees it), which is not
+			// dispatched.
+			r.cut = true
 		}
 		if len(line) == 0 {
 			if ev := r.dispatch(); ev != nil {
@@ -115,13 +163,33 @@ func (r *Reader) Next() (*Event, error) {
 			}
 			continue
 		}
-		if err := r.field(line); err != nil {
+		known, err := r.field(line)
+		if err != nil {
 			return nil, err
+		}
+		if !known && r.unknown {
+			r.ev = Event{Unknown: line, Retry: r.retry, ID: r.id}
+			return &r.ev, nil
 		}
 	}
 }
 
-func (r *Reader) field(line []byte) error {
+// Partial returns, once Next has returned io.ErrUnexpectedEOF, the event
+// the stream ended inside, as it would have been dispatched had its blank
+// line come (its last line may lack its line ending too), or nil when it
+// has no data. The standard discards such an event; a caller that can
+// tell it is whole in its own terms (an end marker, a complete JSON
+// value) may take it. The event is the caller's.
+func (r *Reader) Partial() *Event {
+	if !r.ended || !r.hasData {
+		return nil
+	}
+	return &Event{Type: string(r.typ), Data: bytes.Clone(r.data), ID: r.id, Retry: r.retry}
+}
+
+// field applies a field line and reports whether its name is one the
+// standard defines.
+func (r *Reader) field(line []byte) (known bool, err error) {
 	name, value := line, []byte(nil)
 	if i := bytes.IndexByte(line, ':'); i >= 0 {
 		name, value = line[:i], line[i+1:]
@@ -132,7 +200,7 @@ func (r *Reader) field(line []byte) error {
 	switch string(name) {
 	case "data":
 		if len(r.data)+len(value)+1 > r.max {
-			return fmt.Errorf("%w: data over %d bytes", ErrTooLong, r.max)
+			return true, fmt.Errorf("%w: data over %d bytes", ErrTooLong, r.max)
 		}
 		if r.hasData {
 			r.data = append(r.data, '\n')
@@ -154,9 +222,10 @@ func (r *Reader) field(line []byte) error {
 		}
 		r.pending = true
 	default:
-		// Unknown fields are ignored, as the standard says.
+		// Ignored, as the standard says, unless the caller wants them.
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // digits parses a non-empty run of ASCII digits.

@@ -36,38 +36,44 @@ func readAll(t testing.TB, r io.Reader, max int) ([]ev, error) {
 }
 
 // reference is a direct transcription of the WHATWG algorithm over a whole
-// input, used to check the incremental reader.
-func reference(in string) ([]ev, bool) {
+// input, used to check the incremental reader. It also returns the event
+// the input ends inside (what Partial reports), if it has data: the lines
+// since the last blank line, an unterminated last line included.
+func reference(in string) (events []ev, partial *ev) {
 	in = strings.TrimPrefix(in, "\uFEFF")
 	var lines []string
 	for len(in) > 0 {
 		i := strings.IndexAny(in, "\r\n")
 		if i < 0 {
-			return collectRef(lines), true // unterminated last line: discarded
+			lines = append(lines, in) // unterminated: never dispatched
+			break
 		}
-		lines = append(lines, in[:i])
+		lines = append(lines, in[:i], "\n") // "\n" marks the line's end
 		if in[i] == '\r' && i+1 < len(in) && in[i+1] == '\n' {
 			i++
 		}
 		in = in[i+1:]
 	}
-	return collectRef(lines), false
+	return collectRef(lines)
 }
 
-func collectRef(lines []string) []ev {
-	var out []ev
+func collectRef(lines []string) (out []ev, partial *ev) {
 	var data, typ, id string
 	hasData := false
 	retry := -1
-	for _, l := range lines {
-		if l == "" {
+	for k, l := range lines {
+		if l == "\n" {
+			continue
+		}
+		terminated := k+1 < len(lines)
+		if l == "" && terminated {
 			if hasData {
 				out = append(out, ev{typ, data, id, retry})
 			}
 			data, typ, hasData = "", "", false
 			continue
 		}
-		if l[0] == ':' {
+		if l == "" || l[0] == ':' {
 			continue
 		}
 		name, value, found := strings.Cut(l, ":")
@@ -93,7 +99,10 @@ func collectRef(lines []string) []ev {
 			}
 		}
 	}
-	return out
+	if hasData {
+		partial = &ev{typ, data, id, retry}
+	}
+	return out, partial
 }
 
 func TestReader(t *testing.T) {
@@ -186,10 +195,11 @@ func TestReaderComments(t *testing.T) {
 	}
 }
 
-// TestFixtures reads the real provider captures at random split points and
-// checks the incremental reader against the reference on the whole input.
+// TestFixtures reads the real provider captures (testdata/README.md) at
+// random split points and checks the incremental reader against the
+// reference on the whole input, and EventBuffered on the way.
 func TestFixtures(t *testing.T) {
-	files := []string{"openai_chat_stream_usage.sse", "openai_chat_stream_toolcall.sse", "anthropic_messages_stream.sse", "anthropic_stream_error.sse", "gemini_stream.sse"}
+	files := []string{"openai_chat_stream_usage.sse", "openai_chat_stream_toolcall.sse", "anthropic_messages_stream.sse", "anthropic_stream_error.sse", "gemini_stream.sse", "framing_openrouter_crlf.sse"}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
 			b, err := os.ReadFile("testdata/" + f)
@@ -202,7 +212,7 @@ func TestFixtures(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(1, uint64(len(b))))
 			for range 50 {
-				got, err := readAll(t, &randomReader{b: b, rng: rng}, 0)
+				got, _, err := readChecked(t, &randomReader{b: b, rng: rng}, 0)
 				if err != nil {
 					t.Fatalf("Next() error = %v", err)
 				}
@@ -230,17 +240,58 @@ func (r *randomReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// countingReader counts the reads that reach its source.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// readChecked reads src to its end and checks, before every call to Next,
+// that EventBuffered is exact: true if and only if Next then returns an
+// event without reading from src. It returns the events and, when the
+// input ended inside an event, Partial's.
+func readChecked(t testing.TB, src io.Reader, max int) ([]ev, *ev, error) {
+	t.Helper()
+	cr := &countingReader{r: src}
+	rd := NewReader(cr, max)
+	var out []ev
+	for {
+		buffered, reads := rd.EventBuffered(), cr.reads
+		e, err := rd.Next()
+		if got := err == nil && cr.reads == reads; got != buffered {
+			t.Fatalf("after %d events: EventBuffered() = %v, but Next read %d times and returned %v", len(out), buffered, cr.reads-reads, err)
+		}
+		if err != nil {
+			var p *ev
+			if pe := rd.Partial(); pe != nil {
+				p = &ev{pe.Type, string(pe.Data), pe.ID, pe.Retry}
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			return out, p, err
+		}
+		out = append(out, ev{e.Type, string(e.Data), e.ID, e.Retry})
+	}
+}
+
 func FuzzReader(f *testing.F) {
-	for _, s := range []string{"data: a\n\n", "data:b\r\n\r\n", "\uFEFFevent: x\rdata: y\r\r", ": c\ndata\nid: 1\nretry: 10\n\n", "data: a\ndata: b\n\n"} {
+	for _, s := range []string{"data: a\n\n", "data:b\r\n\r\n", "\uFEFFevent: x\rdata: y\r\r", ": c\ndata\nid: 1\nretry: 10\n\n", "data: a\ndata: b\n\n",
+		": OPENROUTER PROCESSING\r\n\r\ndata: x\n\n", "data: [DONE]\n", "event: message_stop\ndata: {}", "data: 1\n\r\n: c\r\rdata: 2\r\n\n"} {
 		f.Add([]byte(s), uint64(1))
 	}
 	if b, err := os.ReadFile("testdata/anthropic_messages_stream.sse"); err == nil {
 		f.Add(b, uint64(7))
 	}
 	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
-		want, _ := reference(string(in))
+		want, wantPartial := reference(string(in))
 		rd := &randomReader{b: in, rng: rand.New(rand.NewPCG(seed, 0))}
-		got, err := readAll(t, rd, 1<<16)
+		got, partial, err := readChecked(t, rd, 1<<16)
 		if errors.Is(err, ErrTooLong) {
 			return
 		}
@@ -252,6 +303,12 @@ func FuzzReader(f *testing.F) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("input %q: events mismatch (-want +got):\n%s", in, diff)
+		}
+		if diff := cmp.Diff(wantPartial, partial); diff != "" {
+			t.Fatalf("input %q: partial event mismatch (-want +got):\n%s", in, diff)
+		}
+		if partial != nil && err == nil {
+			t.Fatalf("input %q: a partial event without io.ErrUnexpectedEOF", in)
 		}
 	})
 }

@@ -169,7 +169,7 @@ func (r *StreamReader) Next() (*chat.Chunk, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		ev, err := r.rd.Next()
+		ev, err := r.nextEvent()
 		if err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, r.s.events)

@@ -123,7 +123,8 @@ var cachingText = "Here are concise summaries of the three articles:\n\n1. OpenL
 // fixtures are the testdata streams and what a correct reader makes of
 // them. terminate appends the blank line that ends the last event: the
 // SDK repository's copies of those files lack it (its decoder flushes at
-// end of input; a WHATWG reader does not dispatch an unterminated event).
+// end of input), and both forms must read the same (see
+// TestReadStreamUnterminated).
 var fixtures = []struct {
 	file      string
 	terminate bool
@@ -253,9 +254,13 @@ func TestReadStreamFixtures(t *testing.T) {
 	}
 }
 
-// TestReadStreamUnterminated feeds the SDK's copies as they are: the last
-// event (message_stop) is never dispatched, so the stream is truncated,
-// and what came before it is delivered without a finish.
+// TestReadStreamUnterminated feeds the SDK's copies as they are: their
+// last event, message_stop, lacks its blank line (and sometimes its line
+// ending). A whole message_stop at the end of the body ends the answer,
+// as Anthropic's SDKs read it (issue 16: the text used to be followed by
+// "no message_stop"), so they read as the terminated copies do. A
+// message_stop whose JSON is cut, or a body that ends before it, is
+// still truncated, and what came before is delivered without a finish.
 func TestReadStreamUnterminated(t *testing.T) {
 	for _, tt := range fixtures {
 		if !tt.terminate {
@@ -263,21 +268,34 @@ func TestReadStreamUnterminated(t *testing.T) {
 		}
 		t.Run(tt.file, func(t *testing.T) {
 			raw := readFixture(t, tt.file, false)
-			want := tt.want
-			want.Finish, want.Usage = "", nil
-			want.Err = &errWant{chat.CategoryProtocol, true}
 			for name, mk := range readers(raw) {
-				got := run(t, mk(), 0)
-				if diff := cmp.Diff(want, got); diff != "" {
+				if diff := cmp.Diff(tt.want, run(t, mk(), 0)); diff != "" {
 					t.Errorf("%s: (-want +got):\n%s", name, diff)
 				}
 			}
-			var err error
-			for _, e := range ReadStream(bytes.NewReader(raw), 0) {
-				err = e
+			stop := bytes.LastIndex(raw, []byte("event: message_stop"))
+			end := bytes.LastIndexByte(raw, '}')
+			broken := map[string][]byte{
+				"message_stop's JSON cut":   raw[:end],
+				"no message_stop":           raw[:stop],
+				"message_stop without data": raw[:stop+len("event: message_stop\n")],
 			}
-			if !errors.Is(err, chat.ErrTruncated) {
-				t.Errorf("error = %v, want one wrapping chat.ErrTruncated", err)
+			want := tt.want
+			want.Finish, want.Usage = "", nil
+			want.Err = &errWant{chat.CategoryProtocol, true}
+			for what, b := range broken {
+				for name, mk := range readers(b) {
+					if diff := cmp.Diff(want, run(t, mk(), 0)); diff != "" {
+						t.Errorf("%s, %s: (-want +got):\n%s", what, name, diff)
+					}
+				}
+				var err error
+				for _, e := range ReadStream(bytes.NewReader(b), 0) {
+					err = e
+				}
+				if !errors.Is(err, chat.ErrTruncated) {
+					t.Errorf("%s: error = %v, want one wrapping chat.ErrTruncated", what, err)
+				}
 			}
 		})
 	}

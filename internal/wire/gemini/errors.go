@@ -35,6 +35,21 @@ type ErrorDetail struct {
 // by the HTTP status alone. RetryAfter is set from a RetryInfo detail.
 func DecodeError(status int, body []byte) *chat.Error {
 	body = bytes.TrimSpace(body)
+	if eb := errorObject(body); eb != nil {
+		return errorFromBody(status, eb)
+	}
+	cat, retry := chat.CategoryForStatus(status)
+	msg := truncate(string(body), 200)
+	if msg == "" {
+		msg = fmt.Sprintf("upstream answered %d", status)
+	}
+	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+}
+
+// errorObject returns the error of a body, {"error": {...}} or its array
+// form, when it says something; else nil.
+func errorObject(body []byte) *ErrorBody {
+	body = bytes.TrimSpace(body)
 	type envelope struct {
 		Error *ErrorBody `json:"error"`
 	}
@@ -48,14 +63,9 @@ func DecodeError(status int, body []byte) *chat.Error {
 		_ = json.Unmarshal(body, &env)
 	}
 	if env.Error != nil && (env.Error.Message != "" || env.Error.Status != "") {
-		return errorFromBody(status, env.Error)
+		return env.Error
 	}
-	cat, retry := chat.CategoryForStatus(status)
-	msg := truncate(string(body), 200)
-	if msg == "" {
-		msg = fmt.Sprintf("upstream answered %d", status)
-	}
-	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+	return nil
 }
 
 // errorFromBody classifies a status. status is the HTTP status, or 0 for an

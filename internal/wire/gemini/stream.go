@@ -106,7 +106,11 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 // callers that would rather not add an iterator's frame to every chunk's
 // path.
 func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
-	return &StreamReader{rd: sse.NewReader(r, maxEventSize), perChoice: map[int]*choiceState{}}
+	rd := sse.NewReader(r, maxEventSize)
+	// Gemini ends a failed stream with its error object written raw,
+	// outside any data field: the lines the standard ignores are read.
+	rd.ReturnUnknown(true)
+	return &StreamReader{rd: rd, perChoice: map[int]*choiceState{}}
 }
 
 // StreamReader decodes a streamGenerateContent stream event by event, as
@@ -133,8 +137,12 @@ type StreamReader struct {
 	// stream ends there, as it would with the body (Gemini has no end
 	// marker, and its last event is this one)
 	final bool
-	out   chat.Chunk
-	err   error // what ended the stream (io.EOF at its end), returned again
+	// cut: the event being decoded is the one the body ended inside,
+	// taken only if it is the stream's last (see nextEvent)
+	cut bool
+	raw rawJSON // a JSON value outside any event, line by line
+	out chat.Chunk
+	err error // what ended the stream (io.EOF at its end), returned again
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
@@ -169,7 +177,7 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 			}
 			continue
 		}
-		ev, err := s.rd.Next()
+		ev, err := s.nextEvent()
 		if err == io.EOF {
 			if err := s.end(); err != nil {
 				return nil, err
@@ -177,10 +185,7 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 			continue
 		}
 		if err != nil {
-			if err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: stream ended inside an event after %d events", chat.ErrTruncated, s.events)
-			}
-			return nil, chat.ProtocolError(err)
+			return nil, err
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue
@@ -195,6 +200,9 @@ func (s *StreamReader) pull() (*chat.Chunk, error) {
 		}
 		if err := s.event(); err != nil {
 			return nil, err
+		}
+		if s.cut && !s.final {
+			return nil, s.cutInside()
 		}
 	}
 }
@@ -261,7 +269,7 @@ func (s *StreamReader) event() error {
 			if fr == chat.FinishStop && st.calls > 0 {
 				fr = chat.FinishToolCalls
 			}
-			s.held = append(s.held, chat.Chunk{Choice: idx, FinishReason: fr})
+			s.hold(idx, fr)
 		}
 		if ch.Visible() {
 			s.queue = append(s.queue, ch)

@@ -185,13 +185,28 @@ func TestReadStream(t *testing.T) {
 }
 
 // Every proper prefix of a capture is a broken stream: it must end in a
-// protocol error, with no finish reason reported.
+// protocol error, with no finish reason reported. The exceptions are the
+// prefixes that end after the last event's JSON, which lack only its
+// line endings: that event is complete, and it is the stream's last
+// (issue 16), so they read as the whole capture does.
 func TestReadStreamEveryPrefix(t *testing.T) {
 	for _, file := range []string{"gemini_stream.sse", "gemini_tool_call.sse"} {
 		raw, _ := os.ReadFile("testdata/" + file)
-		// The last byte is the LF of a CRLF; without it the final CR
-		// still ends the event.
-		for n := range len(raw) - 1 {
+		whole, err := chunks(ReadStream(bytes.NewReader(raw), 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := bytes.LastIndexByte(raw, '}') + 1
+		for n := last; n < len(raw); n++ {
+			got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
+			if err != nil {
+				t.Fatalf("%s[:%d] (%q at the end): %v", file, n, raw[last:n], err)
+			}
+			if diff := cmp.Diff(whole, got, cmpopts.IgnoreFields(chat.Chunk{}, "More")); diff != "" {
+				t.Fatalf("%s[:%d] (%q at the end): chunks (-whole +got):\n%s", file, n, raw[last:n], diff)
+			}
+		}
+		for n := range last {
 			got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
 			var ce *chat.Error
 			if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) {
@@ -425,8 +440,13 @@ func FuzzReadStream(f *testing.F) {
 	f.Add([]byte("data: {\"candidates\": [{\"index\": -1}]}\n\n"))
 	f.Add([]byte("data: {\"error\": {\"code\": 429, \"status\": \"RESOURCE_EXHAUSTED\"}}\n\n"))
 	f.Add([]byte("data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"}}\n\n"))
+	for _, file := range endingFiles {
+		b, _ := os.ReadFile("testdata/" + file)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
+		finished := map[int]bool{}
 		for ch, err := range ReadStream(bytes.NewReader(in), 1<<16) {
 			if err != nil {
 				var ce *chat.Error
@@ -437,6 +457,12 @@ func FuzzReadStream(f *testing.F) {
 			}
 			if ch.Choice < 0 || ch.Choice >= chat.MaxChoices {
 				t.Fatalf("choice %d out of range", ch.Choice)
+			}
+			if ch.FinishReason != "" {
+				if finished[ch.Choice] {
+					t.Fatalf("choice %d finished twice", ch.Choice)
+				}
+				finished[ch.Choice] = true
 			}
 			c.Add(ch)
 		}

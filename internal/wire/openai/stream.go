@@ -130,7 +130,7 @@ func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
 // callers that would rather not add an iterator's frame to every chunk's
 // path.
 func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
-	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
+	return &StreamReader{rd: newEventReader(r, maxEventSize)}
 }
 
 // StreamReader decodes a Chat Completions event stream chunk by chunk,
@@ -205,7 +205,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				s.held = append(s.held, chat.Chunk{Choice: ch.Index, FinishReason: NormalizeFinishReason(*ch.FinishReason)})
+				s.hold(ch.Index, *ch.FinishReason)
 			}
 			if out.Visible() || out.Model != "" {
 				out.More = s.more || s.choice < len(s.c.Choices)
@@ -231,12 +231,9 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 // event reads and decodes the next event into s.c, or notes [DONE].
 func (s *StreamReader) event() error {
 	for {
-		ev, err := s.rd.Next()
+		ev, err := s.nextEvent()
 		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, s.chunks)
-			}
-			return chat.ProtocolError(err)
+			return err
 		}
 		data := ev.Data
 		if len(data) == 0 {
@@ -339,9 +336,15 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 	cat, retry := chat.CategoryForStatus(status)
 	if status == 0 {
 		cat, retry = chat.CategoryUpstreamUnavailable, true
+		if n := codeStatus(eb.Code); n != 0 {
+			// In a stream, llama.cpp and vLLM give the status they
+			// would have answered with.
+			cat, retry = chat.CategoryForStatus(n)
+		}
 	}
 	switch {
-	case code == "context_length_exceeded" || code == "string_above_max_length":
+	case code == "context_length_exceeded" || code == "string_above_max_length" || eb.Type == "exceed_context_size_error" ||
+		cat == chat.CategoryInvalidRequest && contextTooLong(eb.Message):
 		cat, retry = chat.CategoryContextLength, false
 	case code == "content_filter" || code == "content_policy_violation":
 		cat, retry = chat.CategoryContentFilter, false

@@ -203,8 +203,13 @@ func FuzzReadStream(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("data: {\"choices\":[{\"index\":-1,\"delta\":{\"tool_calls\":[{\"index\":-5}]}}]}\n\ndata: [DONE]\n\n"))
+	for _, name := range endingFiles {
+		b, _ := os.ReadFile("testdata/" + name)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
+		finished := map[int]bool{}
 		for ch, err := range ReadStream(bytes.NewReader(in), 1<<16) {
 			if err != nil {
 				var ce *chat.Error
@@ -212,6 +217,12 @@ func FuzzReadStream(f *testing.F) {
 					t.Fatalf("error %v is not a *chat.Error", err)
 				}
 				return
+			}
+			if ch.FinishReason != "" {
+				if finished[ch.Choice] {
+					t.Fatalf("choice %d finished twice", ch.Choice)
+				}
+				finished[ch.Choice] = true
 			}
 			c.Add(ch)
 		}
