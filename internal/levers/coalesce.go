@@ -183,8 +183,9 @@ func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat
 // delivered tracks what one subscriber was sent, to end its stream as the
 // router ends one at its deadline.
 type delivered struct {
-	visible bool
-	open    []int // choices begun and not finished
+	visible  bool
+	open     []int // choices begun and not finished
+	finished bool  // a choice finished
 }
 
 func (d *delivered) add(c *chat.Chunk) {
@@ -196,6 +197,7 @@ func (d *delivered) add(c *chat.Chunk) {
 	}
 	if c.FinishReason != "" {
 		d.open = slices.DeleteFunc(d.open, func(ch int) bool { return ch == c.Choice })
+		d.finished = true
 	}
 }
 
@@ -209,6 +211,9 @@ func (d *delivered) end(ctx context.Context, yield func(chat.Chunk, error) bool)
 		return
 	}
 	open := d.open
+	if len(open) == 0 && d.finished {
+		return // every choice finished: a finish reason is never sent twice
+	}
 	if len(open) == 0 {
 		open = []int{0}
 	}

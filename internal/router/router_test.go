@@ -536,3 +536,38 @@ func TestOverallTimeoutWithCallerDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadlineAfterEveryFinish: an upstream that finished its answer and
+// then keeps the stream open past the deadline (no usage chunk, no end
+// marker) ends as a complete answer: its finish reason is not followed by
+// a second one.
+func TestDeadlineAfterEveryFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+			return func(yield func(chat.Chunk, error) bool) {
+				if !yield(chat.Chunk{Text: "done."}, nil) || !yield(chat.Chunk{FinishReason: chat.FinishStop}, nil) {
+					return
+				}
+				<-ctx.Done()
+				yield(chat.Chunk{}, context.Cause(ctx))
+			}
+		})
+		r := newRouter(t, Alias{Timeout: 2 * time.Second, Deployments: []Deployment{dep(p, "p", "m", 0)}})
+		finishes := 0
+		var usage *chat.Usage
+		for c, err := range r.StreamReport(context.Background(), ask("hi"), &Report{}) {
+			if err != nil {
+				t.Fatalf("error %v, want a clean ending", err)
+			}
+			if c.FinishReason != "" {
+				finishes++
+			}
+			if c.Usage != nil {
+				usage = c.Usage
+			}
+		}
+		if finishes != 1 || usage == nil {
+			t.Errorf("%d finish reasons, usage %+v; want one, and the usage", finishes, usage)
+		}
+	})
+}

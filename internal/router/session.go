@@ -505,6 +505,13 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 // cut ends every open choice with FinishTimeout and estimated usage.
 func (s *session) cut(t *tally) {
 	open := t.open()
+	if len(open) == 0 && !t.finished.empty() {
+		// Every choice had finished; the deadline only cut the wait for
+		// the end of the stream (a usage chunk, [DONE]). A finish reason
+		// is never sent twice: the usage alone ends it.
+		s.yield(chat.Chunk{Usage: t.usage(s.req)}, nil)
+		return
+	}
 	if len(open) == 0 {
 		open = []int{0}
 	}
@@ -536,6 +543,7 @@ type choiceSet [chat.MaxChoices / 64]uint64
 
 func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
 func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+func (s *choiceSet) empty() bool    { return *s == choiceSet{} }
 
 func (t *tally) add(c *chat.Chunk) {
 	t.chunks++
