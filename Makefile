@@ -44,9 +44,12 @@ run: ## run the gateway on the built-in simulated models
 
 # -p 1: packages one at a time, so the tests that measure timing (stage
 # budgets, heartbeats, chunk gaps) do not compete with a browser test
-# for the same cores.
-test: ## run every test with the race detector
-	$(GO) test -race -count=1 -p 1 ./...
+# for the same cores. scripts/testreport prints what go test prints
+# without -v, then every skipped test and the reason it gave; pipefail
+# makes the exit status go test's.
+test: ## run every test with the race detector, then list what was skipped and why
+	@echo "go test -race -count=1 -p 1 ./...   (skipped tests are listed at the end)"
+	@set -o pipefail; $(GO) test -race -count=1 -p 1 -json ./... | $(GO) run ./scripts/testreport
 
 # A target fails the run when it fails and writes a reproducer. Go 1.26's
 # fuzz coordinator can also fail a target with a bare "context deadline
