@@ -77,11 +77,14 @@ func TestBudgetReportKnownStages(t *testing.T) {
 	for _, r := range rep.Stages {
 		byName[r.Name] = r
 	}
+	// A stage is never faster than what it waits for; a busy machine can
+	// make it slower, but not by as much as the gaps between the stages'
+	// delays (30, 60, 80, 120 ms).
 	within := func(name string, got, want float64) {
 		t.Helper()
-		tol := max(0.1*want, 5)
-		if got < want-tol || got > want+tol {
-			t.Errorf("%s p50 = %.1f ms, want %.0f ± %.0f", name, got, want, tol)
+		below, above := max(0.05*want, 2), max(0.25*want, 15)
+		if got < want-below || got > want+above {
+			t.Errorf("%s p50 = %.1f ms, want %.0f (-%.0f/+%.0f)", name, got, want, below, above)
 		}
 	}
 	within("guard", byName["guard"].P50, 80)

@@ -87,6 +87,7 @@ func TestBrowserAdmission(t *testing.T) {
 		{name: "cross-site navigation to the API", auth: local, method: "GET", path: "/admin/debug/pprof/profile?seconds=30", headers: map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, want: 403},
 		{name: "allowed origin", auth: local, cors: []string{"https://app.example"}, method: "POST", path: "/v1/chat/completions", headers: map[string]string{"Content-Type": "application/json", "Origin": "https://app.example", "Sec-Fetch-Site": "cross-site"}, body: completion, want: 200},
 		{name: "rebinding host name", auth: local, method: "GET", path: "/v1/models", host: "attacker.example:8080", want: 403, code: "host_refused"},
+		{name: "the icon", auth: local, method: "GET", path: "/favicon.ico", want: 200},
 		{name: "localhost", auth: local, method: "GET", path: "/v1/models", host: "localhost:8080", want: 200},
 		{name: "ipv6 loopback", auth: local, method: "GET", path: "/v1/models", host: "[::1]:8080", want: 200},
 		{name: "configured host", auth: local, method: "GET", path: "/v1/models", host: "Gateway.Internal", want: 200},

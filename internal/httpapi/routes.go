@@ -42,6 +42,7 @@ func (s *Server) routes() {
 	}
 	s.mux.Handle("GET /{$}", webui.Handler())
 	s.mux.Handle("GET /budget", webui.Handler())
+	s.mux.Handle("GET /favicon.ico", webui.Handler())
 	s.mux.Handle("GET /static/", webui.Handler())
 	s.mux.HandleFunc("/", s.notFound)
 	for pattern, h := range s.opt.Extra {

@@ -252,13 +252,15 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := scope{tenant, surface}
-	w.current(now, key)
 	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
 	ttfw, ttc := newSketch(), newSketch()
 	stages := map[string]*stageStats{}
 	paths := map[string]int{}
 	words := 0
 	for _, s := range w.slots[key] {
+		if now.Sub(s.start) >= w.width {
+			continue // rotated out at the scope's next request
+		}
 		rep.Requests += s.n
 		ttfw.MergeWith(s.ttfw)
 		ttc.MergeWith(s.ttc)

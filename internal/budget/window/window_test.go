@@ -223,3 +223,16 @@ func TestShareOfTTFW(t *testing.T) {
 		})
 	}
 }
+
+// TestReportCreatesNothing: asking for scopes nobody used (a tenant name
+// in a query) keeps no state.
+func TestReportCreatesNothing(t *testing.T) {
+	w := New(time.Minute, Targets{}, 10)
+	now := time.Now()
+	for i := range 100 {
+		w.Report(now, fmt.Sprint("tenant-", i), "", "", 0)
+	}
+	if n := len(w.slots); n != 0 {
+		t.Errorf("%d scopes kept after reports alone", n)
+	}
+}

@@ -377,14 +377,24 @@ func TestStreamReusesConnection(t *testing.T) {
 	p, _ := setup(t, replay(fixture(t, "anthropic_messages_stream.sse")), Config{})
 	for i := range 3 {
 		reused := false
+		idle := make(chan struct{}, 1)
 		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+			GotConn:     func(info httptrace.GotConnInfo) { reused = info.Reused },
+			PutIdleConn: func(error) { idle <- struct{}{} },
 		})
 		if _, err := chat.Collect(p.Stream(ctx, userHi)); err != nil {
 			t.Fatal(err)
 		}
 		if i > 0 && !reused {
 			t.Errorf("request %d dialled a new connection", i)
+		}
+		// The stream ended at message_stop; the rest of the body is read
+		// in the background, and then the connection goes back to the
+		// pool. The next request waits for that, not for a guess.
+		select {
+		case <-idle:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d: the connection never went back to the pool", i)
 		}
 	}
 }
