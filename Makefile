@@ -29,7 +29,8 @@ FUZZ_TARGETS := \
 	./internal/contextsrc:FuzzExpand \
 	./internal/connguard:FuzzFraming \
 	./internal/connguard:FuzzServer \
-	./internal/provider:FuzzScrub
+	./internal/provider:FuzzScrub \
+	./internal/wire/responses:FuzzReadUpstreamStream
 
 .PHONY: help build run test fuzz lint check bench clean
 
