@@ -46,6 +46,11 @@ type spillRow struct {
 	Cost         float64   `json:"cost"`
 	TTFTMs       float64   `json:"ttft_ms"`
 	TotalMs      float64   `json:"total_ms"`
+	// Added with the attempts' columns (migration 0003): absent from an
+	// older gateway's file, and from rows with no attempt to bill.
+	AttemptsInputTokens  int     `json:"attempts_input_tokens,omitempty"`
+	AttemptsOutputTokens int     `json:"attempts_output_tokens,omitempty"`
+	AttemptsCost         float64 `json:"attempts_cost,omitempty"`
 }
 
 // openSpill opens the spill file at path, if there is one, and counts its
@@ -144,7 +149,8 @@ func encodeRows(buf *bytes.Buffer, rows []*store.Usage) (int, error) {
 		err := enc.Encode(spillRow{RequestID: u.RequestID, TenantID: u.TenantID, UserID: u.UserID, Time: u.Time,
 			Surface: u.Surface, Model: u.Model, Deployment: u.Deployment, Status: u.Status,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
-			Estimated: u.Estimated, Cost: u.Cost, TTFTMs: u.TTFTMs, TotalMs: u.TotalMs})
+			Estimated: u.Estimated, Cost: u.Cost, TTFTMs: u.TTFTMs, TotalMs: u.TotalMs,
+			AttemptsInputTokens: u.AttemptsInputTokens, AttemptsOutputTokens: u.AttemptsOutputTokens, AttemptsCost: u.AttemptsCost})
 		if err != nil {
 			if first == nil {
 				first = fmt.Errorf("spill file: row %s: %w", u.RequestID, err)
@@ -183,7 +189,8 @@ func (s *spillFile) next(max int) (rows []*store.Usage, end int64, lines, bad in
 		rows = append(rows, &store.Usage{RequestID: sr.RequestID, TenantID: sr.TenantID, UserID: sr.UserID, Time: sr.Time,
 			Surface: sr.Surface, Model: sr.Model, Deployment: sr.Deployment, Status: sr.Status,
 			InputTokens: sr.InputTokens, OutputTokens: sr.OutputTokens, CachedTokens: sr.CachedTokens,
-			Estimated: sr.Estimated, Cost: sr.Cost, TTFTMs: sr.TTFTMs, TotalMs: sr.TotalMs})
+			Estimated: sr.Estimated, Cost: sr.Cost, TTFTMs: sr.TTFTMs, TotalMs: sr.TotalMs,
+			AttemptsInputTokens: sr.AttemptsInputTokens, AttemptsOutputTokens: sr.AttemptsOutputTokens, AttemptsCost: sr.AttemptsCost})
 	}
 	return rows, end, lines, bad, nil
 }
