@@ -146,7 +146,9 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
 }
 
 // usage sums the tenant's usage by model and day: ?from=YYYY-MM-DD&to=
-// YYYY-MM-DD (to inclusive; default the last 30 days).
+// YYYY-MM-DD (to inclusive; default the last 30 days). The answers' tokens
+// and cost and those of the attempts that did not give them (attempts_*:
+// lost hedges, first-token timeouts) are summed apart (see store.UsageSum).
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.authenticate(w, r, budget.New(time.Now()))
 	if !ok {
