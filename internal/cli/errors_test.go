@@ -32,7 +32,7 @@ func TestErrorsBeforeFirstByte(t *testing.T) {
 		{"overloaded", 503, `{"error":{"message":"busy"}}`, "", 503, "overloaded"},
 		{"rate limited", 429, `{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, "7", 429, "rate_limited"},
 		{"bad request", 400, `{"error":{"message":"bad param","type":"invalid_request_error"}}`, "", 400, "invalid_request"},
-		{"context length", 400, `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`, "", 400, "context_length"},
+		{"context length", 400, `{"error":{"message":"too long","type":"invalid_request_error","code":"context_length_exceeded"}}`, "", 400, "context_length_exceeded"},
 		{"upstream auth", 401, `{"error":{"message":"bad key"}}`, "", 502, "auth"},
 		{"html error page", 502, `<html>bad gateway</html>`, "", 502, "upstream_unavailable"},
 	}

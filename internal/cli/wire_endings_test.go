@@ -139,9 +139,9 @@ func TestLegacyErrorLines(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"llamacpp_error_field_context_size.sse", 400, "context_length"},
-		{"llamacpp_data_error_context_size.sse", 400, "context_length"},
-		{"vllm_error_before_chunks.sse", 400, "context_length"},
+		{"llamacpp_error_field_context_size.sse", 400, "context_length_exceeded"},
+		{"llamacpp_data_error_context_size.sse", 400, "context_length_exceeded"},
+		{"vllm_error_before_chunks.sse", 400, "context_length_exceeded"},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			up := serveBody(t, wireFile(t, "openai/testdata/"+tt.file))

@@ -211,6 +211,10 @@ func ErrorType(c chat.Category) string {
 
 // ErrorFromChat builds the error object for a classified error.
 func ErrorFromChat(e *chat.Error) *ErrorBody {
-	code, _ := json.Marshal(string(e.Category))
+	c := string(e.Category)
+	if e.Category == chat.CategoryContextLength {
+		c = "context_length_exceeded" // OpenAI's own code, which its SDKs' users test for
+	}
+	code, _ := json.Marshal(c)
 	return &ErrorBody{Message: e.Message, Type: ErrorType(e.Category), Code: code}
 }
