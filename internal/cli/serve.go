@@ -208,7 +208,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		}
 	}
 	for key, p := range cfg.Prices {
-		prices[key] = metering.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput}
+		prices[key] = metering.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput, CacheWriteInput: p.CacheWriteInput}
 	}
 
 	raw, err := openStore(ctx, cfg)

@@ -452,6 +452,9 @@ type Price struct {
 	Input       float64 `yaml:"input"`
 	Output      float64 `yaml:"output"`
 	CachedInput float64 `yaml:"cached_input"`
+	// CacheWriteInput prices input tokens written to a prompt cache
+	// (default 1.25 × input, Anthropic's five-minute cache).
+	CacheWriteInput float64 `yaml:"cache_write_input"`
 }
 
 // Adaptive is the adaptive first-token timeout.

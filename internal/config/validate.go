@@ -166,7 +166,7 @@ func (c *Config) problems() []string {
 		bad(c.line("cache", "replay_tokens_per_second"), "cache.replay_tokens_per_second", "must not be negative")
 	}
 	for name, p := range c.Prices {
-		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || p.CacheWriteInput < 0 {
 			bad(c.line("prices", name), "prices."+name, "prices must not be negative")
 		}
 	}

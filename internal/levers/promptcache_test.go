@@ -241,9 +241,12 @@ func TestPromptCacheMetering(t *testing.T) {
 	if want := (21*3 + 188086*0.30 + 393*15) / 1e6; !near(costs[1], want) {
 		t.Errorf("the cache read costs $%.6f, want $%.6f", costs[1], want)
 	}
+	if want := (21*3 + 188086*3.75 + 393*15) / 1e6; !near(costs[0], want) {
+		t.Errorf("the cache write costs $%.6f, want $%.6f (Anthropic's 1.25 × input)", costs[0], want)
+	}
 	uncached := (188107*3 + 393*15) / 1e6
-	t.Logf("Anthropic's example, metered at Sonnet 4.5 prices: uncached $%.4f; cache write $%.4f (Anthropic bills $%.4f: the write premium is not metered); cache read $%.4f",
-		uncached, costs[0], (21*3+188086*3.75+393*15)/1e6, costs[1])
+	t.Logf("Anthropic's example, metered at Sonnet 4.5 prices: uncached $%.4f; cache write $%.4f; cache read $%.4f",
+		uncached, costs[0], costs[1])
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
@@ -329,11 +332,8 @@ func TestPromptCachingConversation(t *testing.T) {
 		}
 	}
 	n := float64(conversations)
-	// Anthropic bills a five-minute cache write at 1.25 times the input
-	// price; metering bills it at the input price.
-	premium := 0.25 * written * metering.SimPrices["medium"].Input / 1e6
-	fmt.Fprintf(&b, "\nA five-turn conversation: first word %.0f ms → %.0f ms on average, cost $%.6f → $%.6f (%.0f%% less; $%.6f with the write premium).\n",
-		firstOff/n/turns, firstOn/n/turns, totalOff/n, totalOn/n, 100*(1-totalOn/totalOff), (totalOn+premium)/n)
+	fmt.Fprintf(&b, "\nA five-turn conversation: first word %.0f ms → %.0f ms on average, cost $%.6f → $%.6f (%.0f%% less; cache writes at 1.25 × input, %.0f tokens written in all).\n",
+		firstOff/n/turns, firstOn/n/turns, totalOff/n, totalOn/n, 100*(1-totalOn/totalOff), written)
 	t.Log(b.String())
 
 	for k := range turns {

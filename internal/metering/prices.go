@@ -7,9 +7,12 @@ import (
 )
 
 // Price is USD per million tokens. CachedInput applies to input tokens
-// read from a prompt cache (default: a tenth of Input).
+// read from a prompt cache (default: a tenth of Input), CacheWriteInput to
+// input tokens written to one (default: 1.25 × Input, Anthropic's price
+// for its five-minute cache; providers that cache on their own report no
+// writes).
 type Price struct {
-	Input, Output, CachedInput float64
+	Input, Output, CachedInput, CacheWriteInput float64
 }
 
 // Prices maps a deployment ("provider/model") or an upstream model name to
@@ -38,6 +41,11 @@ func (p Prices) Cost(deployment string, u chat.Usage) float64 {
 	if cachedPrice == 0 {
 		cachedPrice = price.Input / 10
 	}
-	fresh := max(u.InputTokens-u.CachedInputTokens, 0)
-	return (float64(fresh)*price.Input + float64(u.CachedInputTokens)*cachedPrice + float64(u.OutputTokens)*price.Output) / 1e6
+	writePrice := price.CacheWriteInput
+	if writePrice == 0 {
+		writePrice = price.Input * 1.25
+	}
+	fresh := max(u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens, 0)
+	return (float64(fresh)*price.Input + float64(u.CachedInputTokens)*cachedPrice +
+		float64(u.CacheWriteTokens)*writePrice + float64(u.OutputTokens)*price.Output) / 1e6
 }
