@@ -153,7 +153,10 @@ func TestShutdownMidChatAnswer(t *testing.T) {
 	go func() {
 		r <- chatOnce(t, url, "", map[string]any{"message": "hi [sim ttft=10ms gap=50ms tokens=200]"}, 0)
 	}()
-	time.Sleep(150 * time.Millisecond)
+	for app.Sims["sim"].Stats().Started == 0 { // the answer is being generated
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // and some of it was sent
 	go stop()
 	res := <-r
 	if res.last.kind != "error" || res.last.data["code"] != conversation.ShutdownCode || res.last.data["status"] != "interrupted" || res.last.data["retryable"] != true {
@@ -232,12 +235,25 @@ func TestShutdownWholeAnswer(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"sim-small","messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`, `"server_shutting_down"`},
 		{"/v1/messages", `{"model":"sim-small","max_tokens":300,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`, `"overloaded_error"`},
 	} {
-		_, url, stop := serveWithDrain(t, 200*time.Millisecond)
-		done := make(chan *http.Response, 1)
-		go func() { done <- postPath(t, url, tc.path, tc.body) }()
-		time.Sleep(100 * time.Millisecond)
+		app, url, stop := serveWithDrain(t, 200*time.Millisecond)
+		type answer struct {
+			resp *http.Response
+			err  error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := http.Post(url+tc.path, "application/json", strings.NewReader(tc.body))
+			done <- answer{resp, err}
+		}()
+		for app.Sims["sim"].Stats().Started == 0 { // the answer is being generated
+			time.Sleep(5 * time.Millisecond)
+		}
 		go stop()
-		resp := <-done
+		a := <-done
+		if a.err != nil {
+			t.Fatalf("%s: %v", tc.path, a.err)
+		}
+		resp := a.resp
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), tc.want) || resp.Header.Get("Retry-After") == "" {
