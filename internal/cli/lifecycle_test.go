@@ -47,17 +47,22 @@ func TestStalePooledConnection(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	gw := startGateway(t, minimalConfig+oneAttempt, srv.URL)
-	for i := range 2 {
+	// A request reuses the pooled connection once the previous answer's
+	// body was read to its end (in the background); on a busy machine a
+	// request may start before that and dial afresh, so it takes a few.
+	for i := range 5 {
 		resp := post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"ok"`) {
 			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
 		}
+		if requests.Load() > int32(i+1) {
+			return // a request met the dead connection, was retried, and succeeded
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if got := requests.Load(); got != 3 {
-		t.Errorf("upstream saw %d requests, want 3 (the second retried once)", got)
-	}
+	t.Errorf("no request met a stale pooled connection: the test proves nothing")
 }
 
 // serveWithDrain runs the sim gateway with the given drain timeout and
