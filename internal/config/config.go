@@ -779,11 +779,12 @@ func (c *Config) resolve(getenv func(string) string) error {
 			p.APIKey = getenv(p.APIKeyEnv)
 		}
 		for k, v := range p.Headers {
+			// env, not name: the provider's name is the path in the message.
 			p.Headers[k] = envRefRE.ReplaceAllStringFunc(v, func(ref string) string {
-				name := envRefRE.FindStringSubmatch(ref)[1]
-				val := getenv(name)
+				env := envRefRE.FindStringSubmatch(ref)[1]
+				val := getenv(env)
 				if val == "" {
-					errs = append(errs, fmt.Sprintf("line %d: providers.%s.headers.%s: environment variable %s is not set", c.line("providers", name, "headers", k), name, k, name))
+					errs = append(errs, fmt.Sprintf("line %d: providers.%s.headers.%s: environment variable %s is not set", c.line("providers", name, "headers", k), name, k, env))
 				}
 				return val
 			})

@@ -123,6 +123,27 @@ func TestHeaderEnvReference(t *testing.T) {
 	}
 }
 
+// TestHeaderEnvReferenceUnsetWhere checks that an unset ${VAR} in a
+// provider header is reported at the header's own path and line, naming the
+// provider and the variable apart (issue 17: it named the variable as the
+// provider, at the providers: line).
+func TestHeaderEnvReferenceUnsetWhere(t *testing.T) {
+	src := "providers:\n" + // line 1
+		"  openai:\n" + // 2
+		"    type: openai\n" + // 3
+		"    base_url: http://x\n" + // 4
+		"    headers:\n" + // 5
+		"      OpenAI-Organization: \"${OPENAI_ORG}\"\n" + // 6
+		"models:\n" +
+		"  m:\n" +
+		"    deployments: [{provider: openai, model: x}]\n"
+	_, err := Parse("h.yaml", []byte(src), noenv)
+	want := "h.yaml: line 6: providers.openai.headers.OpenAI-Organization: environment variable OPENAI_ORG is not set"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse(unset header reference) = %v, want %s", err, want)
+	}
+}
+
 func TestDefaultIsValid(t *testing.T) {
 	if err := Default().Validate(); err != nil {
 		t.Fatal(err)
