@@ -1,0 +1,188 @@
+package conversation
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/store"
+)
+
+// TestPrepareErrors checks the errors Prepare returns before anything is
+// streamed, and that nothing is stored when it fails.
+func TestPrepareErrors(t *testing.T) {
+	storeDown := errors.New("database is locked")
+	tests := []struct {
+		name   string
+		in     func(*Input)
+		store  func(*fakeStore)
+		shared bool
+		want   error
+	}{
+		{name: "empty message", in: func(in *Input) { in.Message = " \n\t" }, want: ErrEmptyMessage},
+		{name: "message too long", in: func(in *Input) { in.Message = strings.Repeat("a", maxMessageBytes+1) }, want: ErrMessageTooBig},
+		{name: "message not UTF-8", in: func(in *Input) { in.Message = "caf\xe9" }, want: ErrMessageTooBig},
+		{name: "unknown model", in: func(in *Input) { in.Model = "nope" }, want: ErrUnknownModel},
+		{name: "no such conversation", in: func(in *Input) { in.ConversationID = "conv_nope" }, want: ErrNotFound},
+		{name: "another tenant's conversation", in: func(in *Input) { in.ConversationID, in.TenantID = "conv_1", "t2" }, want: ErrNotFound},
+		{name: "another user's conversation", in: func(in *Input) { in.ConversationID, in.UserID = "conv_1", "u2" }, want: ErrNotFound},
+		{name: "conversation deleted meanwhile", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = store.ErrNotFound }, want: ErrNotFound},
+		{name: "store down reading the conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errGet = storeDown }, want: storeDown},
+		{name: "store down adding messages", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = storeDown }, want: storeDown},
+		{name: "store down creating the conversation", store: func(s *fakeStore) { s.errCreate = storeDown }, want: storeDown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newFakeStore()
+			seed(st)
+			if tt.store != nil {
+				tt.store(st)
+			}
+			s := New(Options{Store: st, Router: &fakeRouter{unknown: "nope"}})
+			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
+			if tt.in != nil {
+				tt.in(&in)
+			}
+			turn, err := s.Prepare(t.Context(), in)
+			if !errors.Is(err, tt.want) || turn != nil {
+				t.Errorf("Prepare = %v, %v; want nil, %v", turn, err, tt.want)
+			}
+			if n := len(st.msgs); n != 2 {
+				t.Errorf("%d messages stored, want the 2 seeded", n)
+			}
+		})
+	}
+}
+
+// TestPrepare checks what Prepare stores: the user's message (as the
+// local guard redacted it) and the answer's streaming placeholder, in a
+// new conversation titled by the message or in an existing one.
+func TestPrepare(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       func(*Input)
+		guard    *fakeGuard
+		created  bool
+		title    string
+		content  string
+		timeout  time.Duration
+		messages int // in the conversation
+	}{
+		{name: "new conversation", created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2},
+		{
+			name:    "long first message",
+			in:      func(in *Input) { in.Message = strings.Repeat("word ", 20) },
+			created: true, title: strings.TrimSpace(strings.Repeat("word ", 12)) + "…", content: strings.Repeat("word ", 20), timeout: time.Minute, messages: 2,
+		},
+		{name: "existing conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, content: "Hi", timeout: time.Minute, messages: 4},
+		{
+			name:    "another user's conversation, shared",
+			in:      func(in *Input) { in.ConversationID, in.UserID, in.SharedConversations = "conv_1", "u2", true },
+			content: "Hi", timeout: time.Minute, messages: 4,
+		},
+		{name: "the client's tighter deadline", in: func(in *Input) { in.Timeout = time.Second }, created: true, title: "Hi", content: "Hi", timeout: time.Second, messages: 2},
+		{name: "a looser deadline is the alias's", in: func(in *Input) { in.Timeout = time.Hour }, created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2},
+		{
+			// The model, the store and the title see the redacted text.
+			name:    "redacted by the local guard",
+			in:      func(in *Input) { in.Message = "Call me at 555-0100" },
+			guard:   &fakeGuard{local: Verdict{Text: "Call me at [PHONE]", Flags: []string{"pii:redact"}}},
+			created: true, title: "Call me at [PHONE]", content: "Call me at [PHONE]", timeout: time.Minute, messages: 2,
+		},
+		{
+			// A blocked message is kept as sent: Run refuses it.
+			name:    "blocked by the local guard",
+			guard:   &fakeGuard{local: Verdict{Blocked: true, Code: "blocklist", Text: "redacted"}},
+			created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := newFakeStore()
+			seed(st)
+			opt := Options{Store: st, Router: &fakeRouter{}}
+			if tt.guard != nil {
+				opt.Guard = tt.guard
+			}
+			s := New(opt)
+			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
+			if tt.in != nil {
+				tt.in(&in)
+			}
+			turn, err := s.Prepare(t.Context(), in)
+			if err != nil {
+				t.Fatalf("Prepare: %v", err)
+			}
+			meta := turn.Meta()
+			if meta.Created != tt.created || meta.Model != "chat" || turn.timeout != tt.timeout {
+				t.Errorf("meta %+v, timeout %v; want created %v, model chat, timeout %v", meta, turn.timeout, tt.created, tt.timeout)
+			}
+			c, err := st.GetConversation(t.Context(), in.TenantID, meta.ConversationID)
+			if err != nil {
+				t.Fatalf("the conversation: %v", err)
+			}
+			if tt.created && c.Title != tt.title {
+				t.Errorf("title %q, want %q", c.Title, tt.title)
+			}
+			msgs, _ := st.LastMessages(t.Context(), in.TenantID, meta.ConversationID, 64)
+			if len(msgs) != tt.messages {
+				t.Fatalf("%d messages in the conversation, want %d", len(msgs), tt.messages)
+			}
+			n := len(msgs)
+			want := []store.Message{
+				{ID: meta.UserMessageID, Seq: n - 1, Role: "user", Content: tt.content, Status: store.StatusComplete},
+				{ID: meta.MessageID, Seq: n, Role: "assistant", Status: store.StatusStreaming},
+			}
+			for i := range want {
+				want[i].ConversationID, want[i].TenantID, want[i].Model = meta.ConversationID, "t1", "chat"
+			}
+			if diff := cmp.Diff(want, msgs[n-2:], cmpopts.IgnoreFields(store.Message{}, "CreatedAt", "UpdatedAt")); diff != "" {
+				t.Errorf("stored messages (-want +got):\n%s", diff)
+			}
+			if turn.historyUntil != n-1 {
+				t.Errorf("history until seq %d, want %d (the user's message)", turn.historyUntil, n-1)
+			}
+			if tt.guard != nil && (turn.local == nil || turn.local.Text != tt.guard.local.Text) {
+				t.Errorf("local verdict %+v, want %+v", turn.local, tt.guard.local)
+			}
+		})
+	}
+}
+
+func TestTitle(t *testing.T) {
+	tests := []struct{ msg, want string }{
+		{"Hi", "Hi"},
+		{"  Where\n\tis   my order? ", "Where is my order?"},
+		{strings.Repeat("é", 60), strings.Repeat("é", 60)},
+		{strings.Repeat("é", 61), strings.Repeat("é", 60) + "…"},
+		{strings.Repeat("ab ", 30), strings.TrimSpace(strings.Repeat("ab ", 20)) + "…"},
+	}
+	for _, tt := range tests {
+		if got := title(tt.msg); got != tt.want {
+			t.Errorf("title(%q) = %q, want %q", tt.msg, got, tt.want)
+		}
+	}
+}
+
+func TestNewID(t *testing.T) {
+	a, b := NewID("msg_"), NewID("msg_")
+	if !strings.HasPrefix(a, "msg_") || len(a) != len("msg_")+20 || a == b {
+		t.Errorf("NewID = %q, %q; want two different msg_ and 20 characters", a, b)
+	}
+}
+
+// TestNewDefaults checks the defaults New fills in.
+func TestNewDefaults(t *testing.T) {
+	s := New(Options{})
+	o := s.opt
+	if o.GuardTimeout != time.Second || o.HistoryTokens != 2000 || o.HistoryTimeout != 500*time.Millisecond ||
+		o.CheckpointInterval != 500*time.Millisecond || o.CheckpointTokens != 32 || o.SystemPrompt("chat") != "" || o.Log == nil {
+		t.Errorf("defaults: %+v", o)
+	}
+	o.Log.Info("discarded") // a usable logger
+}
