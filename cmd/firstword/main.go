@@ -1,5 +1,7 @@
 // Command firstword is a latency-first LLM chat gateway. Run
-// "firstword help" for its commands.
+// "firstword help" for its commands, "firstword help CMD" for a command's
+// flags, and "firstword --version" for the module version and commit it
+// was built from.
 package main
 
 import (

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,18 +17,20 @@ import (
 // Bench measures the gateway against a direct connection to the same fake
 // upstream and prints a Markdown report (docs/BENCHMARKS.md holds one).
 func Bench(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	n := fs.Int("latency-requests", 60, "requests per path at concurrency 1 (×5 at concurrency 50)")
-	conc := fs.Int("concurrency", 32, "concurrency of the throughput phase")
-	dur := fs.Duration("duration", 10*time.Second, "duration of the throughput phase, per path")
-	idle := fs.Int("idle-streams", 1000, "concurrent open streams for the memory phase")
-	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy as a baseline")
-	phases := fs.String("phases", "latency,throughput,memory", "what to measure, comma-separated")
+	fs := newFlagSet("bench")
+	n := fs.Int("latency-requests", 60, "`N` requests per path at concurrency 1 (5×N at concurrency 50)")
+	conc := fs.Int("concurrency", 32, "`N` requests in flight in the throughput phase")
+	dur := fs.Duration("duration", 10*time.Second, "how long the throughput phase runs on each path, a `DURATION` such as 30s or 2m")
+	idle := fs.Int("idle-streams", 1000, "`N` concurrent open streams in the memory phase")
+	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy and a TCP relay as baselines")
+	phases := fs.String("phases", "latency,throughput,memory", "what to measure: a comma-separated `LIST` of latency, throughput and memory")
 	var genv []string
 	fs.Func("gateway-env", "`NAME=VALUE` added to the gateway's environment (repeatable)", func(v string) error { genv = append(genv, v); return nil })
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -54,20 +55,22 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 // BenchProxy serves Go's httputil.ReverseProxy in front of one upstream:
 // the baseline a gateway that parses nothing would reach.
 func BenchProxy(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("bench-proxy", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	upstream := fs.String("upstream", "", "upstream base URL (with --tcp, its host:port is used)")
+	fs := newFlagSet("bench-proxy")
+	addr := fs.String("addr", "127.0.0.1:0", "listen address `HOST:PORT`")
+	upstream := fs.String("upstream", "", "upstream base `URL` (required; with --tcp, its host:port is used)")
 	tcp := fs.Bool("tcp", false, "relay TCP connections byte for byte instead of proxying HTTP")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	u, err := url.Parse(*upstream)
-	if err == nil && *tcp {
-		return bench.RelayTCP(ctx, *addr, u.Host)
-	}
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("--upstream: want a URL, got %q", *upstream)
+		return usagef(fs, "--upstream: want a URL, got %q", *upstream)
+	}
+	if *tcp {
+		return bench.RelayTCP(ctx, *addr, u.Host)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
@@ -89,11 +92,13 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 
 // BenchUpstream serves the benchmark's fake upstreams.
 func BenchUpstream(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("bench-upstream", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	fs := newFlagSet("bench-upstream")
+	addr := fs.String("addr", "127.0.0.1:0", "listen address `HOST:PORT`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

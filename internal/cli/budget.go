@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,21 +14,27 @@ import (
 	"github.com/firstword/firstword/internal/budget/window"
 )
 
-// Budget prints the live latency budget of a running gateway: the
-// lesson's "where the time goes" table, from its last minutes of traffic.
+// Budget prints the live latency budget of a running gateway: where the
+// time goes, from its last minutes of traffic.
 func Budget(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("budget", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := newFlagSet("budget")
 	server := fs.String("server", "http://127.0.0.1:8080", "the gateway's base `URL`")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	surface := fs.String("surface", "", "only one surface: chat, openai or anthropic")
-	key := fs.String("key", env.Getenv("FIRSTWORD_API_KEY"), "API `key` (default $FIRSTWORD_API_KEY)")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	surface := fs.String("surface", "", "only the traffic of `SURFACE`: chat (/v1/chat), openai or anthropic (default: every surface)")
+	// Not the flag's default: the help would print the key.
+	key := fs.String("key", "", "API `KEY` (fw_...), needed once keys exist; an admin key shows every tenant (default: $FIRSTWORD_API_KEY)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
+	}
+	if *key == "" {
+		*key = env.Getenv("FIRSTWORD_API_KEY")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(*server, "/")+"/v1/budget?surface="+*surface, nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(*server, "/")+"/v1/budget?surface="+url.QueryEscape(*surface), nil)
 	if err != nil {
 		return err
 	}
@@ -44,7 +50,12 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized && *key == "":
+		return fmt.Errorf("this gateway needs an API key: pass --key fw_... or set FIRSTWORD_API_KEY (an admin key shows every tenant)")
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("%s refused the API key (401: revoked, or from another store?): %s", *server, strings.TrimSpace(string(body)))
+	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("%s answered %d: %s", *server, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	if *asJSON {
@@ -59,7 +70,7 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// PrintBudget renders a report as the lesson's table.
+// PrintBudget renders a report as a table.
 func PrintBudget(w io.Writer, rep *window.Report) {
 	on := "every surface"
 	if rep.Surface != "" {

@@ -4,53 +4,73 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 )
 
-// Main runs the command in args and returns the process exit code.
+// Main runs the command in args and returns the process exit code: 0, 1
+// when the command failed, 2 for a usage error (the usage then goes to
+// stderr). "firstword help CMD" and "firstword CMD --help" print CMD's
+// usage on stdout and exit 0.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	env := &Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	if len(args) == 0 {
-		usage(stderr)
+		topUsage(stderr)
 		return 2
 	}
-	cmd, rest := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "serve":
-		err = Serve(ctx, env, rest)
-	case "sim":
-		err = Sim(ctx, env, rest)
-	case "budget":
-		err = Budget(ctx, env, rest)
-	case "keys":
-		err = Keys(ctx, env, rest)
-	case "levers":
-		err = Levers(ctx, env, rest)
-	case "bench":
-		err = Bench(ctx, env, rest)
-	case "bench-proxy":
-		err = BenchProxy(ctx, env, rest)
-	case "bench-upstream":
-		err = BenchUpstream(ctx, env, rest)
-	case "help", "-h", "--help":
-		usage(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "firstword: unknown command %q\n\n", cmd)
-		usage(stderr)
-		return 2
-	}
-	if err != nil {
-		if err == errUsage {
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 || args[0] != "help" || args[1] == "help" {
+			topUsage(stdout)
+			return 0
+		}
+		// "help CMD" is "CMD --help": every command parses its flags
+		// before it does anything.
+		c, _ := findCommand(args[1:])
+		if c == nil {
+			fmt.Fprintf(stderr, "firstword help: unknown command %q\n\n", args[1])
+			topUsage(stderr)
 			return 2
 		}
-		fmt.Fprintf(stderr, "firstword %s: %v\n", cmd, err)
+		return run(ctx, env, c, []string{"--help"})
+	case "-version", "--version":
+		args = []string{"version"}
+	}
+	c, rest := findCommand(args)
+	if c == nil {
+		fmt.Fprintf(stderr, "firstword: unknown command %q\n\n", args[0])
+		topUsage(stderr)
+		return 2
+	}
+	return run(ctx, env, c, rest)
+}
+
+// run runs c and turns its error into an exit code.
+func run(ctx context.Context, env *Env, c *command, args []string) int {
+	err := c.run(ctx, env, args)
+	if err == nil {
+		return 0
+	}
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		fmt.Fprintf(env.Stderr, "firstword %s: %v\n", c.name, err)
 		return 1
 	}
-	return 0
+	// The FlagSet names the command that failed: keys reports its
+	// actions' errors as theirs.
+	uc, _ := findCommand(strings.Fields(ue.fs.Name()))
+	if uc == nil {
+		uc = c
+	}
+	if ue.err == nil {
+		uc.printUsage(env.Stdout, ue.fs)
+		return 0
+	}
+	fmt.Fprintf(env.Stderr, "firstword %s: %v\n\n", ue.fs.Name(), ue.err)
+	uc.printUsage(env.Stderr, ue.fs)
+	return 2
 }
 
 // Env is the process environment a command runs in.
@@ -59,33 +79,4 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-}
-
-var errUsage = fmt.Errorf("usage")
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, strings.TrimLeft(`
-firstword: a latency-first LLM chat gateway
-
-Usage:
-  firstword serve [--config FILE] [--addr HOST:PORT]
-        Run the gateway. With no config it serves the built-in simulated
-        models (sim-small, sim-medium, sim-large, chat) on 127.0.0.1:8080.
-  firstword budget [--server URL] [--json]
-        Print where the time goes in a running gateway: each stage's
-        p50/p95/p99 against its target, and the critical path.
-  firstword keys create|list|revoke ...
-        Manage API keys (stored hashed). With no keys, serve runs in
-        single-user local mode, on a loopback address only.
-  firstword sim [--addr HOST:PORT] [--seed N]
-        Run the simulated provider alone as an OpenAI-compatible upstream.
-  firstword bench [--duration 10s] [--concurrency 32] [--idle-streams 1000]
-        Measure the gateway against a direct connection to a fake upstream.
-  firstword levers [--requests 20] [--concurrency 10]
-        Measure the lesson's levers against the sim: first word, total time
-        and cost for streaming, shorter answers, a smaller model, a cache
-        hit, a coalesced duplicate and a cached prompt prefix.
-  firstword help
-        Show this help.
-`, "\n"))
 }

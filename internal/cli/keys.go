@@ -2,8 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,90 +19,225 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// Keys manages API keys: create, list, revoke. Keys live in the store
-// the config names, so a running gateway sees them within auth.cache_ttl.
+// Keys runs an action on API keys: create, list or revoke. Keys live in
+// the store the config names, so a running gateway sees them within
+// auth.cache_ttl.
 func Keys(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet("keys")
 	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, keysUsage)
-		return errUsage
+		return usagef(fs, "want an action: create, list or revoke")
 	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("keys "+sub, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cfgPath := fs.String("config", "", "config `file` naming the store (default: firstword.db here)")
-	tenant := fs.String("tenant", "", "tenant ID")
-	user := fs.String("user", "", "user ID: keys with the same user share conversations (default: the key's own ID)")
-	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
-	name := fs.String("name", "", "a label for the key")
-	if err := fs.Parse(rest); err != nil {
-		return errUsage
+	switch args[0] {
+	case "create":
+		return keysCreate(ctx, env, args[1:])
+	case "list":
+		return keysList(ctx, env, args[1:])
+	case "revoke":
+		return keysRevoke(ctx, env, args[1:])
 	}
-	cfg, err := loadConfig(*cfgPath, env)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cfg)
+	return usagef(fs, "unknown action %q: want create, list or revoke", args[0])
+}
+
+// configFlag defines the --config flag every keys action has.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "read the config, which names the store, from `FILE` (default: none; the store is the SQLite file firstword.db in the working directory)")
+}
+
+func keysCreate(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet("keys create")
+	cfgPath := configFlag(fs)
+	tenant := fs.String("tenant", "", "the key's tenant `ID` (required; created if new)")
+	user := fs.String("user", "", "user `ID`: keys with the same user share conversations (default: the key's own ID)")
+	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
+	name := fs.String("name", "", "a `LABEL` for the key, shown by keys list")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
+	}
+	if *tenant == "" {
+		return usagef(fs, "--tenant is required")
+	}
+	st, err := openKeyStore(ctx, env, *cfgPath, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	switch sub {
-	case "create":
-		if *tenant == "" {
-			return fmt.Errorf("--tenant is required")
+	if err := auth.EnsureTenant(ctx, st, *tenant, *tenant); err != nil {
+		return err
+	}
+	key, prefix, hash := auth.NewKey()
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: *admin}
+	if k.UserID == "" {
+		k.UserID = k.ID // each key its own user: its conversations are its own
+	}
+	if err := st.CreateAPIKey(ctx, k); err != nil {
+		return err
+	}
+	kind := "key"
+	if k.Admin {
+		kind = "admin key"
+	}
+	fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s; it is shown once:\n", kind, k.ID, prefix, *tenant, k.UserID)
+	// Only the key on stdout: scripts capture it.
+	fmt.Fprintln(env.Stdout, key)
+	return nil
+}
+
+func keysList(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet("keys list")
+	cfgPath := configFlag(fs)
+	tenant := fs.String("tenant", "", "list only the keys of tenant `ID` (default: every tenant's)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
+	}
+	st, err := openKeyStore(ctx, env, *cfgPath, false)
+	if errors.Is(err, errNoStore) {
+		return nil // no store, no keys: the message said so
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := st.ListAPIKeys(ctx, *tenant)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
+	for _, k := range keys {
+		revoked := "-"
+		if k.RevokedAt != nil {
+			revoked = k.RevokedAt.Format(time.RFC3339)
 		}
-		if err := auth.EnsureTenant(ctx, st, *tenant, *tenant); err != nil {
-			return err
-		}
-		key, prefix, hash := auth.NewKey()
-		k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: *admin}
-		if k.UserID == "" {
-			k.UserID = k.ID // each key its own user: its conversations are its own
-		}
-		if err := st.CreateAPIKey(ctx, k); err != nil {
-			return err
-		}
-		kind := "key"
-		if k.Admin {
-			kind = "admin key"
-		}
-		fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s; it is shown once:\n", kind, k.ID, prefix, *tenant, k.UserID)
-		fmt.Fprintln(env.Stdout, key)
-	case "list":
-		keys, err := st.ListAPIKeys(ctx, *tenant)
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
-		for _, k := range keys {
-			revoked := "-"
-			if k.RevokedAt != nil {
-				revoked = k.RevokedAt.Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
-		}
-		tw.Flush()
-	case "revoke":
-		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: firstword keys revoke ID|PREFIX")
-		}
-		if err := st.RevokeAPIKey(ctx, fs.Arg(0), time.Now().UTC()); err != nil {
-			return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
-		}
-		fmt.Fprintf(env.Stderr, "revoked %s\n", fs.Arg(0))
-	default:
-		fmt.Fprint(env.Stderr, keysUsage)
-		return errUsage
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
 	}
 	return nil
 }
 
-const keysUsage = `Usage:
-  firstword keys create --tenant T [--user U] [--name LABEL] [--admin] [--config FILE]
-  firstword keys list [--tenant T] [--config FILE]
-  firstword keys revoke ID|PREFIX [--config FILE]
-`
+func keysRevoke(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet("keys revoke")
+	cfgPath := configFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch fs.NArg() {
+	case 0:
+		return usagef(fs, "want the ID or prefix of the key to revoke")
+	case 1:
+	default:
+		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
+	}
+	st, err := openKeyStore(ctx, env, *cfgPath, false)
+	if errors.Is(err, errNoStore) {
+		return fmt.Errorf("revoke %s: no store, so no such key", fs.Arg(0))
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.RevokeAPIKey(ctx, fs.Arg(0), time.Now().UTC()); err != nil {
+		return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
+	}
+	fmt.Fprintf(env.Stderr, "revoked %s\n", fs.Arg(0))
+	return nil
+}
+
+// errNoStore: the SQLite file a keys action would read does not exist.
+var errNoStore = errors.New("no store")
+
+// openKeyStore opens the store the config at cfgPath names, saying on
+// stderr which it is: keys run in the wrong directory would otherwise
+// use a store serve never reads. A SQLite file that does not exist yet is
+// created if create is set (and the message says so); otherwise
+// openKeyStore reports errNoStore and creates nothing.
+func openKeyStore(ctx context.Context, env *Env, cfgPath string, create bool) (store.Store, error) {
+	cfg, err := loadConfig(cfgPath, env)
+	if err != nil {
+		return nil, err
+	}
+	where := storeLocation(cfg.Store)
+	switch {
+	case !sqliteFileMissing(cfg.Store):
+		fmt.Fprintf(env.Stderr, "store: %s\n", where)
+	case create:
+		fmt.Fprintf(env.Stderr, "store: %s does not exist yet: creating a new store (serve and keys use firstword.db in the working directory unless --config names a store)\n", where)
+	default:
+		fmt.Fprintf(env.Stderr, "store: %s does not exist: no keys (serve and keys use firstword.db in the working directory unless --config names a store)\n", where)
+		return nil, errNoStore
+	}
+	return openStore(ctx, cfg)
+}
+
+// storeLocation says where a store keeps its data, for people and logs:
+// "SQLite file /abs/path", "SQLite in memory (nothing is kept)" or
+// "PostgreSQL at host:port/db". It never shows a password.
+func storeLocation(s config.Store) string {
+	if s.Driver == "postgres" {
+		return "PostgreSQL at " + postgresLocation(s.ResolvedURL)
+	}
+	if s.Path == "" || strings.Contains(s.Path, ":memory:") {
+		return "SQLite in memory (nothing is kept)"
+	}
+	path, err := filepath.Abs(s.Path)
+	if err != nil {
+		path = s.Path
+	}
+	return "SQLite file " + path
+}
+
+// postgresLocation is the host and database of a PostgreSQL connection
+// string, a URL or keyword=value pairs, without the user or password.
+func postgresLocation(dsn string) string {
+	host, port, db := "", "", ""
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		host, db = u.Host, strings.TrimPrefix(u.Path, "/")
+		if host == "" {
+			host = u.Query().Get("host") // postgres:///db?host=/run/postgresql
+		}
+	} else {
+		for _, f := range strings.Fields(dsn) {
+			k, v, _ := strings.Cut(f, "=")
+			v = strings.Trim(v, "'")
+			switch k {
+			case "host":
+				host = v
+			case "port":
+				port = v
+			case "dbname":
+				db = v
+			}
+		}
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	}
+	if db == "" {
+		return host + " (the user's default database)"
+	}
+	return host + "/" + db
+}
+
+// sqliteFileMissing reports whether s is a SQLite file that does not
+// exist yet.
+func sqliteFileMissing(s config.Store) bool {
+	if s.Driver == "postgres" || s.Path == "" || strings.Contains(s.Path, ":memory:") {
+		return false
+	}
+	_, err := os.Stat(s.Path)
+	return errors.Is(err, os.ErrNotExist)
+}
 
 func loadConfig(path string, env *Env) (*config.Config, error) {
 	if path == "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,19 @@ func TestKeysCommand(t *testing.T) {
 	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), `"type":"authentication_error"`) || !strings.Contains(apiErr.RawJSON(), `"type":"error"`) {
 		t.Errorf("a bad x-api-key: %v", err)
 	}
+	// budget needs a key too once keys exist, and says so.
+	if _, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL); code != 1 || !strings.Contains(stderr, "this gateway needs an API key: pass --key fw_...") || !strings.Contains(stderr, "an admin key shows every tenant") {
+		t.Errorf("budget without a key: exit %d, %q; want 1 and how to pass a key", code, stderr)
+	}
+	if _, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--key", "fw_nope_nope"); code != 1 || !strings.Contains(stderr, "refused the API key") {
+		t.Errorf("budget with a bad key: exit %d, %q", code, stderr)
+	}
+	if out, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--key", admin); code != 0 || !strings.Contains(out, "Where the time goes") {
+		t.Errorf("budget --key ADMIN: exit %d, %q %q", code, out, stderr)
+	}
+	if out, stderr, code := runCLIEnv(t, map[string]string{"FIRSTWORD_API_KEY": key}, "budget", "--server", gw.URL); code != 0 || !strings.Contains(out, "Where the time goes") {
+		t.Errorf("budget with $FIRSTWORD_API_KEY: exit %d, %q %q", code, out, stderr)
+	}
 	if _, stderr, code := runCLI(t, "keys", "revoke", "--config", cfgPath, prefix); code != 0 {
 		t.Fatalf("revoke: %s", stderr)
 	}
@@ -93,6 +107,66 @@ func TestKeysCommand(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, "keys", "revoke", "--config", cfgPath, "nosuchkey"); code == 0 {
 		t.Error("revoking an unknown key succeeded")
+	}
+}
+
+// runCLIEnv runs the CLI with an environment holding only env.
+func runCLIEnv(t *testing.T, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(t.Context(), args, func(k string) string { return env[k] }, nil, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestKeysSayWhichStore: every keys action names its store on stderr.
+// With no config that is ./firstword.db in the working directory: create
+// says when it makes a new one there, list and revoke never make one, and
+// create's stdout is the key alone.
+func TestKeysSayWhichStore(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(wd, "firstword.db")
+	noStore := func(when string) {
+		t.Helper()
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Fatalf("%s: %s exists (%v), want no store made", when, db, err)
+		}
+	}
+
+	out, stderr, code := runCLI(t, "keys", "list")
+	if code != 0 || out != "" || !strings.Contains(stderr, "SQLite file "+db+" does not exist") {
+		t.Errorf("keys list with no store: exit %d, stdout %q, stderr %q; want 0, nothing, and the missing file named", code, out, stderr)
+	}
+	noStore("keys list")
+	if _, stderr, code := runCLI(t, "keys", "revoke", "key_nope"); code != 1 || !strings.Contains(stderr, db) {
+		t.Errorf("keys revoke with no store: exit %d, stderr %q; want 1 and the missing file named", code, stderr)
+	}
+	noStore("keys revoke")
+
+	key, stderr, code := runCLI(t, "keys", "create", "--tenant", "acme")
+	if code != 0 || !regexp.MustCompile(`^fw_[^\s]+\n$`).MatchString(key) {
+		t.Fatalf("keys create: exit %d, stdout %q; want 0 and the key alone", code, key)
+	}
+	if want := "store: SQLite file " + db + " does not exist yet: creating a new store"; !strings.Contains(stderr, want) {
+		t.Errorf("the first keys create says %q, want %q", stderr, want)
+	}
+	_, stderr, _ = runCLI(t, "keys", "create", "--tenant", "acme")
+	if want := "store: SQLite file " + db + "\n"; !strings.HasPrefix(stderr, want) || strings.Contains(stderr, "creating") {
+		t.Errorf("the second keys create says %q, want it to start %q", stderr, want)
+	}
+
+	// From another directory, a config naming the store reaches it.
+	other := t.TempDir()
+	cfgPath := filepath.Join(other, "fw.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", db)), 0o600)
+	t.Chdir(other)
+	list, stderr, code := runCLI(t, "keys", "list", "--config", cfgPath)
+	if code != 0 || strings.Count(list, "acme") != 2 || !strings.Contains(stderr, "store: SQLite file "+db+"\n") {
+		t.Errorf("keys list --config from elsewhere: exit %d, %q, stderr %q; want both keys and the store named", code, list, stderr)
 	}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,16 +13,18 @@ import (
 	"github.com/firstword/firstword/internal/config"
 )
 
-// Levers measures the lesson's levers (stream, shorter answers, a smaller
+// Levers measures the latency levers (stream, shorter answers, a smaller
 // model, cache, coalescing, prefix caching) against the built-in sim, and
 // prints the table (docs/LEVERS.md holds one).
 func Levers(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("levers", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	n := fs.Int("requests", 20, "requests per lever")
-	conc := fs.Int("concurrency", 10, "requests in flight together")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	fs := newFlagSet("levers")
+	n := fs.Int("requests", 20, "`N` requests per lever")
+	conc := fs.Int("concurrency", 10, "`N` requests in flight together")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	cfg, err := config.Parse("levers.yaml", []byte(bench.LeverConfig), env.Getenv)
 	if err != nil {

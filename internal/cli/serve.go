@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"github.com/firstword/firstword/internal/cache"
 	"log/slog"
@@ -38,24 +37,25 @@ import (
 // stops accepting, lets open streams finish for the shutdown timeout, then
 // cancels the rest (they end with an error event and are recorded).
 func Serve(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cfgPath := fs.String("config", "", "config `file` (default: built-in simulated models)")
-	addr := fs.String("addr", "", "listen address `HOST:PORT`, overriding the config's listen")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	fs := newFlagSet("serve")
+	cfgPath := fs.String("config", "", "read the config from `FILE` (default: none; the built-in simulated models and the store ./firstword.db)")
+	addr := fs.String("addr", "", "listen on `HOST:PORT` instead of the config's listen (whose default is 127.0.0.1:8080)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	if err := noOperands(fs); err != nil {
+		return err
+	}
+	if *addr != "" {
+		if _, _, err := net.SplitHostPort(*addr); err != nil {
+			return usagef(fs, "--addr: want HOST:PORT, got %q", *addr)
+		}
 	}
 	cfg, err := loadConfig(*cfgPath, env)
 	if err != nil {
 		return err
 	}
 	if *addr != "" {
-		if _, _, err := net.SplitHostPort(*addr); err != nil {
-			return fmt.Errorf("--addr: want HOST:PORT, got %q", *addr)
-		}
 		cfg.Listen = *addr
 	}
 	logs := newLogBuffer(env.Stderr)
@@ -81,7 +81,7 @@ func Serve(ctx context.Context, env *Env, args []string) error {
 	if local {
 		mode = "local (single user, no keys)"
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases(), "store", cfg.Store.Driver, "auth", mode)
+	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases(), "store", cfg.Store.Driver, "store_at", storeLocation(cfg.Store), "auth", mode)
 	return app.Serve(ctx, ln, cfg.ShutdownTimeout)
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,12 +12,14 @@ import (
 
 // Sim runs the simulated provider alone as an OpenAI-compatible server.
 func Sim(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs := newFlagSet("sim")
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address `HOST:PORT`")
-	seed := fs.Uint64("seed", 1, "random seed")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	seed := fs.Uint64("seed", 1, "random `SEED`: the same seed gives the same timings and text")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noOperands(fs); err != nil {
+		return err
 	}
 	p := sim.New(sim.Config{Seed: *seed})
 	ln, err := net.Listen("tcp", *addr)
