@@ -46,7 +46,7 @@ func (s *session) startRunner(d *deployment, hedge bool) *runner {
 	ctx, cancel := context.WithCancelCause(s.dctx)
 	r := &runner{d: d, ctx: ctx, cancel: cancel, ftt: ftt, res: make(chan first, 1)}
 	r.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
-	r.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Hedge: hedge})
+	r.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Hedge: hedge, Fallback: s.fallback})
 	d.health.begin()
 	req := s.req.Clone()
 	req.Model = d.Model

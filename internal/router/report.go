@@ -36,6 +36,8 @@ type Attempt struct {
 	Status            int           `json:"status,omitempty"`
 	Hedge             bool          `json:"hedge,omitempty"`
 	Retry             bool          `json:"retry,omitempty"`
+	// Fallback: made for the alias fallen back to (see Report.Fallback).
+	Fallback bool `json:"fallback,omitempty"`
 	// Usage is what an attempt that did not give the answer cost at the
 	// provider: a hedge that lost, an attempt abandoned at its first-token
 	// timeout or by a client that left, one that failed after the
@@ -49,9 +51,19 @@ type Attempt struct {
 	Usage *chat.Usage `json:"usage,omitempty"`
 }
 
+// FellBackTo joins a routing rule's alias and the alias fallen back to in
+// Report.Alias: "fast, fell back to chat".
+const FellBackTo = ", fell back to "
+
 // Report is what the router did for one request.
 type Report struct {
+	// Alias is the alias routed to. When the request fell back from a
+	// rule's alias to the one asked for (Router.StreamFallback), it reads
+	// "RULE'S, fell back to ASKED" (see RuleTarget), as the
+	// X-Firstword-Rule header and the log's routed_to show it.
 	Alias string
+	// Fallback is the alias fallen back to ("" if none).
+	Fallback string
 	// Deployment served the answer (empty if none did).
 	Deployment string
 	// Model is the upstream model that served.
@@ -123,12 +135,28 @@ func (r *Report) Hedged() bool {
 	return false
 }
 
-// Route renders the attempts for a header: "dep=outcome, dep=outcome".
+// RuleTarget splits a Report.Alias (or a record's routed_to): the alias
+// routed to and whether the request fell back from it.
+func RuleTarget(alias string) (to string, fellBack bool) {
+	to, _, fellBack = strings.Cut(alias, FellBackTo)
+	return to, fellBack
+}
+
+// Route renders the attempts for a header: "dep=outcome, dep=outcome",
+// with the alias fallen back to before its first attempt:
+// "local/small=error(502), fell back to chat: openai/gpt-4o=ok".
 func (r *Report) Route() string {
 	var b strings.Builder
+	fellBack := false
 	for i, a := range r.Attempts {
 		if i > 0 {
 			b.WriteString(", ")
+		}
+		if a.Fallback && !fellBack {
+			fellBack = true
+			b.WriteString(strings.TrimPrefix(FellBackTo, ", "))
+			b.WriteString(r.Fallback)
+			b.WriteString(": ")
 		}
 		b.WriteString(a.Deployment)
 		b.WriteByte('=')

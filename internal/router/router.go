@@ -8,6 +8,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -82,6 +83,9 @@ type Alias struct {
 // Config configures a Router.
 type Config struct {
 	Aliases []Alias
+	// Passthrough, if set, serves PROVIDER/MODEL names besides the
+	// aliases (see Passthrough).
+	Passthrough *Passthrough
 	// RetryRatio is the retry budget: retries per request over a 10 s
 	// window (default 0.2); at least one retry a second is always allowed.
 	RetryRatio float64
@@ -93,7 +97,8 @@ type Config struct {
 type Router struct {
 	aliases map[string]*alias
 	names   []string
-	health  map[string]*health
+	health  map[string]*health // written by New only
+	pt      *passthrough       // nil: no PROVIDER/MODEL names
 	budget  *retryBudget
 
 	mu  sync.Mutex
@@ -126,77 +131,122 @@ func New(cfg Config) (*Router, error) {
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}
 	for _, ac := range cfg.Aliases {
-		if len(ac.Deployments) == 0 {
-			return nil, fmt.Errorf("router: alias %q has no deployments", ac.Name)
-		}
 		if _, dup := r.aliases[ac.Name]; dup {
 			return nil, fmt.Errorf("router: alias %q defined twice", ac.Name)
 		}
-		a := &alias{Alias: ac}
-		if a.Timeout <= 0 {
-			a.Timeout = DefaultTimeout
-		}
-		if a.FirstTokenTimeout <= 0 {
-			a.FirstTokenTimeout = DefaultFirstTokenTimeout
-		}
-		if a.MaxAttempts <= 0 {
-			a.MaxAttempts = min(2*len(ac.Deployments), 6)
-		}
-		if a.BackoffBase <= 0 {
-			a.BackoffBase = 100 * time.Millisecond
-		}
-		if a.BackoffMax <= 0 {
-			a.BackoffMax = 2 * time.Second
-		}
-		if a.Hedge.MinDelay <= 0 {
-			a.Hedge.MinDelay = 50 * time.Millisecond
-		}
-		for _, dc := range ac.Deployments {
-			if dc.Provider == nil {
-				return nil, fmt.Errorf("router: alias %q: deployment %s/%s has no provider", ac.Name, dc.ProviderName, dc.Model)
-			}
-			if dc.ID == "" {
-				dc.ID = dc.ProviderName + "/" + dc.Model
-			}
-			if dc.Weight <= 0 {
-				dc.Weight = 1
-			}
-			h := r.health[dc.ID]
+		a, err := newAlias(ac, func(id string) *health {
+			h := r.health[id]
 			if h == nil {
 				h = newHealth(ac.Breaker)
-				r.health[dc.ID] = h
+				r.health[id] = h
 			}
-			a.deps = append(a.deps, &deployment{Deployment: dc, health: h})
+			return h
+		})
+		if err != nil {
+			return nil, err
 		}
-		a.maxEjected = a.Breaker.maxEjected(len(a.deps))
 		r.aliases[ac.Name] = a
 		r.names = append(r.names, ac.Name)
 	}
 	sort.Strings(r.names)
+	if pc := cfg.Passthrough; pc != nil {
+		r.pt = newPassthrough(*pc)
+	}
 	return r, nil
+}
+
+// newAlias applies the defaults to ac; health returns the live state of
+// a deployment, by ID (deployments of one ID share it, across aliases).
+func newAlias(ac Alias, health func(id string) *health) (*alias, error) {
+	if len(ac.Deployments) == 0 {
+		return nil, fmt.Errorf("router: alias %q has no deployments", ac.Name)
+	}
+	a := &alias{Alias: ac}
+	if a.Timeout <= 0 {
+		a.Timeout = DefaultTimeout
+	}
+	if a.FirstTokenTimeout <= 0 {
+		a.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if a.MaxAttempts <= 0 {
+		a.MaxAttempts = min(2*len(ac.Deployments), 6)
+	}
+	if a.BackoffBase <= 0 {
+		a.BackoffBase = 100 * time.Millisecond
+	}
+	if a.BackoffMax <= 0 {
+		a.BackoffMax = 2 * time.Second
+	}
+	if a.Hedge.MinDelay <= 0 {
+		a.Hedge.MinDelay = 50 * time.Millisecond
+	}
+	for _, dc := range ac.Deployments {
+		if dc.Provider == nil {
+			return nil, fmt.Errorf("router: alias %q: deployment %s/%s has no provider", ac.Name, dc.ProviderName, dc.Model)
+		}
+		if dc.ID == "" {
+			dc.ID = dc.ProviderName + "/" + dc.Model
+		}
+		if dc.Weight <= 0 {
+			dc.Weight = 1
+		}
+		a.deps = append(a.deps, &deployment{Deployment: dc, health: health(dc.ID)})
+	}
+	a.maxEjected = a.Breaker.maxEjected(len(a.deps))
+	return a, nil
 }
 
 // Aliases returns the alias names, sorted.
 func (r *Router) Aliases() []string { return slices.Clone(r.names) }
 
-// Timeout returns an alias's overall timeout and whether the alias exists.
+// Timeout returns an alias's overall timeout and whether the alias
+// exists: a configured one, or a PROVIDER/MODEL name Resolve serves.
 func (r *Router) Timeout(name string) (time.Duration, bool) {
-	a := r.aliases[name]
-	if a == nil {
-		return 0, false
-	}
-	return a.Timeout, true
+	d, err := r.Resolve(name)
+	return d, err == nil
 }
 
-// Health returns every deployment's live state.
+// Resolve returns the overall timeout of the alias name, or why it is not
+// served: ErrUnknownModel, ErrPassthroughOff or ErrPassthroughFull (see
+// Passthrough). A PROVIDER/MODEL name's alias is made on first use.
+func (r *Router) Resolve(name string) (time.Duration, error) {
+	a, err := r.lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return a.Timeout, nil
+}
+
+// lookup finds the alias name: a configured one, else a PROVIDER/MODEL
+// name's.
+func (r *Router) lookup(name string) (*alias, error) {
+	if a := r.aliases[name]; a != nil {
+		return a, nil
+	}
+	if r.pt == nil {
+		return nil, ErrUnknownModel
+	}
+	return r.pt.resolve(r, name)
+}
+
+// Health returns every deployment's live state: the configured aliases',
+// then the PROVIDER/MODEL names' in use.
 func (r *Router) Health() []Status {
 	now := time.Now()
 	var out []Status
-	for _, name := range r.names {
-		for _, d := range r.aliases[name].deps {
+	add := func(a *alias) {
+		for _, d := range a.deps {
 			s := d.health.status(now)
-			s.Alias, s.Deployment = name, d.ID
+			s.Alias, s.Deployment = a.Name, d.ID
 			out = append(out, s)
+		}
+	}
+	for _, name := range r.names {
+		add(r.aliases[name])
+	}
+	if r.pt != nil {
+		for _, a := range r.pt.inUse() {
+			add(a)
 		}
 	}
 	return out
@@ -220,15 +270,33 @@ func (r *Router) StreamReport(ctx context.Context, req *chat.Request, rep *Repor
 	return (&session{r: r, req: req, rep: rep, ctx: ctx}).run
 }
 
+// StreamFallback is StreamReport with a second choice, for a routing rule
+// that sent a request to another alias than the one asked for: req is for
+// the rule's alias, fallback the same request for the alias asked for
+// (shaped by its own levers). When every deployment of req's alias fails
+// before the first token, fallback is routed, unless the deadline passed,
+// the caller left or the request itself was at fault (a context too long
+// for the rule's alias falls back: the other may take it).
+//
+// Both share one deadline, set when the stream starts as StreamReport sets
+// it, from req's alias: the fallback gets what is left of it. The report
+// says so (Report.Fallback, Attempt.Fallback, and Alias reads "fast, fell
+// back to chat").
+func (r *Router) StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *Report) chat.Stream {
+	return (&session{r: r, req: req, next: fallback, rep: rep, ctx: ctx}).run
+}
+
 // start begins a request's walk: its alias, deadline and report.
 func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	s.yield = yield
 	if s.rep == nil {
 		s.rep = &Report{}
 	}
-	a := s.r.aliases[s.req.Model]
-	if a == nil {
+	a, err := s.r.lookup(s.req.Model)
+	if errors.Is(err, ErrUnknownModel) {
 		return &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q does not exist", s.req.Model)}
+	} else if err != nil {
+		return &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q is not served: %v", s.req.Model, err)}
 	}
 	s.alias = a
 	start := time.Now()

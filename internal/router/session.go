@@ -16,9 +16,14 @@ type session struct {
 	r     *Router
 	alias *alias
 	req   *chat.Request
-	rep   *Report
-	ctx   context.Context // the caller's: ends when the client leaves
-	dctx  context.Context // ctx with the request deadline
+	// next is the request to route when req's alias fails before the
+	// first token (see StreamFallback); nil: none.
+	next *chat.Request
+	// fallback: the alias walked now is the fallback.
+	fallback bool
+	rep      *Report
+	ctx      context.Context // the caller's: ends when the client leaves
+	dctx     context.Context // ctx with the request deadline
 	// cancel releases dctx when the request ends.
 	cancel context.CancelFunc
 	yield  func(chat.Chunk, error) bool
@@ -51,19 +56,39 @@ const (
 )
 
 // run is the request's stream: it walks the deployments in order until
-// one serves the request, the deadline passes or the caller leaves.
+// one serves the request, the deadline passes or the caller leaves; then,
+// if it has one and may, the fallback alias's.
 func (s *session) run(yield func(chat.Chunk, error) bool) {
 	if err := s.start(yield); err != nil {
 		s.abort(err)
 		return
 	}
 	defer s.cancel()
+	for {
+		v := s.walk()
+		if v == verdictDone {
+			return
+		}
+		if !s.fallBack(v) {
+			s.fail()
+			return
+		}
+	}
+}
+
+// walk tries the alias's deployments. verdictNext means that none served
+// and the request may go on elsewhere; verdictNoFallback that it may not
+// (the deadline passed, the caller left, the request was at fault); the
+// caller ends the stream in both cases.
+func (s *session) walk() verdict {
 	a := s.alias
 	order, skip, spare := s.r.order(a, time.Now(), s.rep.Deadline)
-	s.marks = map[*deployment]mark{}
+	if s.marks == nil {
+		s.marks = map[*deployment]mark{}
+	}
 	s.spare = spare
 	for _, d := range skip {
-		s.skipOpen(d, false)
+		s.skipOpen(d, s.marks[d]&tried != 0)
 	}
 	attempts := 0
 	for pass := 0; attempts < a.MaxAttempts; pass++ {
@@ -75,8 +100,7 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 			}
 			retry := s.marks[d]&tried != 0
 			if ok, stop := s.admit(d, pass, retry); stop {
-				s.fail()
-				return
+				return verdictNoFallback
 			} else if !ok {
 				continue
 			}
@@ -95,19 +119,44 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 			} else {
 				v = s.attempt(d, retry)
 			}
-			switch v {
-			case verdictDone:
-				return
-			case verdictNoFallback:
-				s.fail()
-				return
+			if v != verdictNext {
+				return v
 			}
 		}
 		if !progressed {
 			break
 		}
 	}
-	s.fail()
+	return verdictNext
+}
+
+// fallBack moves the request to its fallback alias after its own failed
+// before the first token (v says how), and reports whether it did. The
+// deadline stays; what the request did with a deployment (tried, broken)
+// carries over to the same deployment in the fallback alias.
+func (s *session) fallBack(v verdict) bool {
+	if s.next == nil || s.gone() || s.dctx.Err() != nil {
+		return false
+	}
+	if v == verdictNoFallback && chat.AsError(s.lastErr).Category != chat.CategoryContextLength {
+		return false // the request was at fault: the fallback would refuse it too
+	}
+	a, err := s.r.lookup(s.next.Model)
+	if err != nil {
+		return false
+	}
+	marks := map[*deployment]mark{}
+	for _, d := range a.deps {
+		for old, m := range s.marks {
+			if old.ID == d.ID {
+				marks[d] |= m
+			}
+		}
+	}
+	s.rep.Alias = s.alias.Name + FellBackTo + a.Name
+	s.rep.Fallback = a.Name
+	s.alias, s.req, s.next, s.marks, s.fallback = a, s.next, nil, marks, true
+	return true
 }
 
 // abort ends the stream with err. A chunk passed by value takes 128 bytes
@@ -135,11 +184,11 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 		wait = max(wait, s.backoff(pass))
 	}
 	if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
-		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry})
+		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry, Fallback: s.fallback})
 		return false, false
 	}
 	if retry && !s.r.budget.tryRetry(now) {
-		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true})
+		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true, Fallback: s.fallback})
 		return false, false
 	}
 	if wait > 0 && !sleep(s.dctx, wait) {
@@ -158,7 +207,7 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 // skipOpen records that d was skipped because its circuit is open.
 func (s *session) skipOpen(d *deployment, retry bool) {
 	now := time.Now()
-	s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry})
+	s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry, Fallback: s.fallback})
 	if s.lastErr == nil {
 		s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
 	}
@@ -325,7 +374,7 @@ func (s *session) open(d *deployment, retry bool) *try {
 	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
 	cancel := a.cancel
 	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
-	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry})
+	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Fallback: s.fallback})
 	d.health.begin()
 	a.req = s.req.Clone()
 	a.req.Model = d.Model
