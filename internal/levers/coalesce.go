@@ -30,7 +30,8 @@ type flight struct {
 }
 
 // coalesce joins the flight for key, starting it if there is none.
-func (l *Levers) coalesce(ctx context.Context, key string, req *chat.Request, a Alias, rep *router.Report, store bool, yield func(chat.Chunk, error) bool) {
+func (l *Levers) coalesce(ctx context.Context, p *plan, rep *router.Report, store bool, yield func(chat.Chunk, error) bool) {
+	key := p.key
 	l.mu.Lock()
 	f := l.flights[key]
 	leader := f == nil
@@ -45,7 +46,7 @@ func (l *Levers) coalesce(ctx context.Context, key string, req *chat.Request, a 
 		}
 		f.cancel = cancel
 		l.flights[key] = f
-		go l.fly(fctx, key, req, a, f, store)
+		go l.fly(fctx, p, f, store)
 	}
 	f.mu.Lock()
 	f.subs++
@@ -58,11 +59,11 @@ func (l *Levers) coalesce(ctx context.Context, key string, req *chat.Request, a 
 }
 
 // fly pulls the upstream into the flight, then stores a complete answer.
-func (l *Levers) fly(ctx context.Context, key string, req *chat.Request, a Alias, f *flight, store bool) {
+func (l *Levers) fly(ctx context.Context, p *plan, f *flight, store bool) {
 	defer f.cancel(nil)
 	var rep router.Report
 	published := false
-	for c, err := range l.opt.Inner.StreamReport(ctx, req, &rep) {
+	for c, err := range l.route(ctx, p, &rep) {
 		f.mu.Lock()
 		if err != nil {
 			f.err = err
@@ -87,10 +88,10 @@ func (l *Levers) fly(ctx context.Context, key string, req *chat.Request, a Alias
 	chunks, failed := f.chunks, f.err != nil
 	f.mu.Unlock()
 	if store && !failed {
-		l.save(ctx, key, req.Model, a, &rep, chunks)
+		l.save(ctx, p.key, p.req.Model, p.alias, &rep, chunks)
 	}
 	l.mu.Lock()
-	delete(l.flights, key)
+	delete(l.flights, p.key)
 	l.mu.Unlock()
 	f.mu.Lock()
 	f.done, f.snap, f.final = true, snapshot(&rep), f.subs
@@ -113,12 +114,15 @@ func (f *flight) broadcast() {
 
 // follow delivers the flight's chunks to one subscriber, from the first.
 func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat.Chunk, error) bool) {
-	coalesced := rep.Coalesced
+	// What the levers decided for this subscriber stays its own: the
+	// flight may be another alias's whose rule chose the same one.
+	coalesced, rule, requested := rep.Coalesced, rep.Rule, rep.Requested
 	copyReport := func() {
 		share, part := rep.BillShare, rep.BillPart
 		*rep = f.snap
 		rep.Attempts = slices.Clone(f.snap.Attempts)
 		rep.Coalesced, rep.BillShare, rep.BillPart = coalesced, share, part
+		rep.Rule, rep.Requested = rule, requested
 	}
 	leave := func() {
 		f.mu.Lock()

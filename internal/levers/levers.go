@@ -42,6 +42,9 @@ const (
 // Inner is the router the levers sit in front of.
 type Inner interface {
 	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	// StreamFallback routes req, and fallback if req's alias fails before
+	// the first token (see router.Router.StreamFallback).
+	StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *router.Report) chat.Stream
 	Timeout(alias string) (time.Duration, bool)
 	Aliases() []string
 	Health() []router.Status
@@ -88,8 +91,16 @@ type Rule struct {
 
 // Options configures Levers.
 type Options struct {
-	Inner   Inner
+	Inner Inner
+	// Aliases are the aliases' levers. A name the router serves that is
+	// not listed (a PROVIDER/MODEL name, see router.Passthrough) gets
+	// Unlisted's.
 	Aliases map[string]Alias
+	// Unlisted are the levers of names the router serves that Aliases
+	// does not list (nil: those of an alias whose config sets none: the
+	// response cache for deterministic requests, coalescing, no cap but
+	// the client's).
+	Unlisted *Alias
 	// Cache stores answers (nil: no response cache).
 	Cache cache.Cache
 	// ReplayTokensPerSecond paces cache hits for UIs that want the typing
@@ -126,6 +137,11 @@ func New(opt Options) *Levers {
 	}
 	if opt.CacheWrites <= 0 {
 		opt.CacheWrites = 64
+	}
+	if opt.Unlisted == nil {
+		a := Alias{Coalesce: true}
+		a.Cache.Enabled = true
+		opt.Unlisted = &a
 	}
 	return &Levers{opt: opt, writes: make(chan struct{}, opt.CacheWrites), flights: map[string]*flight{}, pending: map[string]*cache.Entry{}}
 }
@@ -168,6 +184,31 @@ func (l *Levers) Flush(ctx context.Context) error {
 // Timeout implements the router's Timeout.
 func (l *Levers) Timeout(alias string) (time.Duration, bool) { return l.opt.Inner.Timeout(alias) }
 
+// Resolve implements the router's Resolve: the alias's timeout, or why it
+// is not served (router.ErrUnknownModel when the router cannot say).
+func (l *Levers) Resolve(name string) (time.Duration, error) {
+	if r, ok := l.opt.Inner.(interface {
+		Resolve(string) (time.Duration, error)
+	}); ok {
+		return r.Resolve(name)
+	}
+	if d, ok := l.opt.Inner.Timeout(name); ok {
+		return d, nil
+	}
+	return 0, router.ErrUnknownModel
+}
+
+// PassthroughModels implements the router's PassthroughModels (none when
+// the router has no such method).
+func (l *Levers) PassthroughModels() []router.PassthroughModel {
+	if r, ok := l.opt.Inner.(interface {
+		PassthroughModels() []router.PassthroughModel
+	}); ok {
+		return r.PassthroughModels()
+	}
+	return nil
+}
+
 // Aliases implements the router's Aliases.
 func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
 
@@ -185,7 +226,7 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 	rep.BillShare = 1
 	p := l.plan(req, rep)
 	if !p.cached && !p.coalesce {
-		return l.opt.Inner.StreamReport(ctx, p.req, rep)
+		return l.route(ctx, p, rep)
 	}
 	return func(yield func(chat.Chunk, error) bool) {
 		store := false
@@ -201,18 +242,22 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 		}
 		switch {
 		case p.coalesce:
-			l.coalesce(ctx, p.key, p.req, p.alias, rep, store, yield)
+			l.coalesce(ctx, p, rep, store, yield)
 		case store:
 			l.forwardAndSave(ctx, p, rep, yield)
 		default:
-			l.forward(ctx, p.req, rep, yield)
+			l.forward(ctx, p, rep, yield)
 		}
 	}
 }
 
 // plan is what the levers decided for a request.
 type plan struct {
-	req      *chat.Request // rewritten by the alias's rules and shaping
+	req *chat.Request // rewritten by the alias's rules and shaping
+	// fallback is the request shaped for the alias asked for, when a rule
+	// chose another: routed if the rule's alias fails before the first
+	// token.
+	fallback *chat.Request
 	alias    Alias
 	key      string // the cache key, when cacheable
 	cached   bool   // look the answer up in the cache (and save it)
@@ -224,26 +269,38 @@ type plan struct {
 func (l *Levers) plan(req *chat.Request, rep *router.Report) *plan {
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
-		// Unknown to the levers: straight to the router, which
-		// answers for it.
-		return &plan{req: req}
+		if _, served := l.opt.Inner.Timeout(req.Model); !served {
+			// Unknown: straight to the router, which answers for it.
+			return &plan{req: req}
+		}
+		a = *l.opt.Unlisted
 	}
+	var fallback *chat.Request
 	if to, rule := l.pick(req, a); to != "" {
 		rep.Rule, rep.Requested = rule, req.Model
+		fallback = shape(req, a)
 		req = req.Clone()
 		req.Model = to
 		a = l.opt.Aliases[to]
 	}
 	req = shape(req, a)
 	key, cacheable := l.key(req, a)
-	return &plan{req: req, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
+	return &plan{req: req, fallback: fallback, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
+}
+
+// route hands a planned request to the router.
+func (l *Levers) route(ctx context.Context, p *plan, rep *router.Report) chat.Stream {
+	if p.fallback != nil {
+		return l.opt.Inner.StreamFallback(ctx, p.req, p.fallback, rep)
+	}
+	return l.opt.Inner.StreamReport(ctx, p.req, rep)
 }
 
 // forwardAndSave streams from the router and saves a complete answer in
 // the cache.
 func (l *Levers) forwardAndSave(ctx context.Context, p *plan, rep *router.Report, yield func(chat.Chunk, error) bool) {
 	var kept []chat.Chunk
-	for c, err := range l.opt.Inner.StreamReport(ctx, p.req, rep) {
+	for c, err := range l.route(ctx, p, rep) {
 		if err != nil {
 			yield(chat.Chunk{}, err)
 			return
@@ -256,8 +313,8 @@ func (l *Levers) forwardAndSave(ctx context.Context, p *plan, rep *router.Report
 	l.save(ctx, p.key, p.req.Model, p.alias, rep, kept)
 }
 
-func (l *Levers) forward(ctx context.Context, req *chat.Request, rep *router.Report, yield func(chat.Chunk, error) bool) {
-	for c, err := range l.opt.Inner.StreamReport(ctx, req, rep) {
+func (l *Levers) forward(ctx context.Context, p *plan, rep *router.Report, yield func(chat.Chunk, error) bool) {
+	for c, err := range l.route(ctx, p, rep) {
 		if !yield(c, err) || err != nil {
 			return
 		}

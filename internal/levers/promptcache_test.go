@@ -48,6 +48,10 @@ func (d *direct) StreamReport(ctx context.Context, req *chat.Request, rep *route
 	return d.p.Stream(ctx, up)
 }
 
+func (d *direct) StreamFallback(ctx context.Context, req, _ *chat.Request, rep *router.Report) chat.Stream {
+	return d.StreamReport(ctx, req, rep)
+}
+
 func (d *direct) Timeout(string) (time.Duration, bool) { return 0, false }
 func (d *direct) Aliases() []string                    { return []string{"support"} }
 func (d *direct) Health() []router.Status              { return nil }

@@ -31,6 +31,10 @@ func (f *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *r
 	}
 }
 
+func (f *fakeRouter) StreamFallback(ctx context.Context, req, _ *chat.Request, rep *router.Report) chat.Stream {
+	return f.StreamReport(ctx, req, rep)
+}
+
 func (f *fakeRouter) Timeout(string) (time.Duration, bool) { return 0, false }
 func (f *fakeRouter) Aliases() []string                    { return []string{"chat"} }
 func (f *fakeRouter) Health() []router.Status              { return nil }
