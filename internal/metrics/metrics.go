@@ -35,6 +35,7 @@ type Metrics struct {
 	cost            *prometheus.CounterVec
 	events          *prometheus.CounterVec
 	rules           *prometheus.CounterVec
+	ruleFallbacks   *prometheus.CounterVec
 	open            *prometheus.GaugeVec
 	gaps            *gapCollector
 }
@@ -64,10 +65,12 @@ func New(health func() []router.Status) *Metrics {
 			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, cache_hit, coalesced, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
 		rules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_total",
 			Help: "Requests a routing rule sent from the alias asked for to another (to)."}, []string{"alias", "rule", "to"}),
+		ruleFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_fallback_total",
+			Help: "Requests a routing rule sent to another alias (to) that failed before the first token, so the alias asked for was tried instead; a subset of routing_rule_total."}, []string{"alias", "rule", "to"}),
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "firstword", Name: "open_streams", Help: "Streams open now."}, []string{"surface"}),
 		gaps: newGapCollector(),
 	}
-	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.rules, m.open, m.gaps,
+	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.rules, m.ruleFallbacks, m.open, m.gaps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if health != nil {
 		reg.MustRegister(&healthCollector{health: health})
@@ -141,7 +144,12 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	event("cache_hit", b2i(r.Cached))
 	event("coalesced", b2i(r.Coalesced))
 	if r.Rule != "" {
-		m.rules.WithLabelValues(r.Alias, r.Rule, r.RoutedTo).Inc()
+		// routed_to reads "fast, fell back to chat" after a fallback.
+		to, fellBack := router.RuleTarget(r.RoutedTo)
+		m.rules.WithLabelValues(r.Alias, r.Rule, to).Inc()
+		if fellBack {
+			m.ruleFallbacks.WithLabelValues(r.Alias, r.Rule, to).Inc()
+		}
 	}
 	event("guardrail_block", b2i(r.ErrorCode == "guardrail_blocked"))
 	event("usage_missing", b2i(r.UsageMissing))
