@@ -63,6 +63,15 @@ type Config struct {
 	Providers map[string]*Provider `yaml:"providers"`
 	// Models are the aliases clients ask for, by name.
 	Models map[string]*Model `yaml:"models"`
+	// ModelsPassthrough lets clients ask for PROVIDER/MODEL where an alias
+	// would go: a configured provider's name and any model of its upstream
+	// (openai/gpt-4o-mini, sim/small), served with an alias's defaults
+	// (timeouts, breaker, response cache, coalescing) and measured under
+	// that name. auto (default): on while the gateway runs in local mode,
+	// off once an API key exists; on; off. GET /v1/models lists each
+	// configured deployment's PROVIDER/MODEL while they are on. At most 64
+	// such names are in use at once; an alias of the same name wins.
+	ModelsPassthrough string `yaml:"models_passthrough"`
 	// Store is where conversations, keys and usage are kept.
 	Store Store `yaml:"store"`
 	// Auth tunes API-key checks.
@@ -600,6 +609,9 @@ func Default() *Config {
 func (c *Config) Defaults() {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
+	}
+	if c.ModelsPassthrough == "" {
+		c.ModelsPassthrough = "auto"
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -37,6 +37,9 @@ func (c *Config) problems() []string {
 	if c.ShutdownTimeout < 0 {
 		bad(c.line("shutdown_timeout"), "shutdown_timeout", "must not be negative")
 	}
+	if !slices.Contains([]string{"auto", "on", "off"}, c.ModelsPassthrough) {
+		bad(c.line("models_passthrough"), "models_passthrough", "want auto, on or off, got %q", c.ModelsPassthrough)
+	}
 	if c.Heartbeat < 0 {
 		bad(c.line("heartbeat"), "heartbeat", "must not be negative")
 	}
