@@ -190,6 +190,15 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	}
 	timeout, ok := s.opt.Router.Timeout(in.Model)
 	if !ok {
+		// Why, when the router can say (a PROVIDER/MODEL name while
+		// models_passthrough is off, say).
+		if r, ok := s.opt.Router.(interface {
+			Resolve(string) (time.Duration, error)
+		}); ok {
+			if _, err := r.Resolve(in.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
+				return nil, errors.Join(ErrUnknownModel, err)
+			}
+		}
 		return nil, ErrUnknownModel
 	}
 	if in.Timeout > 0 && in.Timeout < timeout {

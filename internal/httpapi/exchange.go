@@ -229,7 +229,17 @@ func (s *Server) withinLimits(w http.ResponseWriter, r *http.Request, req *chat.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange, notFound func(msg string)) (context.Context, context.CancelCauseFunc, bool) {
 	timeout, ok := s.opt.Router.Timeout(x.req.Model)
 	if !ok {
-		notFound("the model " + quoteValue(x.req.Model) + " does not exist; GET /v1/models lists the available ones")
+		msg := "the model " + quoteValue(x.req.Model) + " does not exist; GET /v1/models lists the available ones"
+		// A PROVIDER/MODEL name may be refused for a reason of its own
+		// (models_passthrough is off, too many names in use): say it.
+		if r, ok := s.opt.Router.(interface {
+			Resolve(string) (time.Duration, error)
+		}); ok {
+			if _, err := r.Resolve(x.req.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
+				msg = "the model " + quoteValue(x.req.Model) + " is not available: " + err.Error()
+			}
+		}
+		notFound(msg)
 		return nil, nil, false
 	}
 	if d := clientDeadline(r.Header); d > 0 && d < timeout {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/webui"
 )
 
@@ -82,6 +83,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// models lists the aliases (owned by firstword) and, while PROVIDER/MODEL
+// names are served, each configured deployment's provider and model,
+// owned by the provider. OpenAI's list has no way to say "any model of
+// this provider", so only the pairs the config vouches for are listed;
+// any other model of a configured provider may be asked for all the same.
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	type model struct {
 		ID      string `json:"id"`
@@ -93,6 +99,13 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	created := time.Now().Unix()
 	for _, a := range s.opt.Router.Aliases() {
 		data = append(data, model{ID: a, Object: "model", Created: created, OwnedBy: "firstword"})
+	}
+	if pr, ok := s.opt.Router.(interface {
+		PassthroughModels() []router.PassthroughModel
+	}); ok {
+		for _, m := range pr.PassthroughModels() {
+			data = append(data, model{ID: m.ID, Object: "model", Created: created, OwnedBy: m.Provider})
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
