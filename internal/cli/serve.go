@@ -194,6 +194,20 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		}
 		rc.Aliases = append(rc.Aliases, a)
 	}
+	// PROVIDER/MODEL names: auto serves them in local mode only, which is
+	// auth's decision (made without waiting on the store; app.Auth is set
+	// below, before any request).
+	rc.Passthrough = &router.Passthrough{Providers: providers}
+	switch cfg.ModelsPassthrough {
+	case "on":
+	case "off":
+		rc.Passthrough.Allow = func() bool { return false }
+	default:
+		rc.Passthrough.Allow = func() bool {
+			local, err := app.Auth.Local(context.Background())
+			return err == nil && local
+		}
+	}
 	r, err := router.New(rc)
 	if err != nil {
 		return nil, err
