@@ -76,150 +76,216 @@ type SourceReport struct {
 // error event, unless the client left. yield reports whether the client
 // received the event; its false ends the turn as cancelled. Every ending
 // saves the assistant message with exactly the text that was delivered.
+//
+// The turn's steps are run's methods, and so is each way it ends:
+//
+//   - refuse: the guard blocked the message. The local guard blocks
+//     before anything runs; the remote one (startGuard) before the model
+//     in guard mode "before", or while the context was gathered; in
+//     parallel mode also while the model's first text is held back for
+//     its verdict, before that text (cancelling the model) or after a
+//     silent answer (afterStream).
+//   - failContext: the history or a required context source failed
+//     (optional ones are reported and skipped).
+//   - finish, after the model's stream (stream, afterStream): classify
+//     tells apart the answer done, cut by the deadline after its first
+//     text (done, status timeout), failed before or after its first text,
+//     timed out, the client gone (cancelled, no event) and the server
+//     shutting down (interrupted).
+//
+// refuse and failContext end through finish too: one place saves the
+// message, sends the last event and meters the turn.
 func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
-	s, rec := t.s, t.in.Budget
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, rec.Start().Add(t.timeout), chat.ErrDeadline)
+	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.in.Budget.Start().Add(t.timeout), chat.ErrDeadline)
 	defer cancelDeadline()
+	// The work runs under runCtx, which the guard's block and the
+	// client's refusing an event cancel with their cause. ctx is left
+	// alone by both: its cause says whether the request was closed, cut
+	// by the deadline or by the server's shutdown (see classify).
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	f := &final{t: t}
+	r := &run{t: t, yield: yield, cancel: cancelRun}
 
 	// The local guard ran in Prepare, before anything was stored.
-	text := t.user.Content
 	if v := t.local; v != nil {
 		if v.Blocked {
-			f.blocked(ctx, *v, yield)
+			r.refuse(ctx, *v)
 			return
 		}
-		f.flags = v.Flags
+		r.flags = v.Flags
 	}
-	var verdict chan Verdict
-	if g := s.opt.Guard; g != nil && s.opt.RemoteGuard {
-		verdict = make(chan Verdict, 1)
-		go func() {
-			gctx, cancel := context.WithTimeout(runCtx, s.opt.GuardTimeout)
-			defer cancel()
-			start := time.Now()
-			v, err := g.Check(gctx, text, t.in.UserID)
-			if err != nil && !v.Blocked {
-				v = Verdict{Blocked: true, Code: "guard_unavailable", Reason: "The message could not be checked: " + err.Error()}
-				if runCtx.Err() != nil {
-					v.Blocked = false // the turn is over anyway
-				}
-			}
-			rec.Add("guard", start, time.Now(), verdictNote(v))
-			if v.Blocked {
-				cancelRun(errBlocked)
-			}
-			verdict <- v
-		}()
-	}
-	awaitGuard := func() (Verdict, bool) {
-		if verdict == nil {
-			return Verdict{}, false
-		}
-		v := <-verdict
-		verdict = nil
-		return v, v.Blocked
-	}
-
-	g, err := t.gather(runCtx, text)
-	f.sources, f.citations = g.reports, g.citations
-	if errors.Is(context.Cause(runCtx), errBlocked) {
-		v, _ := awaitGuard()
-		f.blocked(ctx, v, yield)
+	guard := r.startGuard(runCtx)
+	g, err := t.gather(runCtx, t.user.Content)
+	r.sources, r.citations = g.reports, g.citations
+	switch {
+	case blockedByGuard(runCtx):
+		// The remote guard blocked the message while the context was
+		// gathered, cancelling what was still running.
+		r.refuse(ctx, guard.wait())
 		return
-	}
-	if err != nil {
-		if verdict != nil {
-			awaitGuard()
-		}
-		f.err = err
-		f.finish(ctx, yield)
+	case err != nil:
+		guard.wait() // its stage belongs in the saved timings
+		r.failContext(ctx, err)
 		return
-	}
-	if s.opt.GuardBefore {
-		if v, blocked := awaitGuard(); blocked {
-			f.blocked(ctx, v, yield)
+	case t.s.opt.GuardBefore:
+		if v := guard.wait(); v.Blocked {
+			r.refuse(ctx, v)
 			return
 		}
 	}
-
-	end := rec.Begin("prompt")
-	req := t.prompt(text, g)
-	f.prompt = req
+	end := t.in.Budget.Begin("prompt")
+	r.prompt = t.prompt(t.user.Content, g)
 	end("")
-
-	cp := newCheckpointer(s.opt.Store, t.assistant.ID, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
-	defer cp.stop()
-	var sent strings.Builder
-	modelStart := time.Now()
-	for c, err := range s.opt.Router.StreamReport(runCtx, req, &f.rep) {
-		if err != nil {
-			f.err = err
-			break
-		}
-		f.tally.Add(&c)
-		delta := c.Text + c.Refusal
-		if delta == "" {
-			continue
-		}
-		if verdict != nil {
-			// Parallel mode: nothing reaches the client until the guard
-			// has passed the message.
-			if v, blocked := awaitGuard(); blocked {
-				f.stopModel(modelStart)
-				f.blocked(ctx, v, yield)
-				return
-			}
-		}
-		if !yield(Event{Kind: "delta", Text: delta}) {
-			f.gone = true
-			cancelRun(chat.ErrClientGone)
-			break
-		}
-		rec.FirstWord(time.Now())
-		sent.WriteString(delta)
-		f.sentTokens.Add(delta)
-		cp.update(sent.String(), f.sentTokens.Tokens())
-	}
-	f.stopModel(modelStart)
-	cp.stop()
-	if errors.Is(context.Cause(runCtx), errBlocked) {
-		v, _ := awaitGuard()
-		f.text = sent.String()
-		f.blocked(ctx, v, yield)
-		return
-	}
-	if verdict != nil && !f.gone {
-		if v, blocked := awaitGuard(); blocked {
-			f.text = sent.String()
-			f.blocked(ctx, v, yield)
-			return
-		}
-	}
-	f.text = sent.String()
-	f.finish(ctx, yield)
+	r.stream(ctx, runCtx, guard)
 }
 
-// final accumulates how a turn ended and writes it.
-type final struct {
-	t          *Turn
+// run is one Run of a turn: what its steps share, and how it ended.
+type run struct {
+	t      *Turn
+	yield  func(Event) bool
+	cancel context.CancelCauseFunc // cancels the work (runCtx)
+
 	rep        router.Report
 	tally      metering.Tally
-	text       string
+	text       string // delivered
 	sentTokens chat.TokenCount
 	err        error
-	gone       bool
+	gone       bool // the client refused an event
 	sources    []SourceReport
 	citations  []Citation
 	flags      []string
 	prompt     *chat.Request
 }
 
+// remoteVerdict is the remote guard's verdict on the message, coming
+// from a goroutine. A nil *remoteVerdict (no remote guard) passes
+// everything.
+type remoteVerdict struct {
+	ch   chan Verdict // buffered: the guard's goroutine never waits
+	v    Verdict
+	done bool
+}
+
+// wait returns the verdict, waiting for it the first time.
+func (g *remoteVerdict) wait() Verdict {
+	if g == nil {
+		return Verdict{}
+	}
+	if !g.done {
+		g.v, g.done = <-g.ch, true
+	}
+	return g.v
+}
+
+// pending reports whether the verdict was not waited for yet: in
+// parallel mode, the model's text is held back until it is.
+func (g *remoteVerdict) pending() bool { return g != nil && !g.done }
+
+// blockedByGuard reports whether the remote guard's block cancelled
+// runCtx.
+func blockedByGuard(runCtx context.Context) bool {
+	return errors.Is(context.Cause(runCtx), errBlocked)
+}
+
+// startGuard starts the remote guard on the message, if there is one, in
+// parallel with the rest of the turn. A block cancels runCtx with
+// errBlocked at once, so that the context sources and the model stop. A
+// guard that cannot answer blocks the message (guard_unavailable), unless
+// the turn is over anyway.
+func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
+	t, s := r.t, r.t.s
+	g := s.opt.Guard
+	if g == nil || !s.opt.RemoteGuard {
+		return nil
+	}
+	rv := &remoteVerdict{ch: make(chan Verdict, 1)}
+	go func() {
+		gctx, cancel := context.WithTimeout(runCtx, s.opt.GuardTimeout)
+		defer cancel()
+		start := time.Now()
+		v, err := g.Check(gctx, t.user.Content, t.in.UserID)
+		if err != nil && !v.Blocked {
+			v = Verdict{Blocked: true, Code: "guard_unavailable", Reason: "The message could not be checked: " + err.Error()}
+			if runCtx.Err() != nil {
+				v.Blocked = false // the turn is over anyway
+			}
+		}
+		t.in.Budget.Add("guard", start, time.Now(), verdictNote(v))
+		if v.Blocked {
+			r.cancel(errBlocked)
+		}
+		rv.ch <- v
+	}()
+	return rv
+}
+
+// stream sends the prompt to the router and the answer's text to the
+// client, checkpointing it, then ends the turn. While the remote guard's
+// verdict is pending (parallel mode) the text is held back: nothing
+// reaches the client before the guard has passed the message.
+func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
+	t, s := r.t, r.t.s
+	cp := newCheckpointer(s.opt.Store, t.assistant.ID, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
+	defer cp.stop()
+	var sent strings.Builder
+	modelStart := time.Now()
+	for c, err := range s.opt.Router.StreamReport(runCtx, r.prompt, &r.rep) {
+		if err != nil {
+			r.err = err
+			break
+		}
+		r.tally.Add(&c)
+		delta := c.Text + c.Refusal
+		if delta == "" {
+			continue
+		}
+		if guard.pending() {
+			if v := guard.wait(); v.Blocked {
+				// Blocked while the model's first text was held back:
+				// none of it is sent. The refusal goes out before the
+				// model's stream is closed, with the report as it is.
+				r.stopModel(modelStart)
+				r.refuse(ctx, v)
+				return
+			}
+		}
+		if !r.yield(Event{Kind: "delta", Text: delta}) {
+			r.gone = true
+			r.cancel(chat.ErrClientGone)
+			break
+		}
+		t.in.Budget.FirstWord(time.Now())
+		sent.WriteString(delta)
+		r.sentTokens.Add(delta)
+		cp.update(sent.String(), r.sentTokens.Tokens())
+	}
+	r.stopModel(modelStart)
+	cp.stop()
+	r.text = sent.String()
+	r.afterStream(ctx, runCtx, guard)
+}
+
+// afterStream ends a turn whose model stream ended. A pending verdict
+// still decides: the guard may have blocked the message before the
+// model's first text (cancelling the model), or block it after an answer
+// without text.
+func (r *run) afterStream(ctx, runCtx context.Context, guard *remoteVerdict) {
+	switch {
+	case blockedByGuard(runCtx):
+		r.refuse(ctx, guard.wait())
+		return
+	case guard.pending() && !r.gone:
+		if v := guard.wait(); v.Blocked {
+			r.refuse(ctx, v)
+			return
+		}
+	}
+	r.finish(ctx)
+}
+
 // stopModel records the model's stages from the router's report.
-func (f *final) stopModel(start time.Time) {
-	RecordAttempts(f.t.in.Budget, &f.rep, start, time.Now())
+func (r *run) stopModel(start time.Time) {
+	RecordAttempts(r.t.in.Budget, &r.rep, start, time.Now())
 }
 
 func verdictNote(v Verdict) string {
@@ -232,72 +298,86 @@ func verdictNote(v Verdict) string {
 	return ""
 }
 
-// blocked ends a turn the guard refused: nothing more reaches the model or
+// refuse ends a turn the guard blocked: nothing more reaches the model or
 // the client but the refusal.
-func (f *final) blocked(ctx context.Context, v Verdict, yield func(Event) bool) {
-	f.err = &chat.Error{Category: chat.CategoryBlocked, Message: v.Reason}
+func (r *run) refuse(ctx context.Context, v Verdict) {
+	r.err = &chat.Error{Category: chat.CategoryBlocked, Message: v.Reason}
 	if v.Code != "" {
-		f.flags = append(f.flags, v.Code)
+		r.flags = append(r.flags, v.Code)
 	}
-	f.finish(ctx, yield)
+	r.finish(ctx)
 }
 
-// finish classifies the ending, saves the message and sends the last
-// event. The message is saved before done is sent: nothing the client was
-// told is finished can be lost.
-func (f *final) finish(ctx context.Context, yield func(Event) bool) {
-	t, s := f.t, f.t.s
-	rec := t.in.Budget
-	m := t.assistant
-	m.Content = f.text
-	m.Deployment = f.rep.Deployment
-	m.FinishReason = string(f.tally.Finish)
-	u := f.tally.Usage(f.req())
-	if f.tally.Reported == nil && f.tally.SoFar == nil {
-		// All estimated: of what was sent. (Counts the provider reported
-		// before the stream ended are kept.)
-		u.OutputTokens = f.sentTokens.Tokens()
-	}
-	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
-	billed := metering.Billed(u, f.rep.Cached, f.rep.BillShare, f.rep.BillPart)
-	m.Cost = s.opt.Prices.Cost(f.rep.Deployment, billed)
-	var code string
-	retryable := false
+// failContext ends a turn whose history or required context source
+// failed (err is a context_unavailable chat.Error), before the model.
+func (r *run) failContext(ctx context.Context, err error) {
+	r.err = err
+	r.finish(ctx)
+}
+
+// ending is how a turn ended, as classify tells them apart.
+type ending int
+
+const (
+	// endComplete: the answer finished. Status complete; a done event.
+	endComplete ending = iota
+	// endCut: the deadline passed after the first text and the router
+	// ended the answer with FinishTimeout. Status timeout; a done event:
+	// what was sent is the answer.
+	endCut
+	// endFailed: the router, the model, the guard (a block) or the
+	// context failed the turn, before or after the first text. Status
+	// error; an error event with the failure's category.
+	endFailed
+	// endTimedOut: failed by a timeout (a first-token timeout, the
+	// deadline before any text). Status timeout; an error event, "timeout".
+	endTimedOut
+	// endGone: the client left, refusing an event or closing the
+	// request. Status cancelled; no event.
+	endGone
+	// endShutdown: the server's shutdown cut the turn. Status
+	// interrupted, as after a crash, keeping its text; an error event.
+	endShutdown
+)
+
+var endingNames = [...]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}
+
+func (e ending) String() string { return endingNames[e] }
+
+// classify tells how the turn ended from its error, the client's leaving
+// and the cause of ctx (the turn's, not the work's); the first match
+// wins.
+func (r *run) classify(ctx context.Context) ending {
 	switch {
-	case !f.gone && errors.Is(context.Cause(ctx), chat.ErrShutdown):
-		// The server cut the answer, not the user: it says so, and the
-		// message is interrupted, as after a crash, keeping its text.
-		m.Status, code, retryable = store.StatusInterrupted, ShutdownCode, true
-		m.ErrorCode, m.ErrorMessage = code, "the server is shutting down; the answer so far is saved, send the message again to continue"
-	case f.gone || (f.err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), chat.ErrDeadline)):
-		m.Status, code = store.StatusCancelled, "cancelled"
-	case f.err == nil && f.tally.Finish == chat.FinishTimeout:
-		m.Status = store.StatusTimeout
-	case f.err == nil:
-		m.Status = store.StatusComplete
-	default:
-		ce := chat.AsError(f.err)
-		m.Status, code, retryable = store.StatusError, string(ce.Category), ce.Retryable
-		if ce.Category == chat.CategoryTimeout || errors.Is(f.err, chat.ErrDeadline) {
-			m.Status, code, retryable = store.StatusTimeout, "timeout", true
-		}
-		m.ErrorCode, m.ErrorMessage = code, ce.Message
-		if ce.Category == chat.CategoryInternal {
-			s.opt.Log.Error("chat turn failed", "request_id", t.in.RequestID, "err", f.err)
-		}
+	case !r.gone && errors.Is(context.Cause(ctx), chat.ErrShutdown):
+		return endShutdown
+	case r.gone || r.err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), chat.ErrDeadline):
+		return endGone
+	case r.err == nil && r.tally.Finish == chat.FinishTimeout:
+		return endCut
+	case r.err == nil:
+		return endComplete
 	}
+	if ce := chat.AsError(r.err); ce.Category == chat.CategoryTimeout || errors.Is(r.err, chat.ErrDeadline) {
+		return endTimedOut
+	}
+	return endFailed
+}
+
+// finish saves the message, sends the last event and meters the turn.
+// The message is saved before done is sent: nothing the client was told
+// is finished can be lost.
+func (r *run) finish(ctx context.Context) {
+	t, s := r.t, r.t.s
+	rec := t.in.Budget
+	m, u := r.message()
+	code, retryable := r.settle(m, r.classify(ctx))
 	rec.Complete(time.Now()) // provisional: the last event follows the save
 	m.Timings = rec.JSON()
-	meta := map[string]any{"attempts": f.rep.Tries(), "route": f.rep.Route(), "sources": f.sources, "cached": f.rep.Cached, "fallback": f.rep.Fallbacks() > 0}
-	if len(f.citations) > 0 {
-		meta["citations"] = f.citations
-	}
-	if len(f.flags) > 0 {
-		meta["guard_flags"] = f.flags
-	}
-	m.Meta, _ = json.Marshal(meta)
+	m.Meta = r.meta()
 	m.UpdatedAt = time.Now().UTC()
 
+	// Saving outlives the client and the deadline, within its own bound.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	end := rec.Begin("persist")
@@ -310,66 +390,127 @@ func (f *final) finish(ctx context.Context, yield func(Event) bool) {
 	}
 	end("")
 	// Metered after the last event, which it does not delay.
-	defer f.meter(pctx, u, m)
-	if f.gone || m.Status == store.StatusCancelled {
+	defer r.meter(pctx, u, m)
+	if r.gone || m.Status == store.StatusCancelled {
 		return
 	}
 	rec.Complete(time.Now())
-	if m.Status == store.StatusComplete || m.Status == store.StatusTimeout && f.err == nil {
-		yield(Event{Kind: "done", Done: &Done{
+	if m.Status == store.StatusComplete || m.Status == store.StatusTimeout && r.err == nil {
+		r.yield(Event{Kind: "done", Done: &Done{
 			MessageID: m.ID, Status: m.Status, FinishReason: m.FinishReason, Model: t.in.Model,
-			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: f.rep.Cached, Coalesced: f.rep.Coalesced, Rule: f.rep.Rule, Attempts: f.rep.Tries(),
-			Fallback: f.rep.Fallbacks() > 0, Route: f.rep.Route(), Timings: rec.Timings(),
-			Sources: f.sources, Citations: f.citations, Flags: f.flags,
+			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: r.rep.Cached, Coalesced: r.rep.Coalesced, Rule: r.rep.Rule, Attempts: r.rep.Tries(),
+			Fallback: r.rep.Fallbacks() > 0, Route: r.rep.Route(), Timings: rec.Timings(),
+			Sources: r.sources, Citations: r.citations, Flags: r.flags,
 		}})
 		return
 	}
-	yield(Event{Kind: "error", Error: &ErrorEvent{MessageID: m.ID, Code: code, Message: m.ErrorMessage, Retryable: retryable, Status: m.Status, Usage: u, Timings: rec.Timings()}})
+	r.yield(Event{Kind: "error", Error: &ErrorEvent{MessageID: m.ID, Code: code, Message: m.ErrorMessage, Retryable: retryable, Status: m.Status, Usage: u, Timings: rec.Timings()}})
+}
+
+// message is the answer as delivered: its text, deployment, finish
+// reason, usage and cost. u is the usage of what was delivered: the
+// provider's, else an estimate of the text sent (counts the provider
+// reported before the stream ended are kept).
+func (r *run) message() (m *store.Message, u chat.Usage) {
+	m = r.t.assistant
+	m.Content = r.text
+	m.Deployment = r.rep.Deployment
+	m.FinishReason = string(r.tally.Finish)
+	u = r.tally.Usage(r.req())
+	if r.tally.Reported == nil && r.tally.SoFar == nil {
+		u.OutputTokens = r.sentTokens.Tokens()
+	}
+	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
+	billed := metering.Billed(u, r.rep.Cached, r.rep.BillShare, r.rep.BillPart)
+	m.Cost = r.t.s.opt.Prices.Cost(r.rep.Deployment, billed)
+	return m, u
+}
+
+// settle sets the message's status and error for how the turn ended, and
+// returns the error event's code and whether retrying may help.
+func (r *run) settle(m *store.Message, e ending) (code string, retryable bool) {
+	switch e {
+	case endShutdown:
+		// The server cut the answer, not the user: it says so.
+		m.Status, code, retryable = store.StatusInterrupted, ShutdownCode, true
+		m.ErrorCode, m.ErrorMessage = code, "the server is shutting down; the answer so far is saved, send the message again to continue"
+	case endGone:
+		m.Status = store.StatusCancelled
+	case endCut:
+		m.Status = store.StatusTimeout
+	case endComplete:
+		m.Status = store.StatusComplete
+	default: // endFailed, endTimedOut
+		ce := chat.AsError(r.err)
+		m.Status, code, retryable = store.StatusError, string(ce.Category), ce.Retryable
+		if e == endTimedOut {
+			m.Status, code, retryable = store.StatusTimeout, "timeout", true
+		}
+		m.ErrorCode, m.ErrorMessage = code, ce.Message
+		if ce.Category == chat.CategoryInternal {
+			r.t.s.opt.Log.Error("chat turn failed", "request_id", r.t.in.RequestID, "err", r.err)
+		}
+	}
+	return code, retryable
+}
+
+// meta is what the message keeps besides its text: how it was routed,
+// its sources and citations, the guard's flags.
+func (r *run) meta() []byte {
+	meta := map[string]any{"attempts": r.rep.Tries(), "route": r.rep.Route(), "sources": r.sources, "cached": r.rep.Cached, "fallback": r.rep.Fallbacks() > 0}
+	if len(r.citations) > 0 {
+		meta["citations"] = r.citations
+	}
+	if len(r.flags) > 0 {
+		meta["guard_flags"] = r.flags
+	}
+	b, _ := json.Marshal(meta)
+	return b
 }
 
 // req is the request as sent, for usage estimates.
-func (f *final) req() *chat.Request {
-	if f.prompt != nil {
-		return f.prompt
+func (r *run) req() *chat.Request {
+	if r.prompt != nil {
+		return r.prompt
 	}
-	return &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: f.t.in.Message}}}
+	return &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: r.t.in.Message}}}
 }
 
 // meter records the turn; u is the usage of what was delivered, before
 // any sharing (see metering.Prices.Charge).
-func (f *final) meter(ctx context.Context, u chat.Usage, m *store.Message) {
-	t := f.t
+func (r *run) meter(ctx context.Context, u chat.Usage, m *store.Message) {
+	t := r.t
 	rec := t.in.Budget
 	total := rec.TTC()
 	if total == 0 {
 		total = time.Since(rec.Start())
 	}
-	r := &metering.Record{
+	mr := &metering.Record{
 		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID,
-		Alias: t.in.Model, Deployment: f.rep.Deployment, Model: f.rep.Model, Stream: true,
+		Alias: t.in.Model, Deployment: r.rep.Deployment, Model: r.rep.Model, Stream: true,
 		Status: meterStatus(m.Status), FinishReason: m.FinishReason,
-		TTFW: rec.TTFW(), Total: total, Attempts: f.rep.Tries(),
-		Fallbacks: f.rep.Fallbacks(), ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
-		Hedged: f.rep.Hedged(), Retries: f.rep.Retries(), Gaps: &f.tally.Gaps, Timings: rec,
+		TTFW: rec.TTFW(), Total: total, Attempts: r.rep.Tries(),
+		Fallbacks: r.rep.Fallbacks(), ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
+		Hedged: r.rep.Hedged(), Retries: r.rep.Retries(), Gaps: &r.tally.Gaps, Timings: rec,
 		TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
 	}
-	if f.tally.Visible {
-		r.StreamMs = float64(f.tally.Last.Sub(f.tally.First).Microseconds()) / 1000
+	if r.tally.Visible {
+		mr.StreamMs = float64(r.tally.Last.Sub(r.tally.First).Microseconds()) / 1000
 	}
-	if !f.rep.FirstToken.IsZero() {
-		r.TTFT = f.rep.FirstToken.Sub(rec.Start())
+	if !r.rep.FirstToken.IsZero() {
+		mr.TTFT = r.rep.FirstToken.Sub(rec.Start())
 	}
-	if len(f.rep.Attempts) > 1 {
-		r.Route = f.rep.Route()
+	if len(r.rep.Attempts) > 1 {
+		mr.Route = r.rep.Route()
 	}
-	t.s.opt.Prices.Charge(r, u, &f.rep)
-	r.UsageMissing = m.Status == store.StatusComplete && f.tally.Reported == nil && !f.rep.Cached
-	r.Cached, r.Coalesced, r.Rule = f.rep.Cached, f.rep.Coalesced, f.rep.Rule
-	if r.Rule != "" {
-		r.RoutedTo = f.rep.Alias
+	t.s.opt.Prices.Charge(mr, u, &r.rep)
+	mr.UsageMissing = m.Status == store.StatusComplete && r.tally.Reported == nil && !r.rep.Cached
+	mr.Cached, mr.Coalesced, mr.Rule = r.rep.Cached, r.rep.Coalesced, r.rep.Rule
+	if mr.Rule != "" {
+		mr.RoutedTo = r.rep.Alias
 	}
 	if t.s.opt.Meter != nil {
-		t.s.opt.Meter.Record(ctx, r)
+		t.s.opt.Meter.Record(ctx, mr)
 	}
 }
 

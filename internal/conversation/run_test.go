@@ -911,3 +911,46 @@ func TestRunLogs(t *testing.T) {
 		})
 	}
 }
+
+// TestClassify checks how finish tells a turn's endings apart, from the
+// turn's error, the client's leaving and the cause that ended the turn's
+// ctx; the first match wins.
+func TestClassify(t *testing.T) {
+	ended := func(cause error) context.Context {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		return ctx
+	}
+	live := context.Background()
+	overloaded := &chat.Error{Category: chat.CategoryOverloaded, Message: "busy"}
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		err    error
+		gone   bool
+		finish chat.FinishReason
+		want   ending
+	}{
+		{name: "finished", ctx: live, finish: chat.FinishStop, want: endComplete},
+		{name: "finished as the client left", ctx: ended(context.Canceled), finish: chat.FinishStop, want: endComplete},
+		{name: "cut at the deadline", ctx: ended(chat.ErrDeadline), finish: chat.FinishTimeout, want: endCut},
+		{name: "failed", ctx: live, err: overloaded, want: endFailed},
+		{name: "blocked", ctx: live, err: &chat.Error{Category: chat.CategoryBlocked}, want: endFailed},
+		{name: "first-token timeout", ctx: live, err: &chat.Error{Category: chat.CategoryTimeout, Err: chat.ErrFirstTokenTimeout}, want: endTimedOut},
+		{name: "deadline before the first text", ctx: ended(chat.ErrDeadline), err: chat.ErrDeadline, want: endTimedOut},
+		{name: "deadline inside another error", ctx: live, err: &chat.Error{Category: chat.CategoryProtocol, Err: chat.ErrDeadline}, want: endTimedOut},
+		{name: "the client refused an event", ctx: live, gone: true, want: endGone},
+		{name: "the client closed the request", ctx: ended(context.Canceled), err: context.Canceled, want: endGone},
+		{name: "shutdown", ctx: ended(chat.ErrShutdown), err: chat.ErrShutdown, want: endShutdown},
+		{name: "shutdown after the client left", ctx: ended(chat.ErrShutdown), gone: true, want: endGone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &run{err: tt.err, gone: tt.gone}
+			r.tally.Finish = tt.finish
+			if got := r.classify(tt.ctx); got != tt.want {
+				t.Errorf("classify = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
