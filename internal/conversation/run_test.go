@@ -953,4 +953,11 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
+	var names []string
+	for e := endComplete; e <= endShutdown; e++ {
+		names = append(names, e.String())
+	}
+	if diff := cmp.Diff([]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}, names); diff != "" {
+		t.Errorf("ending names (-want +got):\n%s", diff)
+	}
 }

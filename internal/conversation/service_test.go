@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -21,20 +22,28 @@ func TestPrepareErrors(t *testing.T) {
 		name   string
 		in     func(*Input)
 		store  func(*fakeStore)
-		shared bool
-		want   error
+		router Router // nil: one that serves every alias but "nope"
+		want   []error
 	}{
-		{name: "empty message", in: func(in *Input) { in.Message = " \n\t" }, want: ErrEmptyMessage},
-		{name: "message too long", in: func(in *Input) { in.Message = strings.Repeat("a", maxMessageBytes+1) }, want: ErrMessageTooBig},
-		{name: "message not UTF-8", in: func(in *Input) { in.Message = "caf\xe9" }, want: ErrMessageTooBig},
-		{name: "unknown model", in: func(in *Input) { in.Model = "nope" }, want: ErrUnknownModel},
-		{name: "no such conversation", in: func(in *Input) { in.ConversationID = "conv_nope" }, want: ErrNotFound},
-		{name: "another tenant's conversation", in: func(in *Input) { in.ConversationID, in.TenantID = "conv_1", "t2" }, want: ErrNotFound},
-		{name: "another user's conversation", in: func(in *Input) { in.ConversationID, in.UserID = "conv_1", "u2" }, want: ErrNotFound},
-		{name: "conversation deleted meanwhile", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = store.ErrNotFound }, want: ErrNotFound},
-		{name: "store down reading the conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errGet = storeDown }, want: storeDown},
-		{name: "store down adding messages", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = storeDown }, want: storeDown},
-		{name: "store down creating the conversation", store: func(s *fakeStore) { s.errCreate = storeDown }, want: storeDown},
+		{name: "empty message", in: func(in *Input) { in.Message = " \n\t" }, want: []error{ErrEmptyMessage}},
+		{name: "message too long", in: func(in *Input) { in.Message = strings.Repeat("a", maxMessageBytes+1) }, want: []error{ErrMessageTooBig}},
+		{name: "message not UTF-8", in: func(in *Input) { in.Message = "caf\xe9" }, want: []error{ErrMessageTooBig}},
+		{name: "unknown model", in: func(in *Input) { in.Model = "nope" }, want: []error{ErrUnknownModel}},
+		{name: "no such conversation", in: func(in *Input) { in.ConversationID = "conv_nope" }, want: []error{ErrNotFound}},
+		{name: "another tenant's conversation", in: func(in *Input) { in.ConversationID, in.TenantID = "conv_1", "t2" }, want: []error{ErrNotFound}},
+		{name: "another user's conversation", in: func(in *Input) { in.ConversationID, in.UserID = "conv_1", "u2" }, want: []error{ErrNotFound}},
+		{name: "conversation deleted meanwhile", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = store.ErrNotFound }, want: []error{ErrNotFound}},
+		{name: "store down reading the conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errGet = storeDown }, want: []error{storeDown}},
+		{name: "store down adding messages", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = storeDown }, want: []error{storeDown}},
+		{name: "store down creating the conversation", store: func(s *fakeStore) { s.errCreate = storeDown }, want: []error{storeDown}},
+		{
+			name: "unknown, and the router says why", in: func(in *Input) { in.Model = "nope" },
+			router: resolvingRouter{&fakeRouter{unknown: "nope"}, errPassthroughOff}, want: []error{ErrUnknownModel, errPassthroughOff},
+		},
+		{
+			name: "unknown, and the router knows no more", in: func(in *Input) { in.Model = "nope" },
+			router: resolvingRouter{&fakeRouter{unknown: "nope"}, router.ErrUnknownModel}, want: []error{ErrUnknownModel},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,14 +52,20 @@ func TestPrepareErrors(t *testing.T) {
 			if tt.store != nil {
 				tt.store(st)
 			}
-			s := New(Options{Store: st, Router: &fakeRouter{unknown: "nope"}})
+			r := tt.router
+			if r == nil {
+				r = &fakeRouter{unknown: "nope"}
+			}
+			s := New(Options{Store: st, Router: r})
 			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
 			if tt.in != nil {
 				tt.in(&in)
 			}
 			turn, err := s.Prepare(t.Context(), in)
-			if !errors.Is(err, tt.want) || turn != nil {
-				t.Errorf("Prepare = %v, %v; want nil, %v", turn, err, tt.want)
+			for _, want := range tt.want {
+				if !errors.Is(err, want) || turn != nil {
+					t.Errorf("Prepare = %v, %v; want nil, %v", turn, err, want)
+				}
 			}
 			if n := len(st.msgs); n != 2 {
 				t.Errorf("%d messages stored, want the 2 seeded", n)
@@ -153,6 +168,16 @@ func TestPrepare(t *testing.T) {
 		})
 	}
 }
+
+// resolvingRouter is a router that says why it does not serve a name.
+type resolvingRouter struct {
+	*fakeRouter
+	err error
+}
+
+var errPassthroughOff = errors.New("models_passthrough is off")
+
+func (r resolvingRouter) Resolve(string) (time.Duration, error) { return 0, r.err }
 
 func TestTitle(t *testing.T) {
 	tests := []struct{ msg, want string }{
