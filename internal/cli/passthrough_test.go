@@ -200,8 +200,9 @@ func TestPassthroughPolicy(t *testing.T) {
 			if status != http.StatusNotFound || !strings.Contains(body, `the model \"azure/gpt-4o\" does not exist`) {
 				t.Errorf("unknown provider: %d %s", status, body)
 			}
-			if status, body := send(t, "POST", gw.URL+"/v1/chat", key, `{"model":"openai/gpt-4o-mini","message":"hi"}`); tc.served != (status == http.StatusOK) {
-				t.Errorf("/v1/chat: %d %s, want served %v", status, body, tc.served)
+			if status, body := send(t, "POST", gw.URL+"/v1/chat", key, `{"model":"openai/gpt-4o-mini","message":"hi"}`); tc.served != (status == http.StatusOK) ||
+				!tc.served && !strings.Contains(body, "models_passthrough") {
+				t.Errorf("/v1/chat: %d %s, want served %v (or a refusal naming models_passthrough)", status, body, tc.served)
 			}
 			status, body = send(t, "GET", gw.URL+"/v1/models", key, "")
 			var list struct {

@@ -136,7 +136,15 @@ func writePrepareError(w http.ResponseWriter, err error, model string) {
 	case errors.Is(err, conversation.ErrMessageTooBig):
 		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "message", "message is too long or not valid UTF-8")
 	case errors.Is(err, conversation.ErrUnknownModel):
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", "the model "+quoteValue(model)+" does not exist; GET /v1/models lists the available ones")
+		msg := "the model " + quoteValue(model) + " does not exist; GET /v1/models lists the available ones"
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				if e != conversation.ErrUnknownModel {
+					msg = "the model " + quoteValue(model) + " is not available: " + e.Error() // why, e.g. models_passthrough is off
+				}
+			}
+		}
+		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
 	case errors.Is(err, conversation.ErrNotFound):
 		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "conversation_id", "conversation not found")
 	case errors.Is(err, context.Canceled):
