@@ -2,6 +2,8 @@ package doccheck
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,6 +98,20 @@ func TestQuickstart(t *testing.T) {
 			t.Errorf("the fake got %+v; want POST /v1/chat/completions for gpt-4o-mini, streamed, with the exported key", r)
 		}
 	}
+
+	// The README's line after the snippets: in local mode a provider's
+	// model can be asked for as PROVIDER/MODEL.
+	t.Run("provider/model name", func(t *testing.T) {
+		before := len(fake.requests())
+		status, body := post(t, base+"/chat/completions", fmt.Sprintf(streamedHi, "openai/gpt-4o-mini"), "Authorization", "Bearer local")
+		if status != http.StatusOK || !strings.Contains(body, "first.") {
+			t.Fatalf("POST /v1/chat/completions for openai/gpt-4o-mini = %d %s", status, body)
+		}
+		reqs := fake.requests()
+		if len(reqs) != before+1 || reqs[before].Model != "gpt-4o-mini" {
+			t.Errorf("the fake got %+v, want one request for gpt-4o-mini", reqs[before:])
+		}
+	})
 
 	t.Run("node", func(t *testing.T) {
 		node, err := exec.LookPath("node")
