@@ -332,31 +332,49 @@ func (s *session) start(b block, args []string) *server {
 			s.stop(old)
 		}
 	}
-	real := freeAddr(s.t)
-	s.addrs[doc] = real
-	full := append([]string{args[0]}, s.rewrite(rest)...)
-	full = append(full, "--addr", real)
-	srv := &server{args: full, url: "http://" + real, stderr: &syncBuffer{}, done: make(chan struct{})}
-	srv.cmd = exec.Command(s.bin, full...)
-	srv.cmd.Dir, srv.cmd.Env = s.dir, s.environ()
-	srv.cmd.Stdout, srv.cmd.Stderr = srv.stderr, srv.stderr
-	if err := srv.cmd.Start(); err != nil {
-		s.t.Fatalf("%s: starting firstword %s: %v", b, strings.Join(full, " "), err)
-	}
-	go func() {
-		srv.err = srv.cmd.Wait()
-		close(srv.done)
-	}()
-	s.servers = append(s.servers, srv)
-	probe := srv.url + "/readyz"
+	probePath := "/readyz"
 	if args[0] == "sim" {
-		probe = srv.url + "/v1/models"
+		probePath = "/v1/models"
 	}
-	if err := waitReady(probe, srv.done); err != nil {
-		s.t.Fatalf("%s: firstword %s: %v\noutput: %s", b, strings.Join(full, " "), err, srv.stderr.String())
+	// The free port is found by listening and closing; should something
+	// else take it before the server does, try another.
+	for attempt := 1; ; attempt++ {
+		real := freeAddr(s.t)
+		s.addrs[doc] = real
+		full := append([]string{args[0]}, s.rewrite(rest)...)
+		full = append(full, "--addr", real)
+		srv := &server{args: full, url: "http://" + real, stderr: &syncBuffer{}, done: make(chan struct{})}
+		srv.cmd = exec.Command(s.bin, full...)
+		srv.cmd.Dir, srv.cmd.Env = s.dir, s.environ()
+		srv.cmd.Stdout, srv.cmd.Stderr = srv.stderr, srv.stderr
+		if err := srv.cmd.Start(); err != nil {
+			s.t.Fatalf("%s: starting firstword %s: %v", b, strings.Join(full, " "), err)
+		}
+		go func() {
+			srv.err = srv.cmd.Wait()
+			close(srv.done)
+		}()
+		err := waitReady(srv.url+probePath, srv.done)
+		if err == nil {
+			// What answered must be this process, not another that holds
+			// the port: one that could not listen exits at once.
+			select {
+			case <-srv.done:
+				err = fmt.Errorf("exited after %s answered: something else listens on %s", probePath, real)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if err != nil && attempt < 3 && strings.Contains(srv.stderr.String(), "address already in use") {
+			<-srv.done
+			continue
+		}
+		s.servers = append(s.servers, srv)
+		if err != nil {
+			s.t.Fatalf("%s: firstword %s: %v\noutput: %s", b, strings.Join(full, " "), err, srv.stderr.String())
+		}
+		s.ran = append(s.ran, fmt.Sprintf("%s: firstword %s → ready", b, strings.Join(full, " ")))
+		return srv
 	}
-	s.ran = append(s.ran, fmt.Sprintf("%s: firstword %s → ready", b, strings.Join(full, " ")))
-	return srv
 }
 
 // waitReady polls url until it answers 200, the process ends, or
