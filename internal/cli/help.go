@@ -58,7 +58,8 @@ FIRSTWORD_API_KEY). A tenant's key shows that tenant's traffic; an admin key
 			summary: "manage API keys",
 			about: `Manage API keys. Keys are stored hashed; a key is shown once, when created.
 With no key in the store, serve runs in single-user local mode on a loopback
-address only; once a key exists, every API request needs one.
+address only; once a key exists, every API request needs one (the pages,
+/v1/models, /healthz, /readyz and /metrics answer without).
 
 Actions:
   create   create a key and print it, once, on stdout
