@@ -181,18 +181,5 @@ func oneWordServer(t *testing.T, opt Options) *httptest.Server {
 // reads the response; its body is read whole before the connection closes.
 func rawRequest(t *testing.T, srv *httptest.Server, rest string) *http.Response {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+rest)
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body = io.NopCloser(strings.NewReader(string(b)))
-	return resp
+	return rawPost(t, srv, "/v1/chat/completions", rest)
 }
