@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // aisdkResult is what testdata/aisdk/check.mjs reports for one case.
@@ -41,7 +43,7 @@ func TestVercelAISDK(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
 		t.Skip("skipped: the AI SDK is not installed; run `npm ci --prefix internal/cli/testdata/aisdk` (.ci/run does)")
 	}
-	gw := startGateway(t, `
+	gw := gatewaytest.StartYAML(t, `
 providers:
   sim: {type: sim}
 models:

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -12,20 +13,22 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // replay is a fake upstream that answers every request with a captured
 // stream, event by event.
-func replay(t *testing.T, file string) *upstream {
+func replay(t *testing.T, file string) *gatewaytest.Upstream {
 	t.Helper()
 	raw, err := os.ReadFile("testdata/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
+	return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
 		for _, ev := range strings.SplitAfter(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\n\n") {
-			if ev != "" && !sseWrite(w, ev) {
+			if ev != "" && !gatewaytest.SSEWrite(w, ev) {
 				return
 			}
 		}
@@ -111,7 +114,7 @@ func textOf(msg anthropic.Message) string {
 // recorded bytes: text, a streamed tool call and usage come through.
 func TestAnthropicSDKToAnthropicUpstream(t *testing.T) {
 	up := replay(t, "anthropic_tool_use_stream.sse")
-	gw := startGateway(t, anthropicUpstream, up.URL)
+	gw := gatewaytest.StartYAML(t, anthropicUpstream, up.URL)
 	msg := streamMessage(t, gw.URL, true)
 	if text := textOf(msg); text != "I'll get the current weather in San Francisco for you in Fahrenheit." {
 		t.Errorf("text = %q", text)
@@ -124,7 +127,7 @@ func TestAnthropicSDKToAnthropicUpstream(t *testing.T) {
 		t.Errorf("stop %q usage %+v", msg.StopReason, msg.Usage)
 	}
 	// The upstream received an Anthropic request with the tool.
-	reqs := up.requests()
+	reqs := up.Requests()
 	if len(reqs) != 1 || !strings.Contains(reqs[0], `"name":"get_weather"`) || !strings.Contains(reqs[0], `"stream":true`) {
 		t.Errorf("upstream request %v", reqs)
 	}
@@ -146,7 +149,7 @@ func TestAnthropicSDKToAnthropicUpstream(t *testing.T) {
 // upstream: the tool call is translated both ways.
 func TestAnthropicSDKToOpenAIUpstream(t *testing.T) {
 	up := replay(t, "openai_chat_stream_toolcall.sse")
-	gw := startGateway(t, openaiUpstream, up.URL)
+	gw := gatewaytest.StartYAML(t, openaiUpstream, up.URL)
 	msg := streamMessage(t, gw.URL, true)
 	name, input := toolInput(t, msg)
 	if name != "get_weather" || input["city"] != "New York City" {
@@ -155,13 +158,13 @@ func TestAnthropicSDKToOpenAIUpstream(t *testing.T) {
 	if msg.StopReason != "tool_use" || msg.Usage.InputTokens != 44 || msg.Usage.OutputTokens != 16 {
 		t.Errorf("stop %q usage %+v", msg.StopReason, msg.Usage)
 	}
-	reqs := up.requests()
+	reqs := up.Requests()
 	if len(reqs) != 1 || !strings.Contains(reqs[0], `"type":"function"`) || !strings.Contains(reqs[0], `"name":"get_weather"`) {
 		t.Errorf("upstream request %v", reqs)
 	}
 	// Plain text from a text stream.
 	up2 := replay(t, "openai_chat_stream_usage.sse")
-	gw2 := startGateway(t, openaiUpstream, up2.URL)
+	gw2 := gatewaytest.StartYAML(t, openaiUpstream, up2.URL)
 	msg = streamMessage(t, gw2.URL, false)
 	if !strings.HasPrefix(textOf(msg), "I'm unable to provide real-time weather") || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != 30 {
 		t.Errorf("text %q stop %q usage %+v", textOf(msg), msg.StopReason, msg.Usage)
@@ -171,7 +174,7 @@ func TestAnthropicSDKToOpenAIUpstream(t *testing.T) {
 // TestOpenAISDKToAnthropicUpstream: OpenAI client, Anthropic upstream.
 func TestOpenAISDKToAnthropicUpstream(t *testing.T) {
 	up := replay(t, "anthropic_tool_use_stream.sse")
-	gw := startGateway(t, anthropicUpstream, up.URL)
+	gw := gatewaytest.StartYAML(t, anthropicUpstream, up.URL)
 	client := sdkClient(gw.URL)
 	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
 		Model:         "chat",
@@ -205,17 +208,17 @@ func TestOpenAISDKToAnthropicUpstream(t *testing.T) {
 // TestAnthropicErrorContract: Anthropic's error shapes, before the first
 // byte (status and JSON) and after it (event: error).
 func TestAnthropicErrorContract(t *testing.T) {
-	gw := startApp(t, mustParse(t, "providers:\n  sim: {type: sim}\nmodels:\n  chat: {max_attempts: 1, deployments: [{provider: sim, model: small}]}\n"))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, "providers:\n  sim: {type: sim}\nmodels:\n  chat: {max_attempts: 1, deployments: [{provider: sim, model: small}]}\n"))
 	client := anthropicClient(gw.URL)
 	_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "nope", MaxTokens: 10,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
 	var apiErr *anthropic.Error
-	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 404 {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 {
 		t.Errorf("unknown model: %v", err)
 	}
 	_, err = client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "chat", MaxTokens: 10,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi [sim fault=503]"))}})
-	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 529 {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 529 {
 		t.Errorf("overloaded: %v", err)
 	}
 	stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: "chat", MaxTokens: 100,
@@ -243,7 +246,7 @@ func TestAnthropicErrorContract(t *testing.T) {
 		t.Errorf("timeout mid-stream: err %v, text %q, stop %q", err, textOf(msg), msg.StopReason)
 	}
 	// Bad input names the field.
-	resp := postPath(t, gw.URL, "/v1/messages", `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
+	resp := gatewaytest.PostPath(t, gw.URL, "/v1/messages", `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
 	if resp.StatusCode != 400 {
 		t.Errorf("missing max_tokens: %d", resp.StatusCode)
 	}
@@ -253,9 +256,9 @@ func TestAnthropicErrorContract(t *testing.T) {
 // TestAnthropicHeartbeat: a quiet /v1/messages stream is kept open with
 // Anthropic's own ping event (not an SSE comment), which the SDK skips.
 func TestAnthropicHeartbeat(t *testing.T) {
-	gw := startApp(t, mustParse(t, "heartbeat: 50ms\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, "heartbeat: 50ms\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
 	const msg = "hi [sim ttft=250ms gap=1ms tokens=3]"
-	resp := postPath(t, gw.URL, "/v1/messages", `{"model":"chat","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"`+msg+`"}]}`)
+	resp := gatewaytest.PostPath(t, gw.URL, "/v1/messages", `{"model":"chat","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"`+msg+`"}]}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	body := string(b)

@@ -2,16 +2,13 @@ package cli_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/firstword/firstword/internal/bench"
-	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // BenchmarkStream streams a 20-chunk answer from a zero-delay upstream,
@@ -29,18 +26,7 @@ func BenchmarkStream(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	app, err := cli.Build(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer app.Close()
-	gln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- app.Serve(ctx, gln, time.Second) }()
-	defer func() { cancel(); <-done }()
-	gwURL := "http://" + gln.Addr().String()
-
+	gwURL := gatewaytest.Start(b, cfg).URL
 	for _, tc := range []struct{ name, url string }{{"direct", upURL}, {"gateway", gwURL}} {
 		b.Run(tc.name, func(b *testing.B) {
 			c := bench.NewClient(8)

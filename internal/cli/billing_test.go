@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
 )
 
@@ -33,17 +34,17 @@ models:
       - {provider: second, model: m2, priority: 1}
 `
 
-func twoUpstreamGateway(t *testing.T, firstType string, first, second *upstream, aliasKeys string) *gateway {
+func twoUpstreamGateway(t *testing.T, firstType string, first, second *gatewaytest.Upstream, aliasKeys string) *gatewaytest.Gateway {
 	t.Helper()
-	return startApp(t, mustParse(t, fmt.Sprintf(twoUpstreams, firstType, first.URL, second.URL, aliasKeys)))
+	return gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf(twoUpstreams, firstType, first.URL, second.URL, aliasKeys)))
 }
 
 // answering is an upstream that answers at once: "Hello world", its usage,
 // [DONE].
-func answering(t *testing.T, in, out int) *upstream {
-	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, chunkJSON("Hello")+chunkJSON(" world")+
+func answering(t *testing.T, in, out int) *gatewaytest.Upstream {
+	return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello")+gatewaytest.ChunkJSON(" world")+
 			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
 			usageJSON(in, out)+"data: [DONE]\n\n")
 	})
@@ -61,11 +62,11 @@ func thinking(in, out int) string {
 
 // usageView waits for the local tenant's /v1/usage to show requests rows
 // and returns its only row.
-func usageView(t *testing.T, gw *gateway, requests int) map[string]any {
+func usageView(t *testing.T, gw *gatewaytest.Gateway, requests int) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, v := getJSON(t, gw.URL+"/v1/usage", "")
+		_, v := gatewaytest.GetJSON(t, gw.URL+"/v1/usage", "")
 		data, _ := v["data"].([]any)
 		if len(data) == 1 {
 			row := data[0].(map[string]any)
@@ -113,9 +114,9 @@ func checkView(t *testing.T, row map[string]any, want map[string]float64) {
 // and 3 of reasoning before the other answered. The answer's cost is the
 // winner's alone; the view shows the two apart.
 func TestBillingHedgeLoser(t *testing.T) {
-	loser := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, thinking(900, 1)+thinking(900, 2)+thinking(900, 3))
+	loser := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, thinking(900, 1)+thinking(900, 2)+thinking(900, 3))
 		<-r.Context().Done() // still thinking when it is cancelled
 	})
 	winner := answering(t, 12, 5)
@@ -125,7 +126,7 @@ func TestBillingHedgeLoser(t *testing.T) {
 		t.Fatalf("text %q, headers %v", res.text, res.header)
 	}
 	select {
-	case <-loser.closed:
+	case <-loser.Closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the losing hedge was not cancelled")
 	}
@@ -162,12 +163,12 @@ func TestBillingFirstTokenTimeoutFallback(t *testing.T) {
 	}{
 		{"silent openai upstream", "openai", func(w http.ResponseWriter) {}, estimate, 0},
 		{"anthropic upstream that reported its input", "anthropic", func(w http.ResponseWriter) {
-			sseWrite(w, "event: message_start\ndata: "+`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m1","content":[],"stop_reason":null,"usage":{"input_tokens":1500,"output_tokens":1}}}`+"\n\n")
+			gatewaytest.SSEWrite(w, "event: message_start\ndata: "+`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m1","content":[],"stop_reason":null,"usage":{"input_tokens":1500,"output_tokens":1}}}`+"\n\n")
 		}, 1500, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
+			first := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
 				tc.silent(w)
 				<-r.Context().Done()
 			})
@@ -201,18 +202,18 @@ func TestBillingOpenAIUsageBeforeMissingDone(t *testing.T) {
 		name, stream string
 		want         chat.Usage
 	}{
-		{"usage chunk, no [DONE]", chunkJSON("Hello") + chunkJSON(" world") + finish + usageJSON(31, 7),
+		{"usage chunk, no [DONE]", gatewaytest.ChunkJSON("Hello") + gatewaytest.ChunkJSON(" world") + finish + usageJSON(31, 7),
 			chat.Usage{InputTokens: 31, OutputTokens: 7}},
-		{"usage on every chunk, cut", textWithUsage("Hello", 31, 1) + textWithUsage(" world", 31, 2) + chunkJSON(after),
+		{"usage on every chunk, cut", textWithUsage("Hello", 31, 1) + textWithUsage(" world", 31, 2) + gatewaytest.ChunkJSON(after),
 			chat.Usage{InputTokens: 31, OutputTokens: 2 + chat.EstimateTokens(after), Estimated: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
-				sseWrite(w, tc.stream) // and the body ends
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
+				gatewaytest.SSEWrite(w, tc.stream) // and the body ends
 			})
-			gw := startGateway(t, minimalConfig, up.URL)
-			resp := post(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			rec := waitRecord(t, gw, resp.Header.Get("X-Request-Id"))
@@ -227,16 +228,16 @@ func TestBillingOpenAIUsageBeforeMissingDone(t *testing.T) {
 // An Anthropic stream the client cancels after some text is metered with
 // the input tokens message_start reported; only its output is estimated.
 func TestBillingAnthropicCancel(t *testing.T) {
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, "event: message_start\ndata: "+`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"usage":{"input_tokens":1234,"output_tokens":1}}}`+"\n\n"+
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, "event: message_start\ndata: "+`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"usage":{"input_tokens":1234,"output_tokens":1}}}`+"\n\n"+
 			"event: content_block_start\ndata: "+`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n")
 		for _, text := range []string{"Hello", " there"} {
-			sseWrite(w, "event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+text+`"}}`+"\n\n")
+			gatewaytest.SSEWrite(w, "event: content_block_delta\ndata: "+`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+text+`"}}`+"\n\n")
 		}
 		<-r.Context().Done()
 	})
-	gw := startGateway(t, strings.ReplaceAll(anthropicUpstream, "claude-3-7-sonnet-20250219", "claude"), up.URL)
+	gw := gatewaytest.StartYAML(t, strings.ReplaceAll(anthropicUpstream, "claude-3-7-sonnet-20250219", "claude"), up.URL)
 	c := dialRaw(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	c.readHeaders(t)
 	id := c.hdr.Get("X-Request-Id")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
 )
 
@@ -62,16 +63,16 @@ func (c *rawClient) readUntil(t *testing.T, sub string, n int) string {
 
 // slowUpstream streams a chunk every gap until the client leaves, after
 // waiting ttft before its headers.
-func slowUpstream(t *testing.T, ttft, gap time.Duration) *upstream {
-	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+func slowUpstream(t *testing.T, ttft, gap time.Duration) *gatewaytest.Upstream {
+	return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-time.After(ttft):
 		case <-r.Context().Done():
 			return
 		}
-		sseHeaders(w)
+		gatewaytest.SSEHeaders(w)
 		for i := 0; ; i++ {
-			if !sseWrite(w, chunkJSON(fmt.Sprintf("w%d ", i))) {
+			if !gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON(fmt.Sprintf("w%d ", i))) {
 				return
 			}
 			select {
@@ -83,11 +84,11 @@ func slowUpstream(t *testing.T, ttft, gap time.Duration) *upstream {
 	})
 }
 
-func waitRecord(t *testing.T, gw *gateway, id string) metering.Record {
+func waitRecord(t *testing.T, gw *gatewaytest.Gateway, id string) metering.Record {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		if rec, ok := gw.Meter.Find(id); ok {
+		if rec, ok := gw.Meter().Find(id); ok {
 			return rec
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -114,7 +115,7 @@ func TestCancelOnDisconnect(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			up := slowUpstream(t, tt.ttft, 20*time.Millisecond)
-			gw := startGateway(t, minimalConfig+"    first_token_timeout: 15s\n    timeout: 30s\n", up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+"    first_token_timeout: 15s\n    timeout: 30s\n", up.URL)
 			body := fmt.Sprintf(`{"model":"chat","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, tt.stream)
 			c := dialRaw(t, gw.URL, body)
 			id := ""
@@ -128,7 +129,7 @@ func TestCancelOnDisconnect(t *testing.T) {
 			closedAt := time.Now()
 			c.conn.Close()
 			select {
-			case upAt := <-up.closed:
+			case upAt := <-up.Closed:
 				if d := upAt.Sub(closedAt); d > limit {
 					t.Errorf("upstream saw the close %v after the client left, want <= %v", d, limit)
 				} else {
@@ -155,7 +156,7 @@ func TestCancelOnDisconnect(t *testing.T) {
 // which may still read, gets a 499 error rather than an empty 200.
 func TestHalfCloseBeforeAnswer(t *testing.T) {
 	up := slowUpstream(t, 300*time.Millisecond, 10*time.Millisecond)
-	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 	for _, stream := range []bool{true, false} {
 		c := dialRaw(t, gw.URL, fmt.Sprintf(`{"model":"chat","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream))
 		c.conn.(*net.TCPConn).CloseWrite()

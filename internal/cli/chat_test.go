@@ -18,6 +18,7 @@ import (
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -113,28 +114,12 @@ func chatOnce(t *testing.T, url, key string, body map[string]any, stopAfter int)
 	}
 }
 
-func getJSON(t *testing.T, url, key string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var v map[string]any
-	json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v
-}
-
 // storedAnswer polls the conversation until the answer leaves streaming.
 func storedAnswer(t *testing.T, url, key, convID string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		_, conv := getJSON(t, url+"/v1/conversations/"+convID, key)
+		_, conv := gatewaytest.GetJSON(t, url+"/v1/conversations/"+convID, key)
 		msgs, _ := conv["messages"].([]any)
 		if len(msgs) > 0 {
 			last := msgs[len(msgs)-1].(map[string]any)
@@ -160,8 +145,8 @@ models:
     deployments: [{provider: sim, model: small}]
 `
 
-func chatGateway(t *testing.T, timeout string) *gateway {
-	return startApp(t, mustParse(t, fmt.Sprintf(chatConfig, timeout)))
+func chatGateway(t *testing.T, timeout string) *gatewaytest.Gateway {
+	return gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf(chatConfig, timeout)))
 }
 
 func TestChatTurns(t *testing.T) {
@@ -199,11 +184,11 @@ func TestChatTurns(t *testing.T) {
 	if r2.meta["conversation_id"] != convID || r2.meta["created"] != false || r2.last.kind != "done" {
 		t.Fatalf("second turn: %v / %v", r2.meta, r2.last.data)
 	}
-	_, conv := getJSON(t, gw.URL+"/v1/conversations/"+convID, "")
+	_, conv := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+convID, "")
 	if msgs := conv["messages"].([]any); len(msgs) != 4 {
 		t.Errorf("%d messages stored, want 4", len(msgs))
 	}
-	_, list := getJSON(t, gw.URL+"/v1/conversations", "")
+	_, list := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", "")
 	if data := list["data"].([]any); len(data) != 1 || data[0].(map[string]any)["id"] != convID {
 		t.Errorf("list = %v", list)
 	}
@@ -244,7 +229,7 @@ func TestChatEndings(t *testing.T) {
 				t.Errorf("stored content differs from what the client received:\nstored   %q\nreceived %q", ans["content"], r.text)
 			}
 			if tt.name == "client disconnects" {
-				if st := gw.Sims["sim"].Stats(); st.Cancelled != 1 {
+				if st := gw.Sim("sim").Stats(); st.Cancelled != 1 {
 					t.Errorf("sim stats %+v: the upstream was not cancelled", st)
 				}
 			}
@@ -292,7 +277,7 @@ sources:
     - {name: docs, url: "%s/d", timeout: 1s}
     - {name: orders, url: "%s/o?user={{user}}&q={{question}}", timeout: 1s}
 `, a.URL, b.URL, c.URL)
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "where is my order? [sim ttft=5ms gap=1ms tokens=5]"}, 0)
 	if r.last.kind != "done" {
 		t.Fatalf("last event %v", r.last)
@@ -313,7 +298,7 @@ sources:
     - {name: broken, url: "%s/x", timeout: 1s}
     - {name: slow, url: "%s/y", timeout: 50ms}
 `, bad.URL, slow.URL)
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=5ms gap=1ms tokens=5]"}, 0)
 	if r.last.kind != "done" || r.last.data["status"] != "complete" {
 		t.Fatalf("last %v", r.last)
@@ -360,7 +345,7 @@ sources:
   lookups:
     - {name: slow, url: "%s/y", timeout: 3s}
 `, g.URL, slow.URL)
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 
 	start := time.Now()
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "tell me the forbidden thing"}, 0)
@@ -378,7 +363,7 @@ sources:
 	if cancelled.Load() != 1 {
 		t.Error("the slow source never saw its request cancelled")
 	}
-	if st := gw.Sims["sim"].Stats(); st.Started != 0 {
+	if st := gw.Sim("sim").Stats(); st.Started != 0 {
 		t.Errorf("the model was called: %+v", st)
 	}
 	ans := storedAnswer(t, gw.URL, "", r.meta["conversation_id"].(string))
@@ -397,12 +382,12 @@ sources:
 func TestChatGuardCancelsModel(t *testing.T) {
 	g := guardServer(t, 200*time.Millisecond)
 	cfg := fmt.Sprintf(chatConfig, "20s") + fmt.Sprintf("guard:\n  http: {url: \"%s\", timeout: 1s}\n", g.URL)
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "forbidden [sim ttft=50ms gap=5ms tokens=100]"}, 0)
 	if r.last.data["code"] != "guardrail_blocked" || r.text != "" {
 		t.Fatalf("last %v, text %q", r.last, r.text)
 	}
-	if st := gw.Sims["sim"].Stats(); st.Started != 1 || st.Cancelled != 1 {
+	if st := gw.Sim("sim").Stats(); st.Started != 1 || st.Cancelled != 1 {
 		t.Errorf("sim %+v: want the model started and cancelled", st)
 	}
 }
@@ -415,7 +400,7 @@ func TestGuardModes(t *testing.T) {
 	for _, mode := range []string{"before", "parallel"} {
 		cfg := fmt.Sprintf(chatConfig, "20s") + fmt.Sprintf("chat:\n  guard_mode: %s\n  checkpoint_interval: 100ms\nguard:\n  http: {url: \"%s\", timeout: 1s}\n", mode, g.URL)
 		cfg = strings.Replace(cfg, "chat:\n  checkpoint_interval: 100ms\nproviders", "providers", 1)
-		gw := startApp(t, mustParse(t, cfg))
+		gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 		var sum float64
 		for range 5 {
 			r := chatOnce(t, gw.URL, "", map[string]any{"message": "hello [sim ttft=100ms gap=1ms tokens=5]"}, 0)
@@ -435,11 +420,11 @@ func TestTenantIsolation(t *testing.T) {
 	gw := chatGateway(t, "20s")
 	keys := map[string]string{}
 	for _, tenant := range []string{"acme", "globex"} {
-		if err := auth.EnsureTenant(context.Background(), gw.Store, tenant, tenant); err != nil {
+		if err := auth.EnsureTenant(context.Background(), gw.Store(), tenant, tenant); err != nil {
 			t.Fatal(err)
 		}
 		key, prefix, hash := auth.NewKey()
-		err := gw.Store.CreateAPIKey(context.Background(), &store.APIKey{ID: conversation.NewID("key_"), TenantID: tenant, UserID: tenant + "-user", Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC()})
+		err := gw.Store().CreateAPIKey(context.Background(), &store.APIKey{ID: conversation.NewID("key_"), TenantID: tenant, UserID: tenant + "-user", Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,10 +439,10 @@ func TestTenantIsolation(t *testing.T) {
 	conv := r.meta["conversation_id"].(string)
 	storedAnswer(t, gw.URL, keys["acme"], conv)
 
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations/"+conv, keys["globex"]); code != 404 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+conv, keys["globex"]); code != 404 {
 		t.Errorf("globex read acme's conversation: %d", code)
 	}
-	if _, list := getJSON(t, gw.URL+"/v1/conversations", keys["globex"]); len(list["data"].([]any)) != 0 {
+	if _, list := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", keys["globex"]); len(list["data"].([]any)) != 0 {
 		t.Errorf("globex listed %v", list)
 	}
 	if r := chatOnce(t, gw.URL, keys["globex"], map[string]any{"message": "hi", "conversation_id": conv}, 0); r.status != 404 {
@@ -470,19 +455,19 @@ func TestTenantIsolation(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Errorf("globex deleted acme's conversation: %d", resp.StatusCode)
 	}
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations/"+conv, keys["acme"]); code != 200 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+conv, keys["acme"]); code != 200 {
 		t.Errorf("acme lost its conversation: %d", code)
 	}
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", ""); code != 401 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", ""); code != 401 {
 		t.Errorf("no key: %d, want 401", code)
 	}
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", "fw_aaaaaaaa_"+strings.Repeat("b", 32)); code != 401 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", "fw_aaaaaaaa_"+strings.Repeat("b", 32)); code != 401 {
 		t.Errorf("wrong key: %d, want 401", code)
 	}
 	// Usage rows are written in the background, within moments.
 	var usage map[string]any
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, usage = getJSON(t, gw.URL+"/v1/usage", keys["acme"]); len(usage["data"].([]any)) > 0 {
+		if _, usage = gatewaytest.GetJSON(t, gw.URL+"/v1/usage", keys["acme"]); len(usage["data"].([]any)) > 0 {
 			break
 		}
 	}
@@ -518,7 +503,7 @@ func TestChatBadRequests(t *testing.T) {
 func TestChatRedactsEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(chatConfig, "20s") + fmt.Sprintf("guard: {pii_action: redact}\nstore: {path: %s}\n", filepath.Join(dir, "fw.db"))
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	const card, mail = "4111 1111 1111 1111", "bob@example.com"
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "mail me at " + mail + ", card " + card + " [sim echo ttft=1ms gap=1ms]"}, 0)
 	if r.last.kind != "done" || !strings.Contains(r.text, "[redacted card]") || strings.Contains(r.text, card) || strings.Contains(r.text, mail) {
@@ -526,8 +511,8 @@ func TestChatRedactsEverywhere(t *testing.T) {
 	}
 	convID := r.meta["conversation_id"].(string)
 	storedAnswer(t, gw.URL, "", convID)
-	_, conv := getJSON(t, gw.URL+"/v1/conversations/"+convID, "")
-	_, list := getJSON(t, gw.URL+"/v1/conversations", "")
+	_, conv := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+convID, "")
+	_, list := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", "")
 	for what, v := range map[string]any{"conversation": conv, "list": list} {
 		b, _ := json.Marshal(v)
 		if strings.Contains(string(b), card) || strings.Contains(string(b), mail) || !strings.Contains(string(b), "[redacted email]") {
@@ -546,7 +531,7 @@ func TestChatRedactsEverywhere(t *testing.T) {
 // TestBuiltInConfigGuards: with no config file, /v1/chat has the guard on
 // with its documented defaults.
 func TestBuiltInConfigGuards(t *testing.T) {
-	gw := startApp(t, config.Default())
+	gw := gatewaytest.Start(t, config.Default())
 	r := chatOnce(t, gw.URL, "", map[string]any{"model": "sim-small", "message": "card 4111 1111 1111 1111 [sim echo ttft=1ms gap=1ms]"}, 0)
 	if r.last.kind != "done" || !strings.Contains(r.text, "[redacted card]") {
 		t.Errorf("pii: text %q, last %v", r.text, r.last)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // BenchmarkChatPipeline measures the /v1/chat pipeline's own cost per
@@ -31,7 +33,7 @@ providers:
 models:
   chat: {deployments: [{provider: sim, model: medium}]}
 `, filepath.Join(b.TempDir(), "bench.db"))
-	gw := startApp(b, mustParse(b, cfg))
+	gw := gatewaytest.Start(b, gatewaytest.MustParse(b, cfg))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
@@ -62,9 +64,9 @@ models:
 					} `json:"stages"`
 				} `json:"timings"`
 			}
-			for _, ev := range readEvents(resp.Body) {
-				if strings.Contains(ev.data, `"timings"`) {
-					json.Unmarshal([]byte(ev.data), &done)
+			for _, ev := range gatewaytest.ReadEvents(resp.Body) {
+				if strings.Contains(ev.Data, `"timings"`) {
+					json.Unmarshal([]byte(ev.Data), &done)
 				}
 			}
 			resp.Body.Close()

@@ -1,5 +1,6 @@
-// Package cli is firstword's command line and its composition root: the
-// only place that reads the config and picks adapters.
+// Package cli is firstword's command line: each command parses its
+// flags, loads the config and calls what does the work (internal/gateway
+// for serve and levers, the store for keys, internal/bench), then prints.
 package cli
 
 import (

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/cli"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 func TestServeBadConfigExits(t *testing.T) {
@@ -45,7 +46,7 @@ func TestServeLogsStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	var stderr lockedBuffer
+	var stderr gatewaytest.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(string) string { return "" }, nil, io.Discard, &stderr)

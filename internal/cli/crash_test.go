@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 var (
@@ -47,25 +48,7 @@ func binary(t *testing.T) string {
 type process struct {
 	cmd *exec.Cmd
 	url string
-	log lockedBuffer
-}
-
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log gatewaytest.LogBuffer
 }
 
 func startProcess(t *testing.T, cfgPath, addr string) *process {
@@ -164,7 +147,7 @@ models:
 		t.Errorf("restart did not report interrupted answers:\n%s", p2.log.String())
 	}
 	conv := r.meta["conversation_id"].(string)
-	code, c := getJSON(t, p2.url+"/v1/conversations/"+conv, "")
+	code, c := gatewaytest.GetJSON(t, p2.url+"/v1/conversations/"+conv, "")
 	if code != 200 {
 		t.Fatalf("conversation after restart: %d", code)
 	}

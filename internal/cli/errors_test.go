@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
 )
 
@@ -38,16 +39,16 @@ func TestErrorsBeforeFirstByte(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				if tt.header != "" {
 					w.Header().Set("Retry-After", tt.header)
 				}
 				w.WriteHeader(tt.status)
 				io.WriteString(w, tt.body)
 			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 			for _, stream := range []string{"true", "false"} {
-				resp := post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
+				resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
 				checkErrorResponse(t, resp, tt.wantStatus, tt.wantCode)
 				if tt.header != "" && resp.Header.Get("Retry-After") != tt.header {
 					t.Errorf("Retry-After = %q, want %q", resp.Header.Get("Retry-After"), tt.header)
@@ -59,8 +60,8 @@ func TestErrorsBeforeFirstByte(t *testing.T) {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		addr := ln.Addr().String()
 		ln.Close()
-		gw := startGateway(t, minimalConfig+oneAttempt, "http://"+addr)
-		resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, "http://"+addr)
+		resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		checkErrorResponse(t, resp, 502, "upstream_unavailable")
 	})
 }
@@ -78,13 +79,13 @@ func TestUpstreamOKButNoAnswer(t *testing.T) {
 		{"only [DONE]", "text/event-stream", "data: [DONE]\n\n", "before any chunk"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", tt.ctype)
 				io.WriteString(w, tt.body)
 			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 			for _, stream := range []string{"true", "false"} {
-				resp := post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
+				resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 502 || !strings.Contains(string(b), tt.wantMsg) || strings.Contains(string(b), "[DONE]") {
@@ -99,19 +100,19 @@ func TestUpstreamOKButNoAnswer(t *testing.T) {
 // answers with a whole completion is streamed to a client that asked for
 // a stream, and answered whole to one that did not.
 func TestUpstreamAnsweredWhole(t *testing.T) {
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello whole"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
 	})
-	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-	resp := post(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"Hello whole"`) || !strings.Contains(string(b), `"finish_reason":"stop"`) ||
 		!strings.Contains(string(b), `"completion_tokens":2`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Errorf("stream: %d %s", resp.StatusCode, b)
 	}
-	resp = post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
+	resp = gatewaytest.Post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"Hello whole"`) || !strings.Contains(string(b), `"prompt_tokens":3`) {
@@ -145,7 +146,7 @@ func checkErrorResponse(t *testing.T, resp *http.Response, status int, code stri
 // TestErrorsMidStream: once text was sent, an upstream failure of any kind
 // ends the stream with an error event and no [DONE], keeping the text.
 func TestErrorsMidStream(t *testing.T) {
-	hello := chunkJSON("Hello") + chunkJSON(" world")
+	hello := gatewaytest.ChunkJSON("Hello") + gatewaytest.ChunkJSON(" world")
 	finish := `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
 	tests := []struct {
 		name string
@@ -173,17 +174,17 @@ func TestErrorsMidStream(t *testing.T) {
 }
 
 func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
 		if together {
-			sseWrite(w, hello+tail)
+			gatewaytest.SSEWrite(w, hello+tail)
 			return
 		}
-		sseWrite(w, hello)
-		sseWrite(w, tail)
+		gatewaytest.SSEWrite(w, hello)
+		gatewaytest.SSEWrite(w, tail)
 	})
-	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-	resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -191,7 +192,7 @@ func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
 	if resp.Header.Get("X-Firstword-Deployment") != "local/mock-model" || resp.Header.Get("Server-Timing") == "" {
 		t.Errorf("route headers missing: %v", resp.Header)
 	}
-	events := readEvents(resp.Body)
+	events := gatewaytest.ReadEvents(resp.Body)
 	var text strings.Builder
 	for _, ev := range events[:len(events)-1] {
 		var c struct {
@@ -199,7 +200,7 @@ func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
 				Delta struct{ Content string } `json:"delta"`
 			} `json:"choices"`
 		}
-		if json.Unmarshal([]byte(ev.data), &c) == nil && len(c.Choices) > 0 {
+		if json.Unmarshal([]byte(ev.Data), &c) == nil && len(c.Choices) > 0 {
 			text.WriteString(c.Choices[0].Delta.Content)
 		}
 	}
@@ -210,14 +211,14 @@ func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
 	var e struct {
 		Error *struct{ Message, Type, Code string } `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(last.data), &e); err != nil || e.Error == nil || e.Error.Message == "" {
-		t.Fatalf("last event %q is not an error event", last.data)
+	if err := json.Unmarshal([]byte(last.Data), &e); err != nil || e.Error == nil || e.Error.Message == "" {
+		t.Fatalf("last event %q is not an error event", last.Data)
 	}
 	for _, ev := range events {
-		if ev.data == "[DONE]" {
+		if ev.Data == "[DONE]" {
 			t.Error("a broken stream ended with [DONE]")
 		}
-		if strings.Contains(ev.data, `"finish_reason":"stop"`) {
+		if strings.Contains(ev.Data, `"finish_reason":"stop"`) {
 			t.Error("a broken stream reported finish_reason stop")
 		}
 	}
@@ -229,7 +230,7 @@ func testErrorMidStream(t *testing.T, hello, tail string, together bool) {
 
 // TestBadClientRequests: malformed requests get a 4xx naming the problem.
 func TestBadClientRequests(t *testing.T) {
-	gw := startGateway(t, minimalConfig, "http://127.0.0.1:1")
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig, "http://127.0.0.1:1")
 	tests := []struct {
 		name, body string
 		status     int
@@ -254,7 +255,7 @@ func TestBadClientRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := post(t, gw.URL, tt.body)
+			resp := gatewaytest.Post(t, gw.URL, tt.body)
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
 			var body struct {
@@ -289,20 +290,20 @@ func TestImplausibleUpstreamUsage(t *testing.T) {
 		{"huge", `{"prompt_tokens":9223372036854775807,"completion_tokens":9223372036854775807,"total_tokens":-2}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
-				sseWrite(w, chunkJSON("Hello")+
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
+				gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello")+
 					`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
 					`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":`+tc.usage+"}\n\n"+
 					"data: [DONE]\n\n")
 			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 			for _, stream := range []bool{true, false} {
 				opts := ""
 				if stream {
 					opts = `"stream_options":{"include_usage":true},`
 				}
-				resp := post(t, gw.URL, fmt.Sprintf(`{"model":"chat","stream":%v,%s"messages":[{"role":"user","content":"hi"}]}`, stream, opts))
+				resp := gatewaytest.Post(t, gw.URL, fmt.Sprintf(`{"model":"chat","stream":%v,%s"messages":[{"role":"user","content":"hi"}]}`, stream, opts))
 				b, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if err != nil {
@@ -315,7 +316,7 @@ func TestImplausibleUpstreamUsage(t *testing.T) {
 				if !stream && (resp.StatusCode != 200 || strings.Contains(string(b), "-100000") || strings.Contains(string(b), "922337")) {
 					t.Errorf("whole: %d %s", resp.StatusCode, b)
 				}
-				rec, ok := gw.Meter.Find(id)
+				rec, ok := gw.Meter().Find(id)
 				if !ok {
 					t.Fatalf("stream=%v: no record for %s", stream, id)
 				}
@@ -336,13 +337,13 @@ func TestUpstreamConnectionReset(t *testing.T) {
 		first string // sent before the reset
 	}{
 		{"after headers", ""},
-		{"mid-stream", chunkJSON("Hello")},
+		{"mid-stream", gatewaytest.ChunkJSON("Hello")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
 				if tc.first != "" {
-					sseWrite(w, tc.first)
+					gatewaytest.SSEWrite(w, tc.first)
 				}
 				conn, _, err := http.NewResponseController(w).Hijack()
 				if err != nil {
@@ -351,8 +352,8 @@ func TestUpstreamConnectionReset(t *testing.T) {
 				conn.(*net.TCPConn).SetLinger(0) // close sends a reset
 				conn.Close()
 			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-			resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body := string(b)
@@ -384,14 +385,14 @@ func TestEndMarkerEndsTheStream(t *testing.T) {
 			var doneAt atomic.Int64
 			var mu sync.Mutex
 			conns := map[string]bool{} // by the gateway's address
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				conns[r.RemoteAddr] = true
 				mu.Unlock()
-				sseHeaders(w)
-				sseWrite(w, chunkJSON("Hello"))
+				gatewaytest.SSEHeaders(w)
+				gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello"))
 				doneAt.Store(time.Now().UnixNano())
-				sseWrite(w, finishJSON)
+				gatewaytest.SSEWrite(w, gatewaytest.FinishJSON)
 				if tc.after >= 0 {
 					time.Sleep(tc.after)
 					return
@@ -402,15 +403,15 @@ func TestEndMarkerEndsTheStream(t *testing.T) {
 				}
 			})
 			defer close(release)
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 			for range 3 {
-				resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-				events := readEvents(resp.Body)
+				resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+				events := gatewaytest.ReadEvents(resp.Body)
 				resp.Body.Close()
-				if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+				if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
 					t.Fatalf("stream did not end with [DONE]: %v", events)
 				}
-				if late := events[len(events)-1].at.Sub(time.Unix(0, doneAt.Load())); late > 50*time.Millisecond {
+				if late := events[len(events)-1].At.Sub(time.Unix(0, doneAt.Load())); late > 50*time.Millisecond {
 					t.Errorf("[DONE] reached the client %v after the upstream sent it", late)
 				}
 				// The response's end, and the connection back in the pool

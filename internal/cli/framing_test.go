@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // TestRequestFramingLimits, on the served gateway: a request framed both
@@ -16,7 +18,7 @@ import (
 // closed (no request is smuggled behind it); a header block over
 // max_header_bytes gets 431.
 func TestRequestFramingLimits(t *testing.T) {
-	gw := startApp(t, mustParse(t, "max_header_bytes: 8192\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, "max_header_bytes: 8192\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
 	addr := strings.TrimPrefix(gw.URL, "http://")
 	raw := func(req string) (*http.Response, []byte, net.Conn) {
 		t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/gateway"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -174,7 +175,7 @@ func openKeyStore(ctx context.Context, env *Env, cfgPath string, create bool) (s
 		fmt.Fprintf(env.Stderr, "store: %s does not exist: no keys (serve and keys use firstword.db in the working directory unless --config names a store)\n", where)
 		return nil, errNoStore
 	}
-	return openStore(ctx, cfg)
+	return gateway.OpenStore(ctx, cfg)
 }
 
 // storeLocation says where a store keeps its data, for people and logs:

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/firstword/firstword/internal/cli"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
@@ -32,8 +34,8 @@ func TestKeysCommand(t *testing.T) {
 	cfgPath := filepath.Join(dir, "fw.yaml")
 	cfgText := fmt.Sprintf("store: {path: %s}\nauth: {cache_ttl: 50ms}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
 	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
-	gw := startApp(t, mustParse(t, cfgText))
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", ""); code != 200 {
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", ""); code != 200 {
 		t.Fatalf("local mode: %d", code)
 	}
 
@@ -48,10 +50,10 @@ func TestKeysCommand(t *testing.T) {
 		t.Errorf("list (must show the prefix, never the key): %q", list)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", ""); code != 401 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", ""); code != 401 {
 		t.Errorf("with a key existing, no key: %d, want 401", code)
 	}
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", key); code != 200 {
 		t.Errorf("with the key: %d", code)
 	}
 	// The operators' endpoints need an admin key.
@@ -61,13 +63,13 @@ func TestKeysCommand(t *testing.T) {
 		t.Fatalf("create --admin: %d %q", code, stderr)
 	}
 	for _, path := range []string{"/admin/runtime", "/admin/health", "/admin/sim", "/admin/debug/pprof/heap?debug=1"} {
-		if code, _ := getJSON(t, gw.URL+path, ""); code != 401 {
+		if code, _ := gatewaytest.GetJSON(t, gw.URL+path, ""); code != 401 {
 			t.Errorf("%s without a key: %d, want 401", path, code)
 		}
-		if code, _ := getJSON(t, gw.URL+path, key); code != 403 {
+		if code, _ := gatewaytest.GetJSON(t, gw.URL+path, key); code != 403 {
 			t.Errorf("%s with a tenant's key: %d, want 403", path, code)
 		}
-		if code, _ := getJSON(t, gw.URL+path, admin); code != 200 {
+		if code, _ := gatewaytest.GetJSON(t, gw.URL+path, admin); code != 200 {
 			t.Errorf("%s with the admin key: %d, want 200", path, code)
 		}
 	}
@@ -82,7 +84,7 @@ func TestKeysCommand(t *testing.T) {
 	bad := anthropic.NewClient(aoption.WithBaseURL(gw.URL+"/"), aoption.WithAPIKey("fw_nope_nope"), aoption.WithMaxRetries(0))
 	_, err := bad.Messages.New(context.Background(), params)
 	var apiErr *anthropic.Error
-	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), `"type":"authentication_error"`) || !strings.Contains(apiErr.RawJSON(), `"type":"error"`) {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), `"type":"authentication_error"`) || !strings.Contains(apiErr.RawJSON(), `"type":"error"`) {
 		t.Errorf("a bad x-api-key: %v", err)
 	}
 	// budget needs a key too once keys exist, and says so.
@@ -102,7 +104,7 @@ func TestKeysCommand(t *testing.T) {
 		t.Fatalf("revoke: %s", stderr)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if code, _ := getJSON(t, gw.URL+"/v1/conversations", key); code != 401 {
+	if code, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", key); code != 401 {
 		t.Errorf("revoked key: %d, want 401", code)
 	}
 	if _, _, code := runCLI(t, "keys", "revoke", "--config", cfgPath, "nosuchkey"); code == 0 {
@@ -189,8 +191,8 @@ func TestChatOnPostgres(t *testing.T) {
 		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping /v1/chat on PostgreSQL")
 	}
 	t.Setenv("FW_PG_URL", url)
-	cfg := mustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
-	gw := startApp(t, cfg)
+	cfg := gatewaytest.MustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
+	gw := gatewaytest.Start(t, cfg)
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=5ms gap=1ms tokens=12 fault=stall_mid after=6]"}, 6)
 	ans := storedAnswer(t, gw.URL, "", r.meta["conversation_id"].(string))
 	if ans["status"] != "cancelled" || ans["content"] != r.text {

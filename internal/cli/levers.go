@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/bench"
 	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/gateway"
 )
 
 // Levers measures the latency levers (stream, shorter answers, a smaller
@@ -30,22 +31,23 @@ func Levers(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	app, err := Build(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	cfg.ShutdownTimeout = time.Second
+	gw, err := gateway.Build(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		return err
 	}
-	defer app.Close()
+	defer gw.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(sctx, ln, time.Second) }()
+	go func() { done <- gw.Serve(sctx, ln) }()
 	defer func() { stop(); <-done }()
 	cost := func(id string) float64 {
 		for range 100 {
-			if rec, ok := app.Meter.Find(id); ok {
+			if rec, ok := gw.Meter().Find(id); ok {
 				return rec.Cost
 			}
 			time.Sleep(5 * time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/bench"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 const leversConfig = `
@@ -37,19 +38,19 @@ models:
 // reason, the response and its body.
 func completion(t *testing.T, url, body string, hdr ...string) (string, string, *http.Response) {
 	t.Helper()
-	resp := post(t, url, body, hdr...)
+	resp := gatewaytest.Post(t, url, body, hdr...)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if strings.Contains(body, `"stream":true`) {
 		var text, finish string
-		for _, ev := range readEvents(strings.NewReader(string(b))) {
+		for _, ev := range gatewaytest.ReadEvents(strings.NewReader(string(b))) {
 			var c struct {
 				Choices []struct {
 					Delta        struct{ Content string } `json:"delta"`
 					FinishReason *string                  `json:"finish_reason"`
 				} `json:"choices"`
 			}
-			if json.Unmarshal([]byte(ev.data), &c) == nil && len(c.Choices) > 0 {
+			if json.Unmarshal([]byte(ev.Data), &c) == nil && len(c.Choices) > 0 {
 				text += c.Choices[0].Delta.Content
 				if c.Choices[0].FinishReason != nil {
 					finish = *c.Choices[0].FinishReason
@@ -80,8 +81,8 @@ func deterministic(msg string, stream bool) string {
 // marked; Cache-Control: no-cache bypasses; non-deterministic requests are
 // not cached.
 func TestResponseCache(t *testing.T) {
-	gw := startApp(t, mustParse(t, leversConfig))
-	sim := gw.Sims["sim"]
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
+	sim := gw.Sim("sim")
 	msg := "Tell me about latency budgets in detail please, with examples. [sim ttft=30ms gap=2ms tokens=20]"
 	first, _, r1 := completion(t, gw.URL, deterministic(msg, true))
 	if sim.Stats().Completed != 1 || r1.Header.Get("X-Firstword-Cache") != "" {
@@ -133,27 +134,27 @@ func TestCacheNeverStoresPartialAnswers(t *testing.T) {
 		{"truncated", "why not? tell me more please, at length [sim ttft=5ms gap=1ms tokens=20 fault=truncate after=5]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gw := startApp(t, mustParse(t, leversConfig))
+			gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 			completion(t, gw.URL, deterministic(tc.msg, true))
 			completion(t, gw.URL, deterministic(tc.msg, true))
-			if st := gw.Sims["sim"].Stats(); st.Started != 2 {
+			if st := gw.Sim("sim").Stats(); st.Started != 2 {
 				t.Errorf("a failed answer was cached: %+v", st)
 			}
 		})
 	}
 	t.Run("client left", func(t *testing.T) {
-		gw := startApp(t, mustParse(t, leversConfig))
+		gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 		body := deterministic("stall for me please, a long question here [sim ttft=5ms gap=1ms tokens=20 fault=stall_mid after=3]", true)
 		c := dialRaw(t, gw.URL, body)
 		c.readHeaders(t)
 		c.readUntil(t, "data: ", 4)
 		c.conn.Close()
 		deadline := time.Now().Add(2 * time.Second)
-		for gw.Sims["sim"].Stats().Cancelled == 0 && time.Now().Before(deadline) {
+		for gw.Sim("sim").Stats().Cancelled == 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		completion(t, gw.URL, strings.Replace(body, "stall_mid", "error_mid", 1))
-		if st := gw.Sims["sim"].Stats(); st.Started != 2 {
+		if st := gw.Sim("sim").Stats(); st.Started != 2 {
 			t.Errorf("a cancelled answer was cached: %+v", st)
 		}
 	})
@@ -163,7 +164,7 @@ func TestCacheNeverStoresPartialAnswers(t *testing.T) {
 // every client gets the whole stream; one leaving does not cancel the
 // others, the last leaving does.
 func TestCoalescing(t *testing.T) {
-	gw := startApp(t, mustParse(t, leversConfig))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 	body := deterministic("What is the p95 of a latency budget, in words? [sim ttft=200ms gap=5ms tokens=25]", true)
 	const n = 8
 	var wg sync.WaitGroup
@@ -188,7 +189,7 @@ func TestCoalescing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	wg.Wait()
-	if st := gw.Sims["sim"].Stats(); st.Started != 1 {
+	if st := gw.Sim("sim").Stats(); st.Started != 1 {
 		t.Errorf("%d identical concurrent requests made %d upstream calls, want 1", n, st.Started)
 	}
 	for i := range texts {
@@ -204,7 +205,7 @@ func TestCoalescing(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		total = 0
-		for _, r := range gw.Meter.Recent() {
+		for _, r := range gw.Meter().Recent() {
 			total += r.Usage.OutputTokens
 		}
 		if total >= 12 {
@@ -215,13 +216,13 @@ func TestCoalescing(t *testing.T) {
 	if total != 12 {
 		t.Errorf("output tokens billed across the %d clients: %d, want one answer's 12", n, total)
 	}
-	if got := metricLine(t, gw, `firstword_events_total{alias="chat",event="coalesced"}`); !strings.HasSuffix(got, fmt.Sprintf(" %d", n-1)) {
+	if got := gatewaytest.MetricLine(t, gw, `firstword_events_total{alias="chat",event="coalesced"}`); !strings.HasSuffix(got, fmt.Sprintf(" %d", n-1)) {
 		t.Errorf("coalesced events: %q, want %d", got, n-1)
 	}
 }
 
 func TestCoalescedClientsLeaving(t *testing.T) {
-	gw := startApp(t, mustParse(t, leversConfig))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 	body := deterministic("Explain coalescing at some length, please. [sim ttft=50ms gap=20ms tokens=30]", true)
 	a := dialRaw(t, gw.URL, body)
 	a.readHeaders(t)
@@ -231,16 +232,16 @@ func TestCoalescedClientsLeaving(t *testing.T) {
 	b.readUntil(t, "data: ", 3)
 	a.conn.Close() // one leaves
 	time.Sleep(100 * time.Millisecond)
-	if st := gw.Sims["sim"].Stats(); st.Cancelled != 0 {
+	if st := gw.Sim("sim").Stats(); st.Cancelled != 0 {
 		t.Fatalf("one subscriber leaving cancelled the upstream: %+v", st)
 	}
 	b.readUntil(t, "data: ", 6) // the other still receives
 	b.conn.Close()              // the last leaves
 	deadline := time.Now().Add(time.Second)
-	for gw.Sims["sim"].Stats().Cancelled == 0 && time.Now().Before(deadline) {
+	for gw.Sim("sim").Stats().Cancelled == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st := gw.Sims["sim"].Stats(); st.Cancelled != 1 || st.Started != 1 {
+	if st := gw.Sim("sim").Stats(); st.Cancelled != 1 || st.Started != 1 {
 		t.Errorf("after the last subscriber left: %+v, want the upstream cancelled", st)
 	}
 }
@@ -248,7 +249,7 @@ func TestCoalescedClientsLeaving(t *testing.T) {
 // TestAnswerCapsAndRules: the cap and default apply; the routing rules
 // pick the documented tier.
 func TestAnswerCapsAndRules(t *testing.T) {
-	gw := startApp(t, mustParse(t, leversConfig))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 	long := "Please explain in detail how the latency budget of a chat request is split across stages [sim ttft=5ms gap=1ms]"
 	body := func(msg string, maxTokens int) string {
 		mt := ""
@@ -293,7 +294,7 @@ func TestAnswerCapsAndRules(t *testing.T) {
 	}
 	// The decisions are counted, by rule.
 	for _, rule := range []string{"short-questions", "translation", "hinted"} {
-		if got := metricLine(t, gw, `firstword_routing_rule_total{alias="chat",rule="`+rule+`",to="fast"}`); !strings.HasSuffix(got, " 1") {
+		if got := gatewaytest.MetricLine(t, gw, `firstword_routing_rule_total{alias="chat",rule="`+rule+`",to="fast"}`); !strings.HasSuffix(got, " 1") {
 			t.Errorf("rule %s counted as %q, want 1", rule, got)
 		}
 	}
@@ -302,13 +303,13 @@ func TestAnswerCapsAndRules(t *testing.T) {
 // TestBrevityInstruction: the alias's brevity instruction reaches the
 // upstream in the system prompt.
 func TestBrevityInstruction(t *testing.T) {
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, chunkJSON("ok")+finishJSON)
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("ok")+gatewaytest.FinishJSON)
 	})
-	gw := startGateway(t, minimalConfig+"    brevity: Answer in one sentence.\n", up.URL)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+"    brevity: Answer in one sentence.\n", up.URL)
 	completion(t, gw.URL, `{"model":"chat","messages":[{"role":"system","content":"You help."},{"role":"user","content":"hi"}]}`)
-	reqs := up.requests()
+	reqs := up.Requests()
 	if len(reqs) != 1 || !strings.Contains(reqs[0], `"content":"You help.\n\nAnswer in one sentence."`) {
 		t.Errorf("upstream request %v lacks the brevity instruction", reqs)
 	}
@@ -322,19 +323,19 @@ func TestRedisCacheAcrossReplicas(t *testing.T) {
 	}
 	t.Setenv("FW_REDIS", url)
 	cfg := leversConfig + "cache: {driver: redis, url_env: FW_REDIS}\n"
-	a, b := startApp(t, mustParseEnv(t, cfg)), startApp(t, mustParseEnv(t, cfg))
+	a, b := gatewaytest.Start(t, gatewaytest.MustParseEnv(t, cfg)), gatewaytest.Start(t, gatewaytest.MustParseEnv(t, cfg))
 	msg := fmt.Sprintf("A question for two replicas, unique %d. [sim ttft=5ms gap=1ms tokens=10]", time.Now().UnixNano())
 	first, _, _ := completion(t, a.URL, deterministic(msg, true))
 	// The answer is written to Redis after its ending, off the client's
 	// path: wait for it before asking the other replica.
-	if err := a.Levers.Flush(context.Background()); err != nil {
+	if err := a.Levers().Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	second, _, resp := completion(t, b.URL, deterministic(msg, true))
 	if second != first || resp.Header.Get("X-Firstword-Cache") != "hit" {
 		t.Errorf("replica b: equal %v, cache header %q", second == first, resp.Header.Get("X-Firstword-Cache"))
 	}
-	if st := b.Sims["sim"].Stats(); st.Started != 0 {
+	if st := b.Sim("sim").Stats(); st.Started != 0 {
 		t.Errorf("replica b called its upstream: %+v", st)
 	}
 }
@@ -350,10 +351,10 @@ func TestLeverTable(t *testing.T) {
     tiers:
       medium: {ttft: 60ms, tokens_per_second: 3000}
       small: {ttft: 30ms, tokens_per_second: 6000}`, 1)
-	gw := startApp(t, mustParse(t, cfg))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	cost := func(id string) float64 {
 		for range 200 {
-			if rec, ok := gw.App.Meter.Find(id); ok {
+			if rec, ok := gw.Meter().Find(id); ok {
 				return rec.Cost
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -400,7 +401,7 @@ func TestLeverTable(t *testing.T) {
 // coalescing path, and its deadline still ends it as documented: the
 // answer is cut and kept with finish_reason "timeout", streamed or not.
 func TestDeterministicTimeout(t *testing.T) {
-	gw := startApp(t, mustParse(t, leversConfig))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 	for _, stream := range []bool{true, false} {
 		body := fmt.Sprintf(`{"model":"chat","stream":%v,"temperature":0,"max_tokens":30,"messages":[{"role":"user","content":"Please explain at some length why the sky is blue and sunsets are red (%v) [sim ttft=10ms gap=100ms tokens=30]"}]}`, stream, stream)
 		text, finish, resp := completion(t, gw.URL, body, "X-Request-Timeout", "0.5")
@@ -409,9 +410,9 @@ func TestDeterministicTimeout(t *testing.T) {
 		}
 	}
 	// A cut answer is not cached: the same request again calls the upstream.
-	before := gw.Sims["sim"].Stats().Started
+	before := gw.Sim("sim").Stats().Started
 	completion(t, gw.URL, `{"model":"chat","stream":true,"temperature":0,"max_tokens":30,"messages":[{"role":"user","content":"Please explain at some length why the sky is blue and sunsets are red (true) [sim ttft=10ms gap=100ms tokens=30]"}]}`, "X-Request-Timeout", "0.3")
-	if got := gw.Sims["sim"].Stats().Started; got != before+1 {
+	if got := gw.Sim("sim").Stats().Started; got != before+1 {
 		t.Errorf("a cut answer was served from the cache (upstream calls %d → %d)", before, got)
 	}
 }

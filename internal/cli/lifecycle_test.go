@@ -3,20 +3,18 @@ package cli_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/store/sqlite"
@@ -38,20 +36,20 @@ func TestStalePooledConnection(t *testing.T) {
 			conn.Close()
 			return
 		}
-		sseHeaders(w)
-		sseWrite(w, chunkJSON("ok")+finishJSON)
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("ok")+gatewaytest.FinishJSON)
 	}))
 	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, new(atomic.Int32))
 	}
 	srv.Start()
 	defer srv.Close()
-	gw := startGateway(t, minimalConfig+oneAttempt, srv.URL)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, srv.URL)
 	// A request reuses the pooled connection once the previous answer's
 	// body was read to its end (in the background); on a busy machine a
 	// request may start before that and dial afresh, so it takes a few.
 	for i := range 5 {
-		resp := post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
+		resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"ok"`) {
@@ -65,45 +63,25 @@ func TestStalePooledConnection(t *testing.T) {
 	t.Errorf("no request met a stale pooled connection: the test proves nothing")
 }
 
-// serveWithDrain runs the sim gateway with the given drain timeout and
-// returns its URL and a function that sends it SIGTERM (cancels its
-// context) and waits for Serve to return.
-func serveWithDrain(t *testing.T, drain time.Duration) (*cli.App, string, func() error) {
+// serveWithDrain runs the sim gateway with the given drain timeout (its
+// shutdown_timeout) and returns it, its URL and a function that sends it
+// SIGTERM (cancels its context) and waits for Serve to return.
+func serveWithDrain(t *testing.T, drain time.Duration) (*gatewaytest.Gateway, string, func() error) {
 	return serveConfigWithDrain(t, config.Default(), drain)
 }
 
-func serveConfigWithDrain(t *testing.T, cfg *config.Config, drain time.Duration) (*cli.App, string, func() error) {
+func serveConfigWithDrain(t *testing.T, cfg *config.Config, drain time.Duration) (*gatewaytest.Gateway, string, func() error) {
 	t.Helper()
-	app, err := cli.Build(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, drain) }()
-	var once sync.Once
-	var serr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			serr = <-done
-			app.Close()
-		})
-		return serr
-	}
-	t.Cleanup(func() { stop() })
-	return app, "http://" + ln.Addr().String(), stop
+	cfg.ShutdownTimeout = drain
+	gw := gatewaytest.Start(t, cfg)
+	return gw, gw.URL, gw.Stop
 }
 
 // TestGracefulShutdown: on SIGTERM, open streams finish within the drain
 // timeout and new connections are refused.
 func TestGracefulShutdown(t *testing.T) {
 	_, url, stop := serveWithDrain(t, 5*time.Second)
-	resp := post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=100ms gap=20ms tokens=30]"}]}`)
+	resp := gatewaytest.Post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=100ms gap=20ms tokens=30]"}]}`)
 	defer resp.Body.Close()
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
@@ -111,8 +89,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Error("a new connection was accepted during shutdown")
 	}
-	events := readEvents(resp.Body)
-	if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+	events := gatewaytest.ReadEvents(resp.Body)
+	if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
 		t.Fatalf("the open stream did not finish: %d events", len(events))
 	}
 	if err := <-stopped; err != nil {
@@ -126,21 +104,21 @@ func TestGracefulShutdown(t *testing.T) {
 // client's).
 func TestShutdownDrainTimeout(t *testing.T) {
 	app, url, stop := serveWithDrain(t, 200*time.Millisecond)
-	resp := post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`)
+	resp := gatewaytest.Post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=50ms tokens=200]"}]}`)
 	defer resp.Body.Close()
 	id := resp.Header.Get("X-Request-Id")
 	go stop()
-	events := readEvents(resp.Body)
+	events := gatewaytest.ReadEvents(resp.Body)
 	last := events[len(events)-1]
-	if !strings.Contains(last.data, `"error"`) || !strings.Contains(last.data, "shutting down") {
-		t.Errorf("last event = %q, want a shutting-down error event", last.data)
+	if !strings.Contains(last.Data, `"error"`) || !strings.Contains(last.Data, "shutting down") {
+		t.Errorf("last event = %q, want a shutting-down error event", last.Data)
 	}
 	stop()
-	rec, ok := app.Meter.Find(id)
+	rec, ok := app.Meter().Find(id)
 	if !ok || rec.Status != "interrupted" {
 		t.Errorf("record = %+v, want status interrupted", rec)
 	}
-	st := app.Sims["sim"].Stats()
+	st := app.Sim("sim").Stats()
 	if st.Cancelled != 1 {
 		t.Errorf("sim stats %+v: want the stream cancelled upstream", st)
 	}
@@ -158,7 +136,7 @@ func TestShutdownMidChatAnswer(t *testing.T) {
 	go func() {
 		r <- chatOnce(t, url, "", map[string]any{"message": "hi [sim ttft=10ms gap=50ms tokens=200]"}, 0)
 	}()
-	for app.Sims["sim"].Stats().Started == 0 { // the answer is being generated
+	for app.Sim("sim").Stats().Started == 0 { // the answer is being generated
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond) // and some of it was sent
@@ -184,7 +162,7 @@ func TestShutdownMidChatAnswer(t *testing.T) {
 		t.Errorf("stored %s %q (%s), want interrupted with the %d bytes received", m.Status, m.Content, m.ErrorCode, len(res.text))
 	}
 	var rec metering.Record
-	for _, x := range app.Meter.Recent() {
+	for _, x := range app.Meter().Recent() {
 		if x.Surface == "chat" {
 			rec = x
 		}
@@ -218,10 +196,10 @@ func TestUnreadyBeforeClosing(t *testing.T) {
 	if got := code("/readyz"); got != 503 {
 		t.Errorf("/readyz during the shutdown delay: %d, want 503", got)
 	}
-	resp := post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`)
-	events := readEvents(resp.Body)
+	resp := gatewaytest.Post(t, url, `{"model":"sim-small","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`)
+	events := gatewaytest.ReadEvents(resp.Body)
 	resp.Body.Close()
-	if len(events) == 0 || events[len(events)-1].data != "[DONE]" {
+	if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
 		t.Errorf("a request during the shutdown delay: %d events", len(events))
 	}
 	if err := <-stopped; err != nil {
@@ -250,7 +228,7 @@ func TestShutdownWholeAnswer(t *testing.T) {
 			resp, err := http.Post(url+tc.path, "application/json", strings.NewReader(tc.body))
 			done <- answer{resp, err}
 		}()
-		for app.Sims["sim"].Stats().Started == 0 { // the answer is being generated
+		for app.Sim("sim").Stats().Started == 0 { // the answer is being generated
 			time.Sleep(5 * time.Millisecond)
 		}
 		go stop()

@@ -20,16 +20,17 @@ import (
 
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/cli"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // knownStages is a pipeline with the lesson's stage delays: an 80 ms
 // guard, three context lookups of 30, 120 and 60 ms in parallel, a 600 ms
 // TTFT.
-func knownStages(t *testing.T, extra string) *gateway {
+func knownStages(t *testing.T, extra string) *gatewaytest.Gateway {
 	t.Helper()
 	g := guardServer(t, 80*time.Millisecond)
 	a, b, c := lookupServer(t, 30*time.Millisecond, 200, nil), lookupServer(t, 120*time.Millisecond, 200, nil), lookupServer(t, 60*time.Millisecond, 200, nil)
-	return startApp(t, mustParse(t, fmt.Sprintf(`
+	return gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf(`
 chat: {guard_mode: before}
 guard:
   http: {url: "%s", timeout: 1s}
@@ -45,7 +46,7 @@ models:
 %s`, g.URL, a.URL, b.URL, c.URL, extra)))
 }
 
-func sendKnown(t *testing.T, gw *gateway, n int) {
+func sendKnown(t *testing.T, gw *gatewaytest.Gateway, n int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for range n {
@@ -72,7 +73,7 @@ func sendKnown(t *testing.T, gw *gateway, n int) {
 func TestBudgetReportKnownStages(t *testing.T) {
 	gw := knownStages(t, "")
 	sendKnown(t, gw, 12)
-	rep := gw.Window.Report(time.Now(), "", "", "chat", 5)
+	rep := gw.Window().Report(time.Now(), "", "", "chat", 5)
 	byName := map[string]window.Row{}
 	for _, r := range rep.Stages {
 		byName[r.Name] = r
@@ -131,7 +132,7 @@ func TestBudgetReportKnownStages(t *testing.T) {
 func TestOverBudgetNamed(t *testing.T) {
 	gw := knownStages(t, "budget:\n  stages:\n    docs: {p95: 50ms}\n    ttft: {p95: 2s}\n")
 	sendKnown(t, gw, 4)
-	rep := gw.Window.Report(time.Now(), "", "", "", 0)
+	rep := gw.Window().Report(time.Now(), "", "", "", 0)
 	if rep.Overspend != "docs" {
 		t.Errorf("most over budget %q, want docs (120 ms against 50 ms)", rep.Overspend)
 	}
@@ -142,7 +143,7 @@ func TestOverBudgetNamed(t *testing.T) {
 func TestMetricsExposition(t *testing.T) {
 	gw := knownStages(t, "")
 	sendKnown(t, gw, 3)
-	resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`)
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	time.Sleep(50 * time.Millisecond)

@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // openaiUp is a fake OpenAI upstream that streams "Hello from upstream".
-func openaiUp(t *testing.T) *upstream {
-	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, chunkJSON("Hello")+chunkJSON(" from upstream")+finishJSON)
+func openaiUp(t *testing.T) *gatewaytest.Upstream {
+	return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello")+gatewaytest.ChunkJSON(" from upstream")+gatewaytest.FinishJSON)
 	})
 }
 
@@ -34,10 +36,10 @@ func closedPort(t *testing.T) string {
 }
 
 // upstreamModels returns the model field of each request the upstream got.
-func upstreamModels(t *testing.T, u *upstream) []string {
+func upstreamModels(t *testing.T, u *gatewaytest.Upstream) []string {
 	t.Helper()
 	var out []string
-	for _, b := range u.requests() {
+	for _, b := range u.Requests() {
 		var body struct{ Model string }
 		if err := json.Unmarshal([]byte(b), &body); err != nil {
 			t.Fatalf("upstream body %q: %v", b, err)
@@ -53,7 +55,7 @@ func upstreamModels(t *testing.T, u *upstream) []string {
 // deployment, and the fallback shows in the headers and the metrics.
 func TestRuleTargetUnreachableFallsBackToAskedAlias(t *testing.T) {
 	up := openaiUp(t)
-	gw := startGateway(t, `
+	gw := gatewaytest.StartYAML(t, `
 providers:
   openai: {type: openai, base_url: "{{UP}}/v1"}
   local: {type: openai, base_url: "http://`+closedPort(t)+`/v1"}
@@ -70,7 +72,7 @@ models:
 		if stream {
 			body = `{"model":"chat","stream":true,"messages":[{"role":"user","content":"What is 2+2?"}]}`
 		}
-		resp := post(t, gw.URL, body)
+		resp := gatewaytest.Post(t, gw.URL, body)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "from upstream") {
@@ -89,10 +91,10 @@ models:
 	if got := upstreamModels(t, up); len(got) != 2 || got[0] != "gpt-4o" || got[1] != "gpt-4o" {
 		t.Errorf("upstream models %q, want chat's gpt-4o twice", got)
 	}
-	if line := metricLine(t, gw, `firstword_routing_rule_fallback_total{alias="chat",rule="short-questions",to="fast"}`); !strings.HasSuffix(line, " 2") {
+	if line := gatewaytest.MetricLine(t, gw, `firstword_routing_rule_fallback_total{alias="chat",rule="short-questions",to="fast"}`); !strings.HasSuffix(line, " 2") {
 		t.Errorf("metric: %s, want 2", line)
 	}
-	if line := metricLine(t, gw, `firstword_routing_rule_total{alias="chat",rule="short-questions",to="fast"}`); !strings.HasSuffix(line, " 2") {
+	if line := gatewaytest.MetricLine(t, gw, `firstword_routing_rule_total{alias="chat",rule="short-questions",to="fast"}`); !strings.HasSuffix(line, " 2") {
 		t.Errorf("metric: %s, want 2", line)
 	}
 }
@@ -109,9 +111,9 @@ models:
     deployments: [{provider: openai, model: gpt-4o}, {provider: sim, model: medium, priority: 1}]
 `
 
-func passthroughGateway(t *testing.T, policy string, up *upstream) *gateway {
+func passthroughGateway(t *testing.T, policy string, up *gatewaytest.Upstream) *gatewaytest.Gateway {
 	t.Helper()
-	return startGateway(t, strings.Replace(passthroughConfig, "%s", policy, 1), up.URL)
+	return gatewaytest.StartYAML(t, strings.Replace(passthroughConfig, "%s", policy, 1), up.URL)
 }
 
 // TestPassthroughOpenAISDK: the official OpenAI SDK asks for
@@ -148,7 +150,7 @@ func TestPassthroughOpenAISDK(t *testing.T) {
 	if got := upstreamModels(t, up); len(got) != 2 || got[0] != "gpt-4o-mini" || got[1] != "gpt-4o-mini" {
 		t.Errorf("upstream models %q, want gpt-4o-mini twice", got)
 	}
-	if line := metricLine(t, gw, `firstword_requests_total{alias="openai/gpt-4o-mini",deployment="openai/gpt-4o-mini",status="complete",surface="openai"}`); !strings.HasSuffix(line, " 2") {
+	if line := gatewaytest.MetricLine(t, gw, `firstword_requests_total{alias="openai/gpt-4o-mini",deployment="openai/gpt-4o-mini",status="complete",surface="openai"}`); !strings.HasSuffix(line, " 2") {
 		t.Errorf("metric: %s, want 2", line)
 	}
 	// The sim's tiers are models too.
@@ -183,7 +185,7 @@ func TestPassthroughPolicy(t *testing.T) {
 			gw := passthroughGateway(t, tc.policy, up)
 			key := ""
 			if tc.key {
-				key = newKey(t, gw.Store, "acme", "", false)
+				key = newKey(t, gw.Store(), "acme", "", false)
 			}
 			status, body := send(t, "POST", gw.URL+"/v1/chat/completions", key, ask)
 			switch {
@@ -237,7 +239,7 @@ func TestPassthroughLevers(t *testing.T) {
 	gw := passthroughGateway(t, "on", up)
 	const body = `{"model":"openai/gpt-4o-mini","temperature":0,"stream":true,"messages":[{"role":"user","content":"What is 2+2?"}]}`
 	for i, want := range []string{"", "hit"} {
-		resp := post(t, gw.URL, body)
+		resp := gatewaytest.Post(t, gw.URL, body)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "from upstream") {
@@ -247,10 +249,10 @@ func TestPassthroughLevers(t *testing.T) {
 			t.Errorf("request %d: X-Firstword-Cache %q, want %q", i+1, got, want)
 		}
 	}
-	if n := len(up.requests()); n != 1 {
+	if n := len(up.Requests()); n != 1 {
 		t.Errorf("the upstream was asked %d times, want once", n)
 	}
-	if line := metricLine(t, gw, `firstword_events_total{alias="openai/gpt-4o-mini",event="cache_hit"}`); !strings.HasSuffix(line, " 1") {
+	if line := gatewaytest.MetricLine(t, gw, `firstword_events_total{alias="openai/gpt-4o-mini",event="cache_hit"}`); !strings.HasSuffix(line, " 1") {
 		t.Errorf("metric: %s, want 1", line)
 	}
 }

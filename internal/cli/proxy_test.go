@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // startNginx runs nginx with its default buffering (proxy_buffering on,
@@ -86,7 +88,7 @@ http {
 // heartbeats keep a long first token alive, and a client that leaves
 // through nginx still cancels the upstream.
 func TestBehindBufferingNginx(t *testing.T) {
-	gw := startGateway(t, `
+	gw := gatewaytest.StartYAML(t, `
 heartbeat: 150ms
 providers:
   sim: {type: sim}
@@ -144,7 +146,7 @@ models:
 	})
 
 	t.Run("a client leaving cancels the upstream", func(t *testing.T) {
-		before := gw.Sims["sim"].Stats().Cancelled
+		before := gw.Sim("sim").Stats().Cancelled
 		ctx, cancel := context.WithCancel(context.Background())
 		resp := post(ctx, "Go. [sim ttft=50ms gap=50ms tokens=200]")
 		br := bufio.NewReader(resp.Body)
@@ -160,9 +162,9 @@ models:
 		cancel()
 		resp.Body.Close()
 		deadline := time.Now().Add(3 * time.Second)
-		for gw.Sims["sim"].Stats().Cancelled == before {
+		for gw.Sim("sim").Stats().Cancelled == before {
 			if time.Now().After(deadline) {
-				t.Fatalf("sim stats %+v: the upstream was not cancelled after the client left through nginx", gw.Sims["sim"].Stats())
+				t.Fatalf("sim stats %+v: the upstream was not cancelled after the client left through nginx", gw.Sim("sim").Stats())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

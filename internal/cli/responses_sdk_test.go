@@ -12,6 +12,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // outputText joins the text of a response's message items.
@@ -37,7 +39,7 @@ func input(s string) responses.ResponseNewParamsInputUnion {
 // tool call and its result sent back, a cut answer, a failure mid-stream,
 // and client errors.
 func TestOpenAISDKResponses(t *testing.T) {
-	gw := startGateway(t, `
+	gw := gatewaytest.StartYAML(t, `
 providers:
   sim: {type: sim}
 models:
@@ -236,13 +238,13 @@ models:
 // Vercel AI SDK's default); firstword resolves it to the text it sent,
 // for the tenant it sent it to, and says what to do when it cannot.
 func TestResponsesItemReference(t *testing.T) {
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Paris is the capital."},"finish_reason":null}]}`+"\n\n"+
 			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
 			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`+"\n\ndata: [DONE]\n\n")
 	})
-	gw := startGateway(t, minimalConfig, up.URL)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig, up.URL)
 	client := sdkClient(gw.URL)
 	ctx := context.Background()
 	for _, streamed := range []bool{false, true} {
@@ -278,9 +280,8 @@ func TestResponsesItemReference(t *testing.T) {
 			errors.As(err, &apiErr)
 			t.Fatalf("streamed=%v: %v %s", streamed, err, apiErr.RawJSON())
 		}
-		up.mu.Lock()
-		last := up.bodies[len(up.bodies)-1]
-		up.mu.Unlock()
+		bodies := up.Requests()
+		last := bodies[len(bodies)-1]
 		if !strings.Contains(last, `{"role":"assistant","content":"Paris is the capital."}`) {
 			t.Errorf("streamed=%v: the upstream did not get the referenced answer: %s", streamed, last)
 		}

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/firstword/firstword/internal/config"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // responsesFixture reads a recorded Responses API stream from the wire
@@ -32,7 +34,7 @@ func responsesFixture(t *testing.T, name string) string {
 // path, Authorization header and body, and replays the stream answer
 // picks for it, event by event as OpenAI sends them.
 type responsesUpstream struct {
-	*upstream
+	*gatewaytest.Upstream
 	mu   sync.Mutex
 	seen []seenRequest
 }
@@ -44,16 +46,16 @@ type seenRequest struct {
 
 func newResponsesUpstream(t *testing.T, answer func(body map[string]any) string) *responsesUpstream {
 	u := &responsesUpstream{}
-	u.upstream = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	u.Upstream = gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
-		raw := u.upstream.requests()
+		raw := u.Upstream.Requests()
 		var body map[string]any
 		json.Unmarshal([]byte(raw[len(raw)-1]), &body)
 		u.seen = append(u.seen, seenRequest{path: r.URL.Path, auth: r.Header.Get("Authorization"), body: body})
 		u.mu.Unlock()
-		sseHeaders(w)
+		gatewaytest.SSEHeaders(w)
 		for _, ev := range strings.SplitAfter(answer(body), "\n\n") {
-			if ev != "" && !sseWrite(w, ev) {
+			if ev != "" && !gatewaytest.SSEWrite(w, ev) {
 				return
 			}
 		}
@@ -112,7 +114,7 @@ func TestResponsesUpstreamSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := startApp(t, cfg)
+	gw := gatewaytest.Start(t, cfg)
 	client := sdkClient(gw.URL)
 	ctx := context.Background()
 

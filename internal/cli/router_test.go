@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
 )
 
@@ -60,17 +61,17 @@ type streamResult struct {
 func streamChat(t *testing.T, url, body string) streamResult {
 	t.Helper()
 	start := time.Now()
-	resp := post(t, url, body)
+	resp := gatewaytest.Post(t, url, body)
 	defer resp.Body.Close()
 	res := streamResult{header: map[string]string{}, id: resp.Header.Get("X-Request-Id")}
 	for _, h := range []string{"X-Firstword-Deployment", "X-Firstword-Attempts", "X-Firstword-Route"} {
 		res.header[h] = resp.Header.Get(h)
 	}
-	for _, ev := range readEvents(resp.Body) {
-		if ev.comment {
+	for _, ev := range gatewaytest.ReadEvents(resp.Body) {
+		if ev.Comment {
 			continue
 		}
-		if ev.data == "[DONE]" {
+		if ev.Data == "[DONE]" {
 			res.done = true
 			continue
 		}
@@ -81,14 +82,14 @@ func streamChat(t *testing.T, url, body string) streamResult {
 			} `json:"choices"`
 			Error *json.RawMessage `json:"error"`
 		}
-		json.Unmarshal([]byte(ev.data), &c)
+		json.Unmarshal([]byte(ev.Data), &c)
 		if c.Error != nil {
-			res.errEv = ev.data
+			res.errEv = ev.Data
 			continue
 		}
 		for _, ch := range c.Choices {
 			if ch.Delta.Content != "" && res.ttfw == 0 {
-				res.ttfw = ev.at.Sub(start)
+				res.ttfw = ev.At.Sub(start)
 			}
 			res.text += ch.Delta.Content
 			if ch.FinishReason != nil {
@@ -103,7 +104,7 @@ func streamChat(t *testing.T, url, body string) streamResult {
 // first-token timeout + 50 ms and the client sees no error; the headers
 // say what happened.
 func TestFailoverOnRealSockets(t *testing.T) {
-	gw := startApp(t, mustParse(t, sprintfCfg("hang", "20s")))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, sprintfCfg("hang", "20s")))
 	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	// TTFW = first-token timeout (500ms) + backup TTFT (10ms) + overhead.
 	if limit := 500*time.Millisecond + 10*time.Millisecond + 50*time.Millisecond; res.ttfw > limit || res.ttfw < 500*time.Millisecond {
@@ -124,12 +125,12 @@ func TestFailoverOnRealSockets(t *testing.T) {
 // TestMidStreamFailureOnRealSockets: after the first token a failure is an
 // error event, never the backup's text.
 func TestMidStreamFailureOnRealSockets(t *testing.T) {
-	gw := startApp(t, mustParse(t, sprintfCfg("error_mid", "20s")))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, sprintfCfg("error_mid", "20s")))
 	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if res.errEv == "" || res.done || res.text == "" {
 		t.Fatalf("error event %q, done %v, text %q", res.errEv, res.done, res.text)
 	}
-	if st := gw.Sims["backup"].Stats(); st.Started != 0 {
+	if st := gw.Sim("backup").Stats(); st.Started != 0 {
 		t.Errorf("the backup was called after the first token: %+v", st)
 	}
 	if n := len(strings.Fields(res.text)); n > 6 {
@@ -140,7 +141,7 @@ func TestMidStreamFailureOnRealSockets(t *testing.T) {
 // TestOverallTimeoutOnRealSockets: the overall timeout delivers the
 // partial answer with finish_reason "timeout" and [DONE], metered timeout.
 func TestOverallTimeoutOnRealSockets(t *testing.T) {
-	gw := startApp(t, mustParse(t, sprintfCfg("slow", "400ms")))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, sprintfCfg("slow", "400ms")))
 	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi [sim tokens=400]"}]}`)
 	if res.finish != "timeout" || !res.done || res.errEv != "" || res.text == "" {
 		t.Fatalf("finish %q, done %v, error %q, text %q", res.finish, res.done, res.errEv, res.text)
@@ -152,9 +153,9 @@ func TestOverallTimeoutOnRealSockets(t *testing.T) {
 }
 
 func TestClientTimeoutHeader(t *testing.T) {
-	gw := startApp(t, mustParse(t, sprintfCfg("hang", "20s")))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, sprintfCfg("hang", "20s")))
 	start := time.Now()
-	resp := post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi [sim fault=hang]"}]}`, "X-Request-Timeout", "0.3")
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi [sim fault=hang]"}]}`, "X-Request-Timeout", "0.3")
 	resp.Body.Close()
 	if d := time.Since(start); resp.StatusCode != 504 || d > time.Second {
 		t.Errorf("status %d after %v, want 504 after about 300ms", resp.StatusCode, d)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -71,10 +72,10 @@ func send(t *testing.T, method, url, key, body string) (int, string) {
 // answers with none of A's bytes: no conversation, message or request
 // id, no text, and changes nothing of A's.
 func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
-	gw := startApp(t, mustParse(t, scopingConfig))
-	a1 := newKey(t, gw.Store, "acme", "", false)
-	a2 := newKey(t, gw.Store, "acme", "", false)
-	b := newKey(t, gw.Store, "globex", "", false)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, scopingConfig))
+	a1 := newKey(t, gw.Store(), "acme", "", false)
+	a2 := newKey(t, gw.Store(), "acme", "", false)
+	b := newKey(t, gw.Store(), "globex", "", false)
 	time.Sleep(100 * time.Millisecond) // past auth.cache_ttl: keys are required now
 
 	r := chatOnce(t, gw.URL, a1, map[string]any{"message": "zebra-octopus plans [sim ttft=2ms gap=1ms tokens=8]"}, 0)
@@ -83,7 +84,7 @@ func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
 	}
 	conv := r.meta["conversation_id"].(string)
 	secrets := []string{conv, r.meta["message_id"].(string), r.meta["user_message_id"].(string), r.headers.Get("X-Request-Id"), "zebra-octopus", strings.TrimSpace(r.text)[:12]}
-	resp := post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"walrus-lantern [sim ttft=2ms gap=1ms tokens=4]"}]}`, "Authorization", "Bearer "+a1)
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"walrus-lantern [sim ttft=2ms gap=1ms tokens=4]"}]}`, "Authorization", "Bearer "+a1)
 	io.ReadAll(resp.Body)
 	resp.Body.Close()
 	secrets = append(secrets, resp.Header.Get("X-Request-Id"), "walrus-lantern")
@@ -133,10 +134,10 @@ func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
 }
 
 // waitUsage waits for key's tenant's usage rows to be written.
-func waitUsage(t *testing.T, gw *gateway, key string) {
+func waitUsage(t *testing.T, gw *gatewaytest.Gateway, key string) {
 	t.Helper()
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, v := getJSON(t, gw.URL+"/v1/usage", key); len(v["data"].([]any)) > 0 {
+		if _, v := gatewaytest.GetJSON(t, gw.URL+"/v1/usage", key); len(v["data"].([]any)) > 0 {
 			return
 		}
 	}
@@ -147,10 +148,10 @@ func waitUsage(t *testing.T, gw *gateway, key string) {
 // lets each of its keys read and continue the others'; other tenants
 // still see nothing.
 func TestSharedConversations(t *testing.T) {
-	gw := startApp(t, mustParse(t, scopingConfig))
-	s1 := newKey(t, gw.Store, "shared", "", false)
-	s2 := newKey(t, gw.Store, "shared", "", false)
-	b := newKey(t, gw.Store, "globex", "", false)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, scopingConfig))
+	s1 := newKey(t, gw.Store(), "shared", "", false)
+	s2 := newKey(t, gw.Store(), "shared", "", false)
+	b := newKey(t, gw.Store(), "globex", "", false)
 	time.Sleep(100 * time.Millisecond)
 	r := chatOnce(t, gw.URL, s1, map[string]any{"message": "hello [sim ttft=2ms gap=1ms tokens=4]"}, 0)
 	conv := r.meta["conversation_id"].(string)

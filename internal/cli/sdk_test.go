@@ -9,6 +9,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 func sdkClient(base string) openai.Client {
@@ -18,7 +20,7 @@ func sdkClient(base string) openai.Client {
 // TestOpenAISDKSim drives the gateway with the official OpenAI Go SDK
 // against the built-in sim, streaming and not, with and without usage.
 func TestOpenAISDKSim(t *testing.T) {
-	gw := startGateway(t, `
+	gw := gatewaytest.StartYAML(t, `
 providers:
   sim: {type: sim}
 models:
@@ -116,16 +118,16 @@ func TestOpenAISDKReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
 				// Replay event by event, as the provider sent them.
 				for _, ev := range strings.SplitAfter(string(raw), "\n\n") {
-					if ev != "" && !sseWrite(w, ev) {
+					if ev != "" && !gatewaytest.SSEWrite(w, ev) {
 						return
 					}
 				}
 			})
-			gw := startGateway(t, minimalConfig, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig, up.URL)
 			client := sdkClient(gw.URL)
 			for _, streaming := range []bool{true, false} {
 				params := openai.ChatCompletionNewParams{
@@ -166,7 +168,7 @@ func TestOpenAISDKReplay(t *testing.T) {
 				}
 			}
 			// The gateway always asked the upstream for usage.
-			for _, b := range up.requests() {
+			for _, b := range up.Requests() {
 				if !strings.Contains(b, `"include_usage":true`) || !strings.Contains(b, `"model":"mock-model"`) {
 					t.Errorf("upstream request %s lacks include_usage or the upstream model", b)
 				}

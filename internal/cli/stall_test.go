@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/firstword/firstword/internal/faultproxy"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // pgBehindProxy gives the test a schema of its own on the PostgreSQL
@@ -81,7 +82,7 @@ func TestFrozenDatabase(t *testing.T) {
 			proxy, url := pgBehindProxy(t)
 			t.Setenv("FW_STALL_PG_URL", url)
 			const timeout = 500 * time.Millisecond
-			gw := startApp(t, mustParseEnv(t, fmt.Sprintf(`store: {driver: postgres, url_env: FW_STALL_PG_URL, timeout: %s}
+			gw := gatewaytest.Start(t, gatewaytest.MustParseEnv(t, fmt.Sprintf(`store: {driver: postgres, url_env: FW_STALL_PG_URL, timeout: %s}
 auth: {cache_ttl: 200ms}
 providers:
   sim: {type: sim}
@@ -90,7 +91,7 @@ models:
 `, timeout)))
 			key := ""
 			if keyed {
-				key = newKey(t, gw.Store, "acme", "", false)
+				key = newKey(t, gw.Store(), "acme", "", false)
 				time.Sleep(300 * time.Millisecond) // past the cache: keys are required
 			}
 			completion := `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=1ms gap=1ms tokens=3]"}]}`

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -20,8 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/faultproxy"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // TestUsageSurvivesDatabaseOutage (issue 15): PostgreSQL freezes, behind a
@@ -50,7 +48,7 @@ func TestUsageSurvivesDatabaseOutage(t *testing.T) {
 	// cache outlives the freeze: local mode must not ask the frozen
 	// database per request.
 	marker := "outage" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	cfg := mustParseEnv(t, fmt.Sprintf(`store: {driver: postgres, url_env: FW_USAGE_PG_URL}
+	cfg := gatewaytest.MustParseEnv(t, fmt.Sprintf(`store: {driver: postgres, url_env: FW_USAGE_PG_URL}
 auth: {cache_ttl: 10m}
 usage: {spill_path: %q, retry_max: 1s}
 providers:
@@ -77,22 +75,8 @@ models:
 		return got
 	}
 
-	log := slog.New(slog.DiscardHandler)
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	app, err := cli.Build(context.Background(), cfg, log)
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveCtx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- app.Serve(serveCtx, ln, 5*time.Second) }()
-	base := "http://" + ln.Addr().String()
+	gw := gatewaytest.Start(t, cfg)
+	base := gw.URL
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -155,11 +139,9 @@ models:
 	if m := scrapeUsage(t, client, base); m["firstword_usage_write_errors_total"] == 0 || m["firstword_usage_rows_dropped_total"] != 0 {
 		t.Errorf("usage metrics after the outage %v, want write errors and nothing dropped", m)
 	}
-	stop()
-	if err := <-served; err != nil {
+	if err := gw.Stop(); err != nil {
 		t.Errorf("serve: %v", err)
 	}
-	app.Close()
 
 	want := map[string]int{}
 	for _, id := range ids {

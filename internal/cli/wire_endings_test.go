@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // End-to-end cases of issue 16: how upstream streams end, their legacy
@@ -50,10 +52,10 @@ models:
 const streamRequest = `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 
 // serveBody answers every request with body as an event stream.
-func serveBody(t *testing.T, body []byte) *upstream {
-	return newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		sseHeaders(w)
-		sseWrite(w, string(body))
+func serveBody(t *testing.T, body []byte) *gatewaytest.Upstream {
+	return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, string(body))
 	})
 }
 
@@ -67,13 +69,13 @@ func TestEndOfBodyWithoutBlankLine(t *testing.T) {
 		name, config, file string
 	}{
 		{"anthropic message_stop without a newline", anthropicEndings, "anthropic/testdata/sdk_python_tool_use.sse"},
-		{"openai [DONE] with one newline", minimalConfig + oneAttempt, "openai/testdata/framing_done_one_newline.sse"},
-		{"openai [DONE] without a newline", minimalConfig + oneAttempt, "openai/testdata/framing_done_no_newline.sse"},
+		{"openai [DONE] with one newline", gatewaytest.MinimalConfig + oneAttempt, "openai/testdata/framing_done_one_newline.sse"},
+		{"openai [DONE] without a newline", gatewaytest.MinimalConfig + oneAttempt, "openai/testdata/framing_done_no_newline.sse"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := serveBody(t, wireFile(t, tt.file))
-			gw := startGateway(t, tt.config, up.URL)
-			resp := post(t, gw.URL, streamRequest)
+			gw := gatewaytest.StartYAML(t, tt.config, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, streamRequest)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			out := string(b)
@@ -102,18 +104,18 @@ func TestGeminiStreamErrorObject(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := serveBody(t, wireFile(t, "gemini/testdata/"+tt.file))
-			gw := startGateway(t, geminiEndings, up.URL)
-			resp := post(t, gw.URL, streamRequest)
-			events := readEvents(resp.Body)
+			gw := gatewaytest.StartYAML(t, geminiEndings, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, streamRequest)
+			events := gatewaytest.ReadEvents(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 || len(events) == 0 {
 				t.Fatalf("status %d, %d events", resp.StatusCode, len(events))
 			}
 			var finishes int
 			for _, ev := range events {
-				finishes += strings.Count(ev.data, `"finish_reason":"stop"`)
+				finishes += strings.Count(ev.Data, `"finish_reason":"stop"`)
 			}
-			last := events[len(events)-1].data
+			last := events[len(events)-1].Data
 			switch {
 			case tt.wantError && (!strings.Contains(last, `"error"`) || !strings.Contains(last, "The operation was cancelled.") || finishes != 0):
 				t.Errorf("last event %s, %d finishes; want the error, no finish", last, finishes)
@@ -124,8 +126,8 @@ func TestGeminiStreamErrorObject(t *testing.T) {
 	}
 	t.Run("alone, before any chunk", func(t *testing.T) {
 		up := serveBody(t, wireFile(t, "gemini/testdata/constructed_raw_error_only.sse"))
-		gw := startGateway(t, geminiEndings, up.URL)
-		checkErrorResponse(t, post(t, gw.URL, streamRequest), 503, "overloaded")
+		gw := gatewaytest.StartYAML(t, geminiEndings, up.URL)
+		checkErrorResponse(t, gatewaytest.Post(t, gw.URL, streamRequest), 503, "overloaded")
 	})
 }
 
@@ -145,9 +147,9 @@ func TestLegacyErrorLines(t *testing.T) {
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			up := serveBody(t, wireFile(t, "openai/testdata/"+tt.file))
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
 			for _, stream := range []string{"true", "false"} {
-				checkErrorResponse(t, post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`), tt.status, tt.code)
+				checkErrorResponse(t, gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`), tt.status, tt.code)
 			}
 		})
 	}
@@ -158,17 +160,17 @@ func TestLegacyErrorLines(t *testing.T) {
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			up := serveBody(t, wireFile(t, "openai/testdata/"+tt.file))
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-			resp := post(t, gw.URL, streamRequest)
-			events := readEvents(resp.Body)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, streamRequest)
+			events := gatewaytest.ReadEvents(resp.Body)
 			resp.Body.Close()
 			var text strings.Builder
 			for _, ev := range events {
-				text.WriteString(deltaText(ev.data))
+				text.WriteString(deltaText(ev.Data))
 			}
 			last := ""
 			if len(events) > 0 {
-				last = events[len(events)-1].data
+				last = events[len(events)-1].Data
 			}
 			if resp.StatusCode != 200 || text.String() != tt.text || !strings.Contains(last, tt.message) {
 				t.Errorf("%d, text %q, last event %s; want %q then an error saying %q", resp.StatusCode, text.String(), last, tt.text, tt.message)
@@ -265,7 +267,7 @@ func TestCompressedUpstreamStreams(t *testing.T) {
 	events := strings.SplitAfter(string(raw), "\n\n")
 	events = events[:len(events)-1]
 	rl := newRelay(t)
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if ae := r.Header.Get("Accept-Encoding"); ae != "identity" {
 			t.Errorf("Accept-Encoding = %q, want identity", ae)
 		}
@@ -289,8 +291,8 @@ func TestCompressedUpstreamStreams(t *testing.T) {
 		}
 		zw.Close()
 	})
-	gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-	resp := post(t, gw.URL, streamRequest)
+	gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+	resp := gatewaytest.Post(t, gw.URL, streamRequest)
 	defer resp.Body.Close()
 	var body bytes.Buffer
 	rl.watch(streamedTexts(io.TeeReader(resp.Body, &body)))
@@ -301,13 +303,13 @@ func TestCompressedUpstreamStreams(t *testing.T) {
 		t.Errorf("text %q, want %q", got, usageFixtureText)
 	}
 	t.Run("an encoding not decoded", func(t *testing.T) {
-		up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.Header().Set("Content-Encoding", "br")
 			w.Write([]byte{0x1b, 0x9f, 0x00, 0xf8})
 		})
-		gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-		resp := post(t, gw.URL, streamRequest)
+		gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+		resp := gatewaytest.Post(t, gw.URL, streamRequest)
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 502 || !strings.Contains(string(b), "Content-Encoding br") {
@@ -327,17 +329,17 @@ func TestKeepAliveDoesNotHoldChunk(t *testing.T) {
 	for _, keepAlive := range []string{": OPENROUTER PROCESSING\r\n\r\n", ": ping\n\n"} {
 		t.Run(strings.TrimSpace(keepAlive), func(t *testing.T) {
 			rl := newRelay(t)
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				sseHeaders(w)
-				sseWrite(w, keepAlive+keepAlive)
-				sseWrite(w, chunkJSON("Hello")+keepAlive)
+			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				gatewaytest.SSEHeaders(w)
+				gatewaytest.SSEWrite(w, keepAlive+keepAlive)
+				gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello")+keepAlive)
 				if !rl.await("Hello", 2*time.Second) {
 					t.Errorf("the chunk before a keep-alive was held back")
 				}
-				sseWrite(w, keepAlive+chunkJSON(" world")+keepAlive+finishJSON)
+				gatewaytest.SSEWrite(w, keepAlive+gatewaytest.ChunkJSON(" world")+keepAlive+gatewaytest.FinishJSON)
 			})
-			gw := startGateway(t, minimalConfig+oneAttempt, up.URL)
-			resp := post(t, gw.URL, streamRequest)
+			gw := gatewaytest.StartYAML(t, gatewaytest.MinimalConfig+oneAttempt, up.URL)
+			resp := gatewaytest.Post(t, gw.URL, streamRequest)
 			defer resp.Body.Close()
 			var body bytes.Buffer
 			rl.watch(streamedTexts(io.TeeReader(resp.Body, &body)))

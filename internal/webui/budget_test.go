@@ -1,12 +1,9 @@
 package webui_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,35 +12,17 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/firstword/firstword/internal/cli"
-	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/webui/webuitest"
 )
 
 // serve runs a gateway from YAML text on a loopback socket.
-func serve(t *testing.T, yamlText string) (*cli.App, string) {
+func serve(t *testing.T, yamlText string) (*gatewaytest.Gateway, string) {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yamlText), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := cli.Build(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		app.Close()
-	})
-	return app, "http://" + ln.Addr().String()
+	cfg := gatewaytest.MustParse(t, yamlText)
+	cfg.ShutdownTimeout = time.Second
+	gw := gatewaytest.Start(t, cfg)
+	return gw, gw.URL
 }
 
 // chatTurn runs one /v1/chat turn to completion.

@@ -247,7 +247,7 @@ func TestChatPageStop(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	var st map[string]any
 	for time.Now().Before(deadline) {
-		if st = stored(t, url, conv); st["status"] != "streaming" && app.Sims["sim"].Stats().Cancelled > 0 {
+		if st = stored(t, url, conv); st["status"] != "streaming" && app.Sim("sim").Stats().Cancelled > 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -255,7 +255,7 @@ func TestChatPageStop(t *testing.T) {
 	if st["status"] != "cancelled" || !strings.HasPrefix(text, strings.TrimSpace(st["content"].(string))[:20]) {
 		t.Errorf("stored %v %q; on screen %q", st["status"], st["content"], text)
 	}
-	if s := app.Sims["sim"].Stats(); s.Cancelled != 1 || s.Completed != 0 {
+	if s := app.Sim("sim").Stats(); s.Cancelled != 1 || s.Completed != 0 {
 		t.Errorf("the sim did not see the disconnect: %+v", s)
 	}
 }

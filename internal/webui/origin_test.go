@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,8 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/firstword/firstword/internal/cli"
-	"github.com/firstword/firstword/internal/config"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/webui/webuitest"
 )
 
@@ -161,7 +159,7 @@ func TestOriginChecksControl(t *testing.T) {
 				t.Errorf("a text/plain POST from the allowed origin: %v, want 415", e)
 			}
 		}
-		if n := app.Sims["sim"].Stats().Started; n < 2 {
+		if n := app.Sim("sim").Stats().Started; n < 2 {
 			t.Errorf("the sim started %d streams, want the page's JSON chat on top of the seed", n)
 		}
 	})
@@ -353,7 +351,7 @@ func rebindAndProbe(t *testing.T, ctx context.Context, gw, conv string) (map[str
 
 // assertProbeRan checks that the probe read the gateway's answers and
 // changed it: the control of the refusals.
-func assertProbeRan(t *testing.T, app *cli.App, gw string, before gatewayState, conv string, answers map[string]answer) {
+func assertProbeRan(t *testing.T, app *gatewaytest.Gateway, gw string, before gatewayState, conv string, answers map[string]answer) {
 	t.Helper()
 	for _, c := range []struct{ trick, want string }{
 		{"list", conv},
@@ -394,18 +392,11 @@ func assertNothingRead[V any](t *testing.T, read map[string]V, conv string) {
 
 // serveRecorded is serve with every browser request and its answer
 // recorded (the test's own Go client is left out).
-func serveRecorded(t *testing.T, yamlText string) (*cli.App, string, *recorder) {
+func serveRecorded(t *testing.T, yamlText string) (*gatewaytest.Gateway, string, *recorder) {
 	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yamlText), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := cli.Build(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := gatewaytest.MustParse(t, yamlText)
+	cfg.ShutdownTimeout = time.Second
 	rec := &recorder{}
-	app.Handler = rec.wrap(app.Handler)
 	t.Cleanup(func() {
 		if t.Failed() {
 			rec.mu.Lock()
@@ -415,19 +406,8 @@ func serveRecorded(t *testing.T, yamlText string) (*cli.App, string, *recorder) 
 			}
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, ln, time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		app.Close()
-	})
-	return app, "http://" + ln.Addr().String(), rec
+	gw := gatewaytest.Start(t, cfg, rec.wrap)
+	return gw, gw.URL, rec
 }
 
 // recorder keeps the requests a browser sent the gateway.
@@ -532,7 +512,7 @@ func (c *capture) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // seedConversation stores one finished conversation holding secret and
 // returns its ID.
-func seedConversation(t *testing.T, app *cli.App, gw string) string {
+func seedConversation(t *testing.T, app *gatewaytest.Gateway, gw string) string {
 	t.Helper()
 	chatTurn(t, gw, "Remember "+secret+". [sim echo ttft=1ms gap=1ms]")
 	var list struct{ Data []struct{ ID string } }
@@ -543,9 +523,9 @@ func seedConversation(t *testing.T, app *cli.App, gw string) string {
 	conv := list.Data[0].ID
 	// The turn is over once its answer is stored complete and metered.
 	deadline := time.Now().Add(5 * time.Second)
-	for stored(t, gw, conv)["status"] != "complete" || len(app.Meter.Recent()) == 0 {
+	for stored(t, gw, conv)["status"] != "complete" || len(app.Meter().Recent()) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the seed turn did not finish: %v, %d metered", stored(t, gw, conv), len(app.Meter.Recent()))
+			t.Fatalf("the seed turn did not finish: %v, %d metered", stored(t, gw, conv), len(app.Meter().Recent()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -561,12 +541,12 @@ type gatewayState struct {
 	Metered       int
 }
 
-func stateOf(t *testing.T, app *cli.App, gw string) gatewayState {
+func stateOf(t *testing.T, app *gatewaytest.Gateway, gw string) gatewayState {
 	t.Helper()
 	st := gatewayState{
 		Conversations: map[string]int{},
-		SimStreams:    app.Sims["sim"].Stats().Started,
-		Metered:       len(app.Meter.Recent()),
+		SimStreams:    app.Sim("sim").Stats().Started,
+		Metered:       len(app.Meter().Recent()),
 	}
 	var list struct{ Data []struct{ ID string } }
 	getJSON(t, gw+"/v1/conversations?limit=500", &list)

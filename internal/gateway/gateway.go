@@ -1,21 +1,27 @@
-package cli
+// Package gateway is firstword's composition root: Build reads a config,
+// picks the adapters (providers, store, cache, guard, context sources,
+// meters) and wires them behind the HTTP API; Serve runs the result on a
+// listener until its context ends. It is the only package that picks
+// adapters, and only the command line (internal/cli) imports it.
+// gatewaytest starts one on a loopback socket for tests.
+package gateway
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"github.com/firstword/firstword/internal/cache"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget/window"
-	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/config"
-	"github.com/firstword/firstword/internal/connguard"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
 	"github.com/firstword/firstword/internal/levers"
@@ -33,74 +39,22 @@ import (
 	"github.com/firstword/firstword/internal/tracing"
 )
 
-// Serve runs the gateway until ctx ends, then shuts down gracefully: it
-// stops accepting, lets open streams finish for the shutdown timeout, then
-// cancels the rest (they end with an error event and are recorded).
-func Serve(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet("serve")
-	cfgPath := fs.String("config", "", "read the config from `FILE` (default: none; the built-in simulated models and the store ./firstword.db)")
-	addr := fs.String("addr", "", "listen on `HOST:PORT` instead of the config's listen (whose default is 127.0.0.1:8080)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
-		return err
-	}
-	if *addr != "" {
-		if _, _, err := net.SplitHostPort(*addr); err != nil {
-			return usagef(fs, "--addr: want HOST:PORT, got %q", *addr)
-		}
-	}
-	cfg, err := loadConfig(*cfgPath, env)
-	if err != nil {
-		return err
-	}
-	if *addr != "" {
-		cfg.Listen = *addr
-	}
-	logs := newLogBuffer(env.Stderr)
-	defer logs.Close()
-	log := newLogger(logs, cfg.Log)
-	app, err := Build(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer app.Close()
-	local, err := app.Auth.Local(ctx)
-	if err != nil {
-		return err
-	}
-	if local && !isLoopback(cfg.Listen) {
-		return fmt.Errorf("no API keys exist, so firstword would serve anyone as the local user: it only does that on a loopback address, not %s. Create a key with \"firstword keys create --tenant NAME\" or listen on 127.0.0.1", cfg.Listen)
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
-	mode := "keys"
-	if local {
-		mode = "local (single user, no keys)"
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "config", cfg.Path, "models", app.Router.Aliases(), "store", cfg.Store.Driver, "store_at", storeLocation(cfg.Store), "auth", mode)
-	return app.Serve(ctx, ln, cfg.ShutdownTimeout)
-}
-
-// App is a built gateway: everything serve runs, wired.
-type App struct {
-	Config  *config.Config
-	Router  *router.Router
-	Meter   *metering.Memory
-	Store   store.Store
-	Auth    *auth.Authenticator
-	Chat    *conversation.Service
-	Metrics *metrics.Metrics
-	Levers  *levers.Levers
+// Gateway is a built gateway: everything serve runs, wired. Build makes
+// one, Serve serves it and Close releases it.
+type Gateway struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	router  *router.Router
+	meter   *metering.Memory
+	store   store.Store
+	auth    *auth.Authenticator
+	metrics *metrics.Metrics
+	levers  *levers.Levers
 	closers []func() error
-	Window  *window.Window
-	Tracer  *tracing.Tracer
-	Sims    map[string]*sim.Provider
-	Handler http.Handler
-	Log     *slog.Logger
+	window  *window.Window
+	tracer  *tracing.Tracer
+	sims    map[string]*sim.Provider
+	handler http.Handler
 
 	transport *http.Transport
 	cache     cache.Cache // the response cache, also holding Responses API items
@@ -111,35 +65,35 @@ type App struct {
 
 // Close flushes traces and releases the upstream connection pool and the
 // store.
-func (a *App) Close() {
-	if a.Tracer != nil {
+func (g *Gateway) Close() {
+	if g.tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		a.Tracer.Shutdown(ctx)
+		g.tracer.Shutdown(ctx)
 		cancel()
 	}
-	a.transport.CloseIdleConnections()
-	if a.Levers != nil {
+	g.transport.CloseIdleConnections()
+	if g.levers != nil {
 		// Answers still being written to the cache; each write is bounded
 		// by the cache timeout.
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		a.Levers.Flush(fctx)
+		g.levers.Flush(fctx)
 		cancel()
 	}
-	for _, c := range a.closers {
+	for _, c := range g.closers {
 		c()
 	}
-	if a.Store != nil {
-		a.Store.Close()
+	if g.store != nil {
+		g.store.Close()
 	}
 }
 
 // Build wires a gateway from a config. It opens the store (running its
 // migrations) and marks answers left streaming by a crash interrupted.
-func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	app := &App{Config: cfg, Log: log, Sims: map[string]*sim.Provider{}, Meter: metering.NewMemory(2000)}
+func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway, error) {
+	g := &Gateway{cfg: cfg, log: log, sims: map[string]*sim.Provider{}, meter: metering.NewMemory(2000)}
 	providers := map[string]provider.Provider{}
 	transport := provider.NewTransport()
-	app.transport = transport
+	g.transport = transport
 	client := &http.Client{Transport: transport}
 	for name, pc := range cfg.Providers {
 		switch pc.Type {
@@ -170,14 +124,14 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 				}
 			}
 			sp := sim.New(sc)
-			app.Sims[name] = sp
+			g.sims[name] = sp
 			providers[name] = sp
 		default:
 			return nil, fmt.Errorf("provider %s: type %q is not supported by this build", name, pc.Type)
 		}
 	}
 	rc := router.Config{}
-	for _, name := range sortedKeys(cfg.Models) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Models)) {
 		m := cfg.Models[name]
 		a := router.Alias{Name: name, Timeout: m.Timeout, FirstTokenTimeout: m.FirstTokenTimeout, MaxAttempts: m.MaxAttempts}
 		if ad := m.AdaptiveFirstToken; ad != nil {
@@ -195,7 +149,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		rc.Aliases = append(rc.Aliases, a)
 	}
 	// PROVIDER/MODEL names: auto serves them in local mode only, which is
-	// auth's decision (made without waiting on the store; app.Auth is set
+	// auth's decision (made without waiting on the store; g.auth is set
 	// below, before any request).
 	rc.Passthrough = &router.Passthrough{Providers: providers}
 	switch cfg.ModelsPassthrough {
@@ -204,7 +158,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		rc.Passthrough.Allow = func() bool { return false }
 	default:
 		rc.Passthrough.Allow = func() bool {
-			local, err := app.Auth.Local(context.Background())
+			local, err := g.auth.Local(context.Background())
 			return err == nil && local
 		}
 	}
@@ -212,7 +166,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if err != nil {
 		return nil, err
 	}
-	app.Router = r
+	g.router = r
 	prices := metering.Prices{}
 	for name, pc := range cfg.Providers {
 		if pc.Type == "sim" {
@@ -225,16 +179,16 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		prices[key] = metering.Price{Input: p.Input, Output: p.Output, CachedInput: p.CachedInput, CacheWriteInput: p.CacheWriteInput}
 	}
 
-	raw, err := openStore(ctx, cfg)
+	raw, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	// What requests wait on is bounded by the store timeout; the start-up
-	// work below (migrations ran in openStore) is not.
+	// work below (migrations ran in OpenStore) is not.
 	st := store.WithTimeout(raw, cfg.Store.Timeout)
-	app.Store = st
-	fail := func(err error) (*App, error) {
-		for _, c := range app.closers {
+	g.store = st
+	fail := func(err error) (*Gateway, error) {
+		for _, c := range g.closers {
 			c()
 		}
 		st.Close()
@@ -254,68 +208,62 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 	if err := auth.EnsureTenant(ctx, raw, auth.LocalTenant, "Local"); err != nil {
 		return fail(fmt.Errorf("store: %w", err))
 	}
-	app.Auth = auth.New(st, cfg.Auth.CacheTTL)
-	app.closers = append(app.closers, func() error { app.Auth.Close(); return nil })
-	app.Window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
+	g.auth = auth.New(st, cfg.Auth.CacheTTL)
+	g.closers = append(g.closers, func() error { g.auth.Close(); return nil })
+	g.window = window.New(cfg.Budget.Window, budgetTargets(cfg.Budget), 50)
 	usage, err := metering.NewUsageWriter(st, usageOptions(cfg, log))
 	if err != nil {
 		return fail(err)
 	}
-	app.closers = append(app.closers, usage.Close)
-	meter := metering.Multi{app.Meter, usage, windowMeter{app.Window}, metering.Log{Logger: log}}
+	g.closers = append(g.closers, usage.Close)
+	meter := metering.Multi{g.meter, usage, windowMeter{g.window}, metering.Log{Logger: log}}
 	if config.Optional(cfg.Metrics.Enabled) {
-		app.Metrics = metrics.New(r.Health)
-		app.Metrics.Init(r.Aliases())
-		app.Metrics.ObserveUsage(usage.Stats)
-		meter = append(meter, app.Metrics)
+		g.metrics = metrics.New(r.Health)
+		g.metrics.Init(r.Aliases())
+		g.metrics.ObserveUsage(usage.Stats)
+		meter = append(meter, g.metrics)
 	}
 	if tc := cfg.Tracing; tc.Endpoint != "" {
 		tr, err := tracing.New(ctx, tracing.Config{Endpoint: tc.Endpoint, Headers: tc.Headers, ServiceName: tc.ServiceName, SampleRatio: tc.SampleRatio})
 		if err != nil {
 			return fail(err)
 		}
-		app.Tracer = tr
+		g.tracer = tr
 		meter = append(meter, tr)
 	}
 	chatOpt, err := chatOptions(cfg, client, log)
 	if err != nil {
 		return fail(err)
 	}
-	lv, err := buildLevers(ctx, cfg, r, app, log)
+	lv, err := buildLevers(ctx, cfg, r, g, log)
 	if err != nil {
 		return fail(err)
 	}
-	app.Levers = lv
-	if app.Metrics != nil {
-		app.Metrics.ObserveCache(app.cacheStats)
+	g.levers = lv
+	if g.metrics != nil {
+		g.metrics.ObserveCache(g.cacheStats)
 	}
 	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, meter
-	app.Chat = conversation.New(chatOpt)
+	conv := conversation.New(chatOpt)
 	extra := map[string]http.Handler{
-		"GET /admin/sim": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			stats := map[string]sim.Stats{}
-			for name, sp := range app.Sims {
-				stats[name] = sp.Stats()
-			}
-			writeJSON(w, stats)
-		}),
+		"GET /admin/sim": http.HandlerFunc(g.simStats),
 	}
-	app.api = httpapi.New(httpapi.Options{
+	g.api = httpapi.New(httpapi.Options{
 		Router: lv,
 		Meter:  meter,
-		Auth:   app.Auth,
-		Chat:   app.Chat,
+		Auth:   g.auth,
+		Chat:   conv,
 		Store:  st,
 		Prices: prices,
 		Budget: func(tenant, user, surface string, recent int) any {
-			return app.Window.Report(time.Now(), tenant, user, surface, recent)
+			return g.window.Report(time.Now(), tenant, user, surface, recent)
 		},
-		Streams:         streamGauge(app.Metrics),
-		Metrics:         metricsHandler(app.Metrics),
+		Streams:         streamGauge(g.metrics),
+		Metrics:         metricsHandler(g.metrics),
 		Logger:          log,
 		Heartbeat:       cfg.Heartbeat,
 		MaxRequestBytes: cfg.MaxRequestBytes,
-		Items:           app.cache,
+		Items:           g.cache,
 		Extra:           extra,
 		CORS:            httpapi.CORS{AllowedOrigins: cfg.CORS.AllowedOrigins},
 		AllowedHosts:    append(listenHost(cfg.Listen), cfg.AllowedHosts...),
@@ -326,72 +274,48 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, err
 		MaxMessages:    cfg.MaxMessages,
 		MaxPromptBytes: cfg.MaxPromptBytes,
 	})
-	app.Handler = app.api
-	return app, nil
+	g.handler = g.api
+	return g, nil
 }
 
-// Serve serves on ln until ctx ends, then drains for up to drain before
-// cancelling what is still open.
-func (a *App) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
-	base, cancelAll := context.WithCancelCause(context.Background())
-	defer cancelAll(nil)
-	srv := &http.Server{
-		Handler: a.Handler,
-		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
-		// take it off, so the limit is the configured one.
-		MaxHeaderBytes:    max(a.Config.MaxHeaderBytes-4096, 1),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn),
+// simStats answers GET /admin/sim: each simulated provider's counters.
+func (g *Gateway) simStats(w http.ResponseWriter, _ *http.Request) {
+	stats := map[string]sim.Stats{}
+	for name, sp := range g.sims {
+		stats[name] = sp.Stats()
 	}
-	errc := make(chan error, 1)
-	// Requests framed two ways at once (Content-Length and
-	// Transfer-Encoding) are refused with 400 and a closed connection
-	// before net/http would serve them as chunked.
-	ln = connguard.NewListener(ln, connguard.Options{OnReject: func(remote net.Addr, reason string) {
-		a.Log.Warn("refused a request with ambiguous framing", "remote", remote.String(), "reason", reason)
-	}})
-	go func() { errc <- srv.Serve(ln) }()
-	if a.Config.Store.Driver == "postgres" {
-		go a.sweep(base)
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	// Unready first: a load balancer polling /readyz stops sending new
-	// requests while this replica still serves them.
-	a.api.Drain()
-	if d := a.Config.ShutdownDelay; d > 0 {
-		a.Log.Info("shutting down: unready, still serving", "delay", d.String())
-		select {
-		case err := <-errc:
-			return err
-		case <-time.After(d):
-		}
-	}
-	a.Log.Info("shutting down", "drain", drain.String())
-	dctx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
-	err := srv.Shutdown(dctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		a.Log.Warn("drain timeout: cancelling open streams")
-		cancelAll(chat.ErrShutdown)
-		// Give the handlers a moment to write their final events.
-		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer fcancel()
-		if srv.Shutdown(fctx) != nil {
-			srv.Close()
-		}
-		err = nil
-	}
-	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
-		return e
-	}
-	return err
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(stats)
 }
+
+// Local reports whether the gateway serves without API keys, as the
+// single local user: no key exists in the store (auth decides, within
+// auth.cache_ttl).
+func (g *Gateway) Local(ctx context.Context) (bool, error) { return g.auth.Local(ctx) }
+
+// Aliases returns the configured model aliases, sorted.
+func (g *Gateway) Aliases() []string { return g.router.Aliases() }
+
+// Use wraps the gateway's HTTP handler in mw: Serve serves mw(handler).
+// Call it before Serve. (Tests use it to record what a browser sent.)
+func (g *Gateway) Use(mw func(http.Handler) http.Handler) { g.handler = mw(g.handler) }
+
+// Store returns the store requests use (bounded by store.timeout).
+func (g *Gateway) Store() store.Store { return g.store }
+
+// Meter returns the in-memory record of the last 2000 requests' metering
+// records.
+func (g *Gateway) Meter() *metering.Memory { return g.meter }
+
+// Window returns the rolling budget window behind /v1/budget.
+func (g *Gateway) Window() *window.Window { return g.window }
+
+// Levers returns the levers in front of the router (caps, rules, the
+// response cache, coalescing).
+func (g *Gateway) Levers() *levers.Levers { return g.levers }
+
+// Sim returns the simulated provider configured as name, or nil.
+func (g *Gateway) Sim(name string) *sim.Provider { return g.sims[name] }
 
 // bearer returns headers with an Authorization: Bearer key added (Ollama
 // behind an authenticating proxy, or Ollama's hosted API), unless the
@@ -411,12 +335,12 @@ func bearer(headers map[string]string, key string) map[string]string {
 }
 
 // cacheStats reads the response cache's counters for the metrics.
-func (a *App) cacheStats() metrics.CacheStats {
-	ls := a.Levers.Stats()
+func (g *Gateway) cacheStats() metrics.CacheStats {
+	ls := g.levers.Stats()
 	s := metrics.CacheStats{WritesInFlight: ls.CacheWrites, WritesDropped: ls.CacheWritesDropped}
-	if a.cacheGuard != nil {
-		g := a.cacheGuard.Stats()
-		s.Timeouts, s.Errors, s.Skipped, s.Opens, s.Open = g.Timeouts, g.Errors, g.Skipped, g.Opens, g.Open
+	if g.cacheGuard != nil {
+		gs := g.cacheGuard.Stats()
+		s.Timeouts, s.Errors, s.Skipped, s.Opens, s.Open = gs.Timeouts, gs.Errors, gs.Skipped, gs.Opens, gs.Open
 	}
 	return s
 }
@@ -429,23 +353,4 @@ func listenHost(listen string) []string {
 		return nil
 	}
 	return []string{host}
-}
-
-// sweep marks answers interrupted whose replica stopped writing them (it
-// crashed), so they do not stay "streaming" until some replica restarts.
-func (a *App) sweep(ctx context.Context) {
-	t := time.NewTicker(conversation.StreamLease / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := a.Store.InterruptStreaming(ctx, time.Now().Add(-conversation.StreamLease), time.Now().UTC()); err != nil {
-			a.Log.Warn("sweeping stale streams", "err", err)
-		} else if n > 0 {
-			a.Log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package cli
+package gateway
 
 import (
 	"context"
@@ -24,10 +24,11 @@ import (
 	"github.com/firstword/firstword/internal/store/sqlite"
 )
 
-// openStore opens the configured store. An SQLite store without a path
-// keeps everything in memory (tests); serve defaults the path to
-// firstword.db.
-func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+// OpenStore opens the configured store and runs its migrations. An
+// SQLite store without a path keeps everything in memory (tests); the
+// serve and keys commands default the path to firstword.db. Build opens
+// the gateway's store with it, and the keys command the same store.
+func OpenStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 	switch cfg.Store.Driver {
 	case "postgres":
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -200,7 +201,7 @@ func metricsHandler(m *metrics.Metrics) http.Handler {
 
 // buildLevers puts the caps, routing rules, response cache and request
 // coalescing in front of the router.
-func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app *App, log *slog.Logger) (*levers.Levers, error) {
+func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *Gateway, log *slog.Logger) (*levers.Levers, error) {
 	opt := levers.Options{Inner: r, Aliases: map[string]levers.Alias{}, ReplayTokensPerSecond: cfg.Cache.ReplayTokensPerSecond, Log: log}
 	switch cfg.Cache.Driver {
 	case "redis":
@@ -208,23 +209,23 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, app 
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
-		app.closers = append(app.closers, rc.Close)
+		g.closers = append(g.closers, rc.Close)
 		// A slow or frozen Redis costs a request at most the cache
 		// timeout, and after repeated failures nothing until the cooldown
 		// ends. One guard for the answers and the Responses items: they
 		// share one Redis, and so one verdict on it.
-		g := cache.Guard(rc, cache.GuardOptions{Timeout: cfg.Cache.Timeout, Failures: cfg.Cache.Failures, Cooldown: cfg.Cache.Cooldown, Log: log})
-		opt.Cache = g
-		app.cache = g
-		app.cacheGuard = g
+		cg := cache.Guard(rc, cache.GuardOptions{Timeout: cfg.Cache.Timeout, Failures: cfg.Cache.Failures, Cooldown: cfg.Cache.Cooldown, Log: log})
+		opt.Cache = cg
+		g.cache = cg
+		g.cacheGuard = cg
 	default:
 		mc, err := cache.NewMemory(cfg.Cache.MaxBytes)
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
-		app.closers = append(app.closers, mc.Close)
+		g.closers = append(g.closers, mc.Close)
 		opt.Cache = mc
-		app.cache = mc
+		g.cache = mc
 	}
 	for name, m := range cfg.Models {
 		a := levers.Alias{MaxTokens: m.MaxTokens, DefaultMaxTokens: m.DefaultMaxTokens, Brevity: m.Brevity, PromptCaching: m.PromptCaching, Coalesce: config.Optional(m.Coalesce)}

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/connguard"
+	"github.com/firstword/firstword/internal/conversation"
+)
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: /readyz
+// answers 503 for the config's shutdown_delay while requests are still
+// served, then Serve stops accepting and lets open streams finish for
+// shutdown_timeout, then cancels the rest (they end with an error event
+// and are recorded). It returns nil after a shutdown, or the error that
+// stopped the listener. Call it once; Close the gateway after it returns.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	drain := g.cfg.ShutdownTimeout
+	base, cancelAll := context.WithCancelCause(context.Background())
+	defer cancelAll(nil)
+	srv := &http.Server{
+		Handler: g.handler,
+		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
+		// take it off, so the limit is the configured one.
+		MaxHeaderBytes:    max(g.cfg.MaxHeaderBytes-4096, 1),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	// Requests framed two ways at once (Content-Length and
+	// Transfer-Encoding) are refused with 400 and a closed connection
+	// before net/http would serve them as chunked.
+	ln = connguard.NewListener(ln, connguard.Options{OnReject: func(remote net.Addr, reason string) {
+		g.log.Warn("refused a request with ambiguous framing", "remote", remote.String(), "reason", reason)
+	}})
+	go func() { errc <- srv.Serve(ln) }()
+	if g.cfg.Store.Driver == "postgres" {
+		go g.sweep(base)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Unready first: a load balancer polling /readyz stops sending new
+	// requests while this replica still serves them.
+	g.api.Drain()
+	if d := g.cfg.ShutdownDelay; d > 0 {
+		g.log.Info("shutting down: unready, still serving", "delay", d.String())
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(d):
+		}
+	}
+	g.log.Info("shutting down", "drain", drain.String())
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		g.log.Warn("drain timeout: cancelling open streams")
+		cancelAll(chat.ErrShutdown)
+		// Give the handlers a moment to write their final events.
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer fcancel()
+		if srv.Shutdown(fctx) != nil {
+			srv.Close()
+		}
+		err = nil
+	}
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) {
+		return e
+	}
+	return err
+}
+
+// sweep marks answers interrupted whose replica stopped writing them (it
+// crashed), so they do not stay "streaming" until some replica restarts.
+func (g *Gateway) sweep(ctx context.Context) {
+	t := time.NewTicker(conversation.StreamLease / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := g.store.InterruptStreaming(ctx, time.Now().Add(-conversation.StreamLease), time.Now().UTC()); err != nil {
+			g.log.Warn("sweeping stale streams", "err", err)
+		} else if n > 0 {
+			g.log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
+		}
+	}
+}
