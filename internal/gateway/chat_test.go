@@ -1,4 +1,4 @@
-package cli_test
+package gateway_test
 
 import (
 	"bytes"
@@ -539,5 +539,25 @@ func TestBuiltInConfigGuards(t *testing.T) {
 	r = chatOnce(t, gw.URL, "", map[string]any{"model": "sim-small", "message": strings.Repeat("long ", 7000)}, 0)
 	if r.last.kind != "error" || r.last.data["code"] != "guardrail_blocked" {
 		t.Errorf("a 35,000-character message: last %v", r.last)
+	}
+}
+
+// TestChatOnPostgres runs a chat turn end to end on PostgreSQL.
+func TestChatOnPostgres(t *testing.T) {
+	url := os.Getenv("FIRSTWORD_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping /v1/chat on PostgreSQL")
+	}
+	t.Setenv("FW_PG_URL", url)
+	cfg := gatewaytest.MustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
+	gw := gatewaytest.Start(t, cfg)
+	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=5ms gap=1ms tokens=12 fault=stall_mid after=6]"}, 6)
+	ans := storedAnswer(t, gw.URL, "", r.meta["conversation_id"].(string))
+	if ans["status"] != "cancelled" || ans["content"] != r.text {
+		t.Errorf("stored %v, received %q", ans, r.text)
+	}
+	r = chatOnce(t, gw.URL, "", map[string]any{"message": "again [sim ttft=5ms gap=1ms tokens=12]", "conversation_id": r.meta["conversation_id"]}, 0)
+	if r.last.kind != "done" || r.last.data["status"] != "complete" {
+		t.Errorf("second turn: %v", r.last)
 	}
 }

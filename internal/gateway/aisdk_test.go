@@ -1,4 +1,4 @@
-package cli_test
+package gateway_test
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
-// aisdkResult is what testdata/aisdk/check.mjs reports for one case.
+// aisdkResult is what internal/cli/testdata/aisdk/check.mjs reports for
+// one case.
 type aisdkResult struct {
 	Text         string            `json:"text"`
 	Deltas       int               `json:"deltas"`
@@ -32,10 +33,10 @@ type aisdkResult struct {
 // Responses API (openai(model), the SDK's default) and the Messages API
 // (createAnthropic), streamed and whole, with a tool
 // call, a failure mid-stream, a cut answer and an unknown model. It needs
-// Node.js and the packages in testdata/aisdk (`npm ci` there; .ci/run does
-// it) and says so when it skips.
+// Node.js and the packages in internal/cli/testdata/aisdk (`npm ci` there;
+// .ci/run does it, there) and says so when it skips.
 func TestVercelAISDK(t *testing.T) {
-	dir := filepath.Join("testdata", "aisdk")
+	dir := filepath.Join("..", "cli", "testdata", "aisdk")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("skipped: Node.js is not installed (the Vercel AI SDK runs in Node.js)")

@@ -1,7 +1,6 @@
-package cli_test
+package gateway_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/firstword/firstword/internal/budget/window"
-	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
@@ -109,23 +107,6 @@ func TestBudgetReportKnownStages(t *testing.T) {
 	}
 	t.Logf("TTFW p50 %.1f ms; critical path %s", rep.TTFW.P50, rep.CriticalPath)
 
-	// The CLI prints the same report from the running server.
-	var out, errb bytes.Buffer
-	code := cli.Main(t.Context(), []string{"budget", "--server", gw.URL, "--surface", "chat"}, func(string) string { return "" }, nil, &out, &errb)
-	if code != 0 {
-		t.Fatalf("budget: %d %s", code, errb.String())
-	}
-	text := out.String()
-	for _, want := range []string{"stage", "p50", "p95", "p99", "target", "share of TTFW", "ttft", "docs", "TIME TO FIRST WORD", "Critical path to the first word", "docs → prompt → route → ttft"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("budget output lacks %q:\n%s", want, text)
-		}
-	}
-	t.Logf("firstword budget:\n%s", text)
-	out.Reset()
-	if code := cli.Main(t.Context(), []string{"budget", "--server", gw.URL, "--json"}, func(string) string { return "" }, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), `"critical_path"`) {
-		t.Errorf("budget --json: %d %s", code, out.String())
-	}
 }
 
 // TestOverBudgetNamed: a stage over its target is named.
