@@ -51,6 +51,26 @@ const (
 	// CategoryShuttingDown: the server stopped the request while shutting
 	// down; retrying it (on another replica) will do.
 	CategoryShuttingDown Category = "server_shutting_down"
+
+	// The categories below are requests firstword refuses itself, before
+	// routing them (with CategoryInvalidRequest and CategoryNotFound).
+
+	// CategoryUnauthenticated: the request has no valid firstword key.
+	CategoryUnauthenticated Category = "unauthenticated"
+	// CategoryPermissionDenied: the key, or the page the request comes
+	// from, may not use the route.
+	CategoryPermissionDenied Category = "permission_denied"
+	// CategoryRequestTimeout: the request's body did not arrive in time.
+	CategoryRequestTimeout Category = "request_timeout"
+	// CategoryTooLarge: the request (its body, its messages) is over a
+	// limit.
+	CategoryTooLarge Category = "request_too_large"
+	// CategoryUnsupportedMedia: the body is not JSON, or is in an encoding
+	// firstword does not read.
+	CategoryUnsupportedMedia Category = "unsupported_media_type"
+	// CategoryStoreUnavailable: a store firstword needs to answer (its
+	// keys, its conversations) failed.
+	CategoryStoreUnavailable Category = "store_unavailable"
 )
 
 // StatusClientClosedRequest is nginx's status for a request its client
@@ -62,13 +82,19 @@ const StatusClientClosedRequest = 499
 var ErrClientClosed = &Error{Category: CategoryClientClosed,
 	Message: "the client closed its side of the connection before the answer began; the request was cancelled (a half-close counts as leaving)"}
 
-// Error is a classified upstream or routing failure.
+// Error is a classified failure: an upstream's, the router's, or a
+// request firstword refuses itself.
 type Error struct {
 	Category Category
 	// Status is the upstream HTTP status, when there was one.
 	Status int
 	// Message is safe to show to the client.
 	Message string
+	// Code, when set, is a client-facing code finer than the category's
+	// (e.g. "model_not_found" for a CategoryNotFound).
+	Code string
+	// Param names the request field at fault, when there is one.
+	Param string
 	// Retryable says whether the same request may succeed if sent again
 	// (now, elsewhere, or after RetryAfter).
 	Retryable bool
@@ -110,9 +136,21 @@ func ProtocolError(err error) *Error {
 }
 
 // HTTPStatus is the status firstword answers with when this error happens
-// before the response is committed.
+// before the response is committed: the one table from error to status.
 func (e *Error) HTTPStatus() int {
 	switch e.Category {
+	case CategoryUnauthenticated:
+		return http.StatusUnauthorized
+	case CategoryPermissionDenied:
+		return http.StatusForbidden
+	case CategoryRequestTimeout:
+		return http.StatusRequestTimeout
+	case CategoryTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CategoryUnsupportedMedia:
+		return http.StatusUnsupportedMediaType
+	case CategoryStoreUnavailable:
+		return http.StatusServiceUnavailable
 	case CategoryRateLimited:
 		return http.StatusTooManyRequests
 	case CategoryOverloaded:
@@ -122,7 +160,7 @@ func (e *Error) HTTPStatus() int {
 	case CategoryAuth:
 		// The client's key was fine; firstword's upstream key was not.
 		return http.StatusBadGateway
-	case CategoryInvalidRequest, CategoryContextLength, CategoryContentFilter:
+	case CategoryInvalidRequest, CategoryContextLength, CategoryContentFilter, CategoryBlocked:
 		return http.StatusBadRequest
 	case CategoryNotFound:
 		return http.StatusNotFound
