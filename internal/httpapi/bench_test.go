@@ -71,6 +71,7 @@ func BenchmarkHandler(b *testing.B) {
 			var ttft time.Duration
 			for b.Loop() {
 				req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
 				w := &firstWrite{ResponseRecorder: httptest.NewRecorder()}
 				start := time.Now()
 				s.ServeHTTP(w, req)
