@@ -14,8 +14,8 @@ import (
 // contract as /v1/chat/completions (errors mid-stream are Anthropic's
 // event: error).
 var anthropicAPI = api{
-	name: "anthropic", idPrefix: "msg_",
-	parse: func(w http.ResponseWriter, _ *http.Request, x *exchange, body []byte) surface {
+	name: "anthropic", idPrefix: "msg_", dialect: dialectAnthropic,
+	parse: func(_ *http.Request, x *exchange, body []byte) (surface, error) {
 		pr, err := anthropic.ParseRequest(body)
 		if err != nil {
 			msg := err.Error()
@@ -23,14 +23,10 @@ var anthropicAPI = api{
 			if errors.As(err, &re) && re.Param != "" {
 				msg = re.Param + ": " + re.Message
 			}
-			writeAnthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
-			return nil
+			return nil, invalid("", msg)
 		}
 		x.req, x.stream = pr.Request, pr.Stream
-		return &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}
-	},
-	notFound: func(w http.ResponseWriter, msg string) {
-		writeAnthropicError(w, http.StatusNotFound, "not_found_error", msg)
+		return &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}, nil
 	},
 }
 
@@ -67,20 +63,6 @@ func (a *anthropicSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []by
 	return a.enc.Error(b, e)
 }
 
-func (a *anthropicSurface) writeError(w http.ResponseWriter, e *chat.Error) {
-	typ, status := anthropic.ErrorType(e.Category)
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", retryAfterSeconds(e))
-	}
-	writeAnthropicError(w, status, typ, e.Message)
-}
-
 func (a *anthropicSurface) response(x *exchange, model string, r *chat.Response) any {
 	return anthropic.EncodeMessage(x.id, model, r)
-}
-
-func writeAnthropicError(w http.ResponseWriter, status int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(anthropic.ErrorResponse(typ, clip(msg)))
 }

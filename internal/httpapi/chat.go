@@ -31,8 +31,9 @@ const ChatProtocol = "1"
 // chat serves POST /v1/chat: one turn of a stored conversation as a
 // stream of typed events (meta, delta..., done | error). meta is sent at
 // once, so the commit point is early by design: every later failure is an
-// error event, and the partial answer is kept.
-func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+// error event, and the partial answer is kept. It returns the errors
+// answered before meta.
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
 	rec := budget.New(start)
 	id := newID("req_")
@@ -40,21 +41,20 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Trace-Id", trace.String())
 	w.Header().Set("X-Firstword-Protocol", ChatProtocol)
-	p, ok := s.authenticate(w, r, rec)
-	if !ok {
-		return
+	p, err := s.authenticate(w, r, rec)
+	if err != nil {
+		return err
 	}
 	end := rec.Begin("parse")
 	var body chatRequest
-	raw, ok := s.readBody(w, r)
-	if !ok {
-		return
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "", "request body: "+err.Error())
-		return
+		return invalid("", "request body: "+err.Error())
 	}
 	if body.Model == "" {
 		body.Model = s.defaultModel()
@@ -68,8 +68,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	in.Meta = requestMeta(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
-		writePrepareError(w, err, body.Model)
-		return
+		return s.prepareError(err, body.Model)
 	}
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("chat")()
@@ -113,6 +112,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		return event(ev.Kind, data)
 	})
+	return nil
 }
 
 func (s *Server) defaultModel() string {
@@ -128,37 +128,38 @@ func (s *Server) defaultModel() string {
 	return ""
 }
 
-// writePrepareError maps the pipeline's request errors to statuses.
-func writePrepareError(w http.ResponseWriter, err error, model string) {
+// prepareError classifies the pipeline's request errors.
+func (s *Server) prepareError(err error, model string) error {
 	switch {
 	case errors.Is(err, conversation.ErrEmptyMessage):
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "message", "message is required")
+		return invalid("message", "message is required")
 	case errors.Is(err, conversation.ErrMessageTooBig):
-		writeOpenAIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "message", "message is too long or not valid UTF-8")
+		return &chat.Error{Category: chat.CategoryTooLarge, Param: "message", Message: "message is too long or not valid UTF-8"}
 	case errors.Is(err, conversation.ErrUnknownModel):
-		msg := "the model " + quoteValue(model) + " does not exist; GET /v1/models lists the available ones"
+		var why error // e.g. models_passthrough is off
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
 			for _, e := range j.Unwrap() {
 				if e != conversation.ErrUnknownModel {
-					msg = "the model " + quoteValue(model) + " is not available: " + e.Error() // why, e.g. models_passthrough is off
+					why = e
 				}
 			}
 		}
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
+		return modelNotFound(model, why)
 	case errors.Is(err, conversation.ErrNotFound):
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "conversation_id", "conversation not found")
+		return conversationNotFound("conversation_id")
 	case errors.Is(err, context.Canceled):
 		// The client left, or only half-closed and still reads.
-		writeChatError(w, chat.ErrClientClosed)
-	default:
-		writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "the conversation store is unavailable")
+		return chat.ErrClientClosed
 	}
+	s.log.Error("preparing a chat turn", "err", err)
+	return errConversationStore
 }
 
-// authenticate resolves the request's principal, answering 401 itself.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, rec *budget.Recorder) (auth.Principal, bool) {
+// authenticate resolves the request's principal; its errors are the 401
+// (with its WWW-Authenticate header set) and the 503 of a failed check.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, rec *budget.Recorder) (auth.Principal, error) {
 	if s.opt.Auth == nil {
-		return auth.Principal{TenantID: auth.LocalTenant, UserID: auth.LocalUser, Local: true}, true
+		return auth.Principal{TenantID: auth.LocalTenant, UserID: auth.LocalUser, Local: true}, nil
 	}
 	end := rec.Begin("auth")
 	p, err := s.opt.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
@@ -166,12 +167,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, rec *budge
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthorized) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="firstword"`)
-			writeRequestError(w, r, http.StatusUnauthorized, "authentication_error", "invalid_api_key", "a valid API key is required (Authorization: Bearer fw_... or x-api-key: fw_...)")
-			return p, false
+			return p, errNoKey
 		}
 		s.log.Error("authenticating", "err", err)
-		writeRequestError(w, r, http.StatusServiceUnavailable, "server_error", "store_unavailable", "could not check the API key")
-		return p, false
+		return p, errKeyCheck
 	}
-	return p, true
+	return p, nil
 }

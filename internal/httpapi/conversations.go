@@ -74,17 +74,16 @@ func msgJSON(m *store.Message) messageJSON {
 	return out
 }
 
-func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r, budget.New(time.Now()))
-	if !ok {
-		return
+func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
 	}
 	limit := 50
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "limit", "limit must be between 1 and 500")
-			return
+			return invalid("limit", "limit must be between 1 and 500")
 		}
 		limit = n
 	}
@@ -94,31 +93,29 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) {
 	}
 	cs, err := s.opt.Store.ListConversations(r.Context(), p.TenantID, user, limit)
 	if err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	data := make([]conversationJSON, 0, len(cs))
 	for i := range cs {
 		data = append(data, convJSON(&cs[i]))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return nil
 }
 
-func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r, budget.New(time.Now()))
-	if !ok {
-		return
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
 	}
 	id := r.PathValue("id")
 	c, err := s.conversation(r.Context(), p, id)
 	if err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, id)
 	if err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	out := convJSON(c)
 	out.Messages = make([]messageJSON, 0, len(msgs))
@@ -126,33 +123,33 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
 		out.Messages = append(out.Messages, msgJSON(&msgs[i]))
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r, budget.New(time.Now()))
-	if !ok {
-		return
+func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
 	}
 	id := r.PathValue("id")
 	if _, err := s.conversation(r.Context(), p, id); err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, id); err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // usage sums the tenant's usage by model and day: ?from=YYYY-MM-DD&to=
 // YYYY-MM-DD (to inclusive; default the last 30 days). The answers' tokens
 // and cost and those of the attempts that did not give them (attempts_*:
 // lost hedges, first-token timeouts) are summed apart (see store.UsageSum).
-func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r, budget.New(time.Now()))
-	if !ok {
-		return
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
 	}
 	now := time.Now().UTC()
 	to := now.Truncate(24 * time.Hour).Add(24 * time.Hour)
@@ -161,8 +158,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 		if v := r.URL.Query().Get(name); v != "" {
 			d, err := time.Parse("2006-01-02", v)
 			if err != nil {
-				writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", name, name+" must be a date YYYY-MM-DD")
-				return
+				return invalid(name, name+" must be a date YYYY-MM-DD")
 			}
 			if name == "to" {
 				d = d.Add(24 * time.Hour)
@@ -172,13 +168,13 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	}
 	sums, err := s.opt.Store.UsageSummary(r.Context(), p.TenantID, from, to)
 	if err != nil {
-		s.storeError(w, err)
-		return
+		return s.storeError(err)
 	}
 	if sums == nil {
 		sums = []store.UsageSum{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "tenant_id": p.TenantID, "data": sums})
+	return nil
 }
 
 // shared reports whether a tenant's conversations are every key's.
@@ -200,11 +196,12 @@ func (s *Server) conversation(ctx context.Context, p auth.Principal, id string) 
 	return c, nil
 }
 
-func (s *Server) storeError(w http.ResponseWriter, err error) {
+// storeError classifies a store's error: a conversation that is not the
+// caller's is a 404, any other failure (logged) a 503.
+func (s *Server) storeError(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "id", "conversation not found")
-		return
+		return conversationNotFound("id")
 	}
 	s.log.Error("store", "err", err)
-	writeOpenAIError(w, http.StatusServiceUnavailable, "server_error", "store_unavailable", "", "the conversation store is unavailable")
+	return errConversationStore
 }

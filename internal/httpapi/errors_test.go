@@ -27,6 +27,7 @@ import (
 	"github.com/firstword/firstword/internal/provider"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
+	"github.com/firstword/firstword/internal/wire/anthropic"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -278,4 +279,36 @@ func rawPost(t *testing.T, srv *httptest.Server, path, rest string) *http.Respon
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp
+}
+
+// TestStatusTable: each category answers with chat.Error.HTTPStatus in
+// both dialects, but Anthropic's own 529 for overloaded, so the status
+// wire/anthropic.ErrorType gives must agree with it; and every category
+// firstword refuses a request with has a type in each dialect.
+func TestStatusTable(t *testing.T) {
+	for _, c := range []chat.Category{
+		chat.CategoryRateLimited, chat.CategoryOverloaded, chat.CategoryAuth, chat.CategoryInvalidRequest,
+		chat.CategoryNotFound, chat.CategoryContextLength, chat.CategoryContentFilter,
+		chat.CategoryUpstreamUnavailable, chat.CategoryTimeout, chat.CategoryProtocol, chat.CategoryInternal,
+		chat.CategoryBlocked, chat.CategoryContextUnavailable, chat.CategoryClientClosed, chat.CategoryShuttingDown,
+	} {
+		want := (&chat.Error{Category: c}).HTTPStatus()
+		if c == chat.CategoryOverloaded {
+			want = statusOverloaded
+		}
+		if _, got := anthropic.ErrorType(c); got != want {
+			t.Errorf("anthropic.ErrorType(%s) status = %d, want %d", c, got, want)
+		}
+	}
+	for _, c := range []chat.Category{
+		chat.CategoryUnauthenticated, chat.CategoryPermissionDenied, chat.CategoryRequestTimeout,
+		chat.CategoryTooLarge, chat.CategoryUnsupportedMedia, chat.CategoryStoreUnavailable,
+	} {
+		if status := (&chat.Error{Category: c}).HTTPStatus(); status == http.StatusInternalServerError {
+			t.Errorf("(%s).HTTPStatus() = 500: the refusal is missing from the table", c)
+		}
+		if ty, ok := refusalTypes[c]; !ok || ty.openAI == "" || ty.anthropic == "" {
+			t.Errorf("refusalTypes[%s] = %+v, %v: want a type in each dialect", c, ty, ok)
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 type exchange struct {
 	id      string
 	surface string
+	dialect dialect // the error shape of the API called
 	start   time.Time
 	req     *chat.Request
 	stream  bool
@@ -42,10 +43,10 @@ type exchange struct {
 	parent  string    // the client's traceparent
 }
 
-// newExchange starts a request's state: its ID, clock, stage recorder and
-// trace, announced in the response headers.
-func newExchange(w http.ResponseWriter, r *http.Request, surface, idPrefix string) *exchange {
-	x := &exchange{id: newID(idPrefix), surface: surface, start: time.Now()}
+// newExchange starts a request's state on a: its ID, clock, stage
+// recorder and trace, announced in the response headers.
+func newExchange(w http.ResponseWriter, r *http.Request, a *api) *exchange {
+	x := &exchange{id: newID(a.idPrefix), surface: a.name, dialect: a.dialect, start: time.Now()}
 	x.rec = budget.New(x.start)
 	x.trace, x.parent = tracing.FromRequest(r), r.Header.Get("Traceparent")
 	h := w.Header()
@@ -54,14 +55,12 @@ func newExchange(w http.ResponseWriter, r *http.Request, surface, idPrefix strin
 	return x
 }
 
-// readBody reads a bounded request body within the body timeout,
-// answering 413, 408 or 400 itself.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// readBody reads a bounded request body within the body timeout: its
+// errors are 413, 415, 408 and 400s.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > s.opt.MaxRequestBytes {
 		// Said before a byte of it is read: no 100 Continue for it.
-		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-			"request body is over "+strconv.FormatInt(s.opt.MaxRequestBytes, 10)+" bytes")
-		return nil, false
+		return nil, bodyTooLarge(s.opt.MaxRequestBytes)
 	}
 	var src io.ReadCloser = r.Body
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
@@ -69,9 +68,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	case "gzip":
 		src = &gunzip{body: r.Body} // the limit below bounds what it inflates to
 	default:
-		writeRequestError(w, r, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_encoding",
-			"Content-Encoding "+strconv.Quote(enc)+" is not supported; send the body as is, or gzip")
-		return nil, false
+		return nil, &chat.Error{Category: chat.CategoryUnsupportedMedia, Code: "unsupported_encoding",
+			Message: "Content-Encoding " + strconv.Quote(enc) + " is not supported; send the body as is, or gzip"}
 	}
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(s.opt.BodyTimeout)) == nil
@@ -85,25 +83,26 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
-				"request body is over "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
-			return nil, false
+			return nil, bodyTooLarge(mbe.Limit)
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			writeRequestError(w, r, http.StatusRequestTimeout, "invalid_request_error", "request_timeout",
-				"the request body did not arrive within "+s.opt.BodyTimeout.String())
-			return nil, false
+			return nil, &chat.Error{Category: chat.CategoryRequestTimeout,
+				Message: "the request body did not arrive within " + s.opt.BodyTimeout.String()}
 		}
-		msg := "could not read the request body"
+		e := &chat.Error{Category: chat.CategoryInvalidRequest, Code: "invalid_body", Message: "could not read the request body"}
 		var ne net.Error
 		if !errors.As(err, &ne) {
-			msg += ": " + err.Error() // a gzip error, not one naming sockets
+			e.Message += ": " + err.Error() // a gzip error, not one naming sockets
 		}
-		writeRequestError(w, r, http.StatusBadRequest, "invalid_request_error", "invalid_body", msg)
-		return nil, false
+		return nil, e
 	}
-	return body, true
+	return body, nil
+}
+
+// bodyTooLarge refuses a body over limit bytes.
+func bodyTooLarge(limit int64) *chat.Error {
+	return &chat.Error{Category: chat.CategoryTooLarge, Message: "request body is over " + strconv.FormatInt(limit, 10) + " bytes"}
 }
 
 // gunzip inflates a gzip body, reading its header on the first Read, so
@@ -129,12 +128,14 @@ func (g *gunzip) Close() error { return g.body.Close() }
 // api is one client-facing wire format's entry point.
 type api struct {
 	name, idPrefix string
+	// dialect is the shape of every error the API answers with before
+	// its response commits, the refusals made before routing included.
+	dialect dialect
 	// parse decodes body into x.req and x.stream and returns the surface
-	// that renders the answer, or answers a bad request itself (400) and
-	// returns nil.
-	parse func(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) surface
-	// notFound answers a request for an unknown model.
-	notFound func(w http.ResponseWriter, msg string)
+	// that renders the answer, or the request's error (a 400).
+	parse func(r *http.Request, x *exchange, body []byte) (surface, error)
+	// answered, if set, runs once the answer was sent and metered.
+	answered func(r *http.Request, sf surface)
 }
 
 // apiHandler serves one API surface. As a Handler of its own, rather than
@@ -145,7 +146,13 @@ type apiHandler struct {
 	a *api
 }
 
-func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.serveAPI(w, r, h.a) }
+func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if sf := h.s.serveAPI(w, r, h.a); sf != nil && h.a.answered != nil {
+		h.a.answered(r, sf)
+	}
+}
+
+func (h apiHandler) errorDialect() dialect { return h.a.dialect }
 
 // serveAPI runs one request on a surface: authenticate, read and parse
 // the body, derive the deadline, route, stream or answer whole, meter. It
@@ -174,38 +181,52 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 }
 
 // accept authenticates, reads and parses a request and derives its
-// context, or answers it itself and returns a nil surface.
+// context, or answers it in the API's dialect and returns a nil surface.
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchange, surface, context.Context, context.CancelCauseFunc) {
-	x := newExchange(w, r, a.name, a.idPrefix)
-	p, ok := s.authenticate(w, r, x.rec)
-	if !ok {
-		return nil, nil, nil, nil
+	x := newExchange(w, r, a)
+	sf, err := s.parse(w, r, x, a)
+	var ctx context.Context
+	var cancel context.CancelCauseFunc
+	if err == nil {
+		ctx, cancel, err = s.begin(r, x)
 	}
-	x.tenant, x.user = p.TenantID, p.UserID
-	endParse := x.rec.Begin("parse")
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return nil, nil, nil, nil
-	}
-	sf := a.parse(w, r, x, body)
-	endParse("")
-	if sf == nil || !s.withinLimits(w, r, x.req) {
-		return nil, nil, nil, nil
-	}
-	ctx, cancel, ok := s.begin(w, r, x, func(msg string) { a.notFound(w, msg) })
-	if !ok {
+	if err != nil {
+		a.dialect.writeError(w, err)
 		return nil, nil, nil, nil
 	}
 	return x, sf, ctx, cancel
 }
 
+// parse authenticates, reads and parses a request and checks it against
+// the limits.
+func (s *Server) parse(w http.ResponseWriter, r *http.Request, x *exchange, a *api) (surface, error) {
+	p, err := s.authenticate(w, r, x.rec)
+	if err != nil {
+		return nil, err
+	}
+	x.tenant, x.user = p.TenantID, p.UserID
+	endParse := x.rec.Begin("parse")
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	sf, err := a.parse(r, x, body)
+	endParse("")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.withinLimits(x.req); err != nil {
+		return nil, err
+	}
+	return sf, nil
+}
+
 // withinLimits checks a parsed request against the message count and
-// prompt size limits, answering 413 itself when it is over one.
-func (s *Server) withinLimits(w http.ResponseWriter, r *http.Request, req *chat.Request) bool {
+// prompt size limits: over one, it is a 413.
+func (s *Server) withinLimits(req *chat.Request) error {
 	if n := len(req.Messages); n > s.opt.MaxMessages {
-		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "too_many_messages",
-			"the request has "+strconv.Itoa(n)+" messages; the limit (max_messages) is "+strconv.Itoa(s.opt.MaxMessages))
-		return false
+		return &chat.Error{Category: chat.CategoryTooLarge, Code: "too_many_messages",
+			Message: "the request has " + strconv.Itoa(n) + " messages; the limit (max_messages) is " + strconv.Itoa(s.opt.MaxMessages)}
 	}
 	size := 0
 	for i := range req.Messages {
@@ -216,31 +237,30 @@ func (s *Server) withinLimits(w http.ResponseWriter, r *http.Request, req *chat.
 		}
 	}
 	if size > s.opt.MaxPromptBytes {
-		writeRequestError(w, r, http.StatusRequestEntityTooLarge, "invalid_request_error", "prompt_too_large",
-			"the messages hold "+strconv.Itoa(size)+" bytes of text; the limit (max_prompt_bytes) is "+strconv.Itoa(s.opt.MaxPromptBytes))
-		return false
+		return &chat.Error{Category: chat.CategoryTooLarge, Code: "prompt_too_large",
+			Message: "the messages hold " + strconv.Itoa(size) + " bytes of text; the limit (max_prompt_bytes) is " + strconv.Itoa(s.opt.MaxPromptBytes)}
 	}
-	return true
+	return nil
 }
 
 // begin checks the alias and derives the request's context: its deadline
 // is the alias's timeout from when the request arrived, or the client's
-// tighter X-Request-Timeout; every attempt inside shares it.
-func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange, notFound func(msg string)) (context.Context, context.CancelCauseFunc, bool) {
+// tighter X-Request-Timeout; every attempt inside shares it. An unknown
+// model is a 404.
+func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
 	timeout, ok := s.opt.Router.Timeout(x.req.Model)
 	if !ok {
-		msg := "the model " + quoteValue(x.req.Model) + " does not exist; GET /v1/models lists the available ones"
 		// A PROVIDER/MODEL name may be refused for a reason of its own
 		// (models_passthrough is off, too many names in use): say it.
+		var why error
 		if r, ok := s.opt.Router.(interface {
 			Resolve(string) (time.Duration, error)
 		}); ok {
 			if _, err := r.Resolve(x.req.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
-				msg = "the model " + quoteValue(x.req.Model) + " is not available: " + err.Error()
+				why = err
 			}
 		}
-		notFound(msg)
-		return nil, nil, false
+		return nil, nil, modelNotFound(x.req.Model, why)
 	}
 	if d := clientDeadline(r.Header); d > 0 && d < timeout {
 		timeout = d
@@ -249,7 +269,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, x *exchange, notF
 	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
-	return ctx, func(err error) { cancel(err); cancelDeadline() }, true
+	return ctx, func(err error) { cancel(err); cancelDeadline() }, nil
 }
 
 // commitHeaders are set when the response commits: the route, and the
@@ -299,7 +319,8 @@ func routeHeaders(h http.Header, rep *router.Report) {
 }
 
 // surface is a wire format clients speak: it renders the normalised
-// stream, endings and errors.
+// stream, endings and error events (its API's dialect writes the errors
+// answered before the first byte).
 type surface interface {
 	// chunk appends the events for c (maybe none).
 	chunk(b []byte, c *chat.Chunk) []byte
@@ -307,8 +328,6 @@ type surface interface {
 	end(b []byte, x *exchange) []byte
 	// errorEvent appends a failure after the response committed.
 	errorEvent(b []byte, x *exchange, e *chat.Error) []byte
-	// writeError answers a failure before the first byte.
-	writeError(w http.ResponseWriter, e *chat.Error)
 	// response is a whole answer, for non-streaming requests.
 	response(x *exchange, model string, r *chat.Response) any
 	// setModel tells the surface the upstream model, once known.
@@ -375,14 +394,14 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 			if len(out.b) == 0 && !es.Failed() {
 				// Nothing was sent: a client that only half-closed still
 				// reads, and an empty 200 would tell it nothing.
-				es.Uncommitted(func(w http.ResponseWriter) { sf.writeError(w, chat.ErrClientClosed) })
+				es.Uncommitted(func(w http.ResponseWriter) { x.dialect.writeError(w, chat.ErrClientClosed) })
 			}
 			return
 		}
 		ce := chat.AsError(x.err)
 		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
 			x.commitHeaders(w.Header())
-			sf.writeError(w, ce)
+			x.dialect.writeError(w, ce)
 		}) {
 			return
 		}
@@ -457,7 +476,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 			ce = chat.ErrClientClosed
 		}
 		x.commitHeaders(w.Header())
-		sf.writeError(w, ce)
+		x.dialect.writeError(w, ce)
 		return
 	}
 	if model == "" {
@@ -545,8 +564,6 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	}
 	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // maxCoalesce bounds how much a stream holds back while later chunks that
 // arrived together are appended to one write.

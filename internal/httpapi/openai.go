@@ -10,28 +10,22 @@ import (
 
 // openaiAPI serves POST /v1/chat/completions.
 var openaiAPI = api{
-	name: "openai", idPrefix: "chatcmpl-",
-	parse: func(w http.ResponseWriter, _ *http.Request, x *exchange, body []byte) surface {
+	name: "openai", idPrefix: "chatcmpl-", dialect: dialectOpenAI,
+	parse: func(_ *http.Request, x *exchange, body []byte) (surface, error) {
 		pr, err := wire.ParseRequest(body)
 		if err != nil {
+			e := invalid("", err.Error())
 			var re *wire.RequestError
-			errors.As(err, &re)
-			code := "invalid_request"
-			if re != nil && re.Param == "model" && re.Message == "required" {
-				code = "missing_model"
+			if errors.As(err, &re) {
+				e.Param = re.Param
+				if re.Param == "model" && re.Message == "required" {
+					e.Code = "missing_model"
+				}
 			}
-			param := ""
-			if re != nil {
-				param = re.Param
-			}
-			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", code, param, err.Error())
-			return nil
+			return nil, e
 		}
 		x.req, x.stream = pr.Request, pr.Stream
-		return &openaiSurface{enc: wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: pr.IncludeUsage}, includeUsage: pr.IncludeUsage}
-	},
-	notFound: func(w http.ResponseWriter, msg string) {
-		writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model", msg)
+		return &openaiSurface{enc: wire.ChunkEncoder{ID: x.id, Created: x.start.Unix(), Model: x.req.Model, IncludeUsage: pr.IncludeUsage}, includeUsage: pr.IncludeUsage}, nil
 	},
 }
 
@@ -58,8 +52,6 @@ func (o *openaiSurface) end(b []byte, x *exchange) []byte {
 func (o *openaiSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []byte {
 	return wire.AppendErrorEvent(b, wire.ErrorFromChat(e))
 }
-
-func (o *openaiSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
 
 func (o *openaiSurface) response(x *exchange, model string, r *chat.Response) any {
 	return wire.EncodeCompletion(x.id, x.start.Unix(), model, r)

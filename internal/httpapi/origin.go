@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/firstword/firstword/internal/chat"
 )
 
 // Browser checks. A browser lets any page send a "simple" cross-site POST
@@ -59,9 +61,10 @@ func NormalizeOrigin(origin string) string {
 // exposedHeaders are the response headers a cross-origin page may read.
 const exposedHeaders = "X-Request-Id, X-Trace-Id, X-Firstword-Deployment, X-Firstword-Attempts, X-Firstword-Route, X-Firstword-Cache, X-Firstword-Rule, X-Firstword-Protocol, Server-Timing, Retry-After"
 
-// admit runs the browser checks, answering a refused request itself. It
-// reports whether the request goes on.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
+// admit runs the browser checks: it returns the error of a request a
+// browser must not make (a 403 or a 415), and reports whether it answered
+// the request itself (a CORS preflight).
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, err error) {
 	origin := r.Header.Get("Origin")
 	site := r.Header.Get("Sec-Fetch-Site")
 	switch {
@@ -80,30 +83,26 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) bool {
 			}
 			h.Set("Access-Control-Max-Age", "600")
 			w.WriteHeader(http.StatusNoContent)
-			return false
+			return true, nil
 		}
 		h.Set("Access-Control-Expose-Headers", exposedHeaders)
 	case origin != "" && !sameOrigin(origin, r.Host):
-		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
-			"requests from pages on "+quoteValue(origin)+" are refused: add the origin to cors.allowed_origins to allow them")
-		return false
+		return false, &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cross_origin_refused",
+			Message: "requests from pages on " + quoteValue(origin) + " are refused: add the origin to cors.allowed_origins to allow them"}
 	case origin == "" && fromAnotherPage(r):
-		writeRequestError(w, r, http.StatusForbidden, "permission_error", "cross_origin_refused",
-			"requests from pages on other origins are refused: add the page's origin to cors.allowed_origins to allow them")
-		return false
+		return false, &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cross_origin_refused",
+			Message: "requests from pages on other origins are refused: add the page's origin to cors.allowed_origins to allow them"}
 	}
 	if !s.hostAllowed(r) {
-		writeRequestError(w, r, http.StatusForbidden, "permission_error", "host_refused",
-			"this gateway runs in local mode and answers only to loopback host names, not "+quoteValue(r.Host)+
-				": add the name to allowed_hosts, or create an API key")
-		return false
+		return false, &chat.Error{Category: chat.CategoryPermissionDenied, Code: "host_refused",
+			Message: "this gateway runs in local mode and answers only to loopback host names, not " + quoteValue(r.Host) +
+				": add the name to allowed_hosts, or create an API key"}
 	}
 	if r.Method == http.MethodPost && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
-		writeRequestError(w, r, http.StatusUnsupportedMediaType, "invalid_request_error", "unsupported_media_type",
-			"the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')")
-		return false
+		return false, &chat.Error{Category: chat.CategoryUnsupportedMedia,
+			Message: "the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')"}
 	}
-	return true
+	return false, nil
 }
 
 // fromAnotherPage reports whether the browser says a page of another

@@ -12,36 +12,32 @@ import (
 	"github.com/firstword/firstword/internal/wire/responses"
 )
 
-// responsesAPI serves POST /v1/responses, OpenAI's Responses API (what the
-// Vercel AI SDK's openai(model) and newer OpenAI SDK code call), with the
-// same routing, deadlines, cancellation, metering and error contract as
-// /v1/chat/completions: a failure after the first byte is a
+// responsesAPIFor serves POST /v1/responses on s: OpenAI's Responses API
+// (what the Vercel AI SDK's openai(model) and newer OpenAI SDK code call),
+// with the same routing, deadlines, cancellation, metering and error
+// contract as /v1/chat/completions: a failure after the first byte is a
 // response.failed event, a cut answer a response.incomplete.
-func (s *Server) responsesAPI(w http.ResponseWriter, r *http.Request) {
-	if sf, ok := s.serveAPI(w, r, s.responses).(*responsesSurface); ok {
-		s.keepItems(r.Context(), sf.tenant, sf.enc.Messages())
-	}
-}
-
-// responsesAPIFor is the Responses API's entry point on s.
 func responsesAPIFor(s *Server) *api {
 	return &api{
-		name: "responses", idPrefix: "resp_",
-		parse: func(w http.ResponseWriter, r *http.Request, x *exchange, body []byte) surface {
+		name: "responses", idPrefix: "resp_", dialect: dialectOpenAI,
+		parse: func(r *http.Request, x *exchange, body []byte) (surface, error) {
 			pr, err := responses.ParseRequest(body, s.itemResolver(r.Context(), x.tenant))
 			if err != nil {
+				e := invalid("", err.Error())
 				var re *responses.RequestError
-				param := ""
 				if errors.As(err, &re) {
-					param = re.Param
+					e.Param = re.Param
 				}
-				writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", param, err.Error())
-				return nil
+				return nil, e
 			}
 			x.req, x.stream = pr.Request, pr.Stream
-			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}
+			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}, nil
 		},
-		notFound: openaiAPI.notFound,
+		answered: func(r *http.Request, sf surface) {
+			if sf, ok := sf.(*responsesSurface); ok {
+				s.keepItems(r.Context(), sf.tenant, sf.enc.Messages())
+			}
+		},
 	}
 }
 
@@ -109,8 +105,6 @@ func (o *responsesSurface) errorEvent(b []byte, x *exchange, e *chat.Error) []by
 	u := x.tally.Usage(x.req)
 	return o.enc.Error(b, e, &u)
 }
-
-func (o *responsesSurface) writeError(w http.ResponseWriter, e *chat.Error) { writeChatError(w, e) }
 
 func (o *responsesSurface) response(x *exchange, model string, r *chat.Response) any {
 	o.enc.Model = model

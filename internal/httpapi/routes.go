@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/webui"
 )
@@ -16,14 +17,14 @@ import (
 func (s *Server) routes() {
 	s.mux.Handle("POST /v1/chat/completions", apiHandler{s, &openaiAPI})
 	s.mux.Handle("POST /v1/messages", apiHandler{s, &anthropicAPI})
-	s.mux.HandleFunc("POST /v1/responses", s.responsesAPI)
+	s.mux.Handle("POST /v1/responses", apiHandler{s, s.responses})
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	if s.opt.Chat != nil && s.opt.Store != nil {
-		s.mux.HandleFunc("POST /v1/chat", s.chat)
-		s.mux.HandleFunc("GET /v1/conversations", s.listConversations)
-		s.mux.HandleFunc("GET /v1/conversations/{id}", s.getConversation)
-		s.mux.HandleFunc("DELETE /v1/conversations/{id}", s.deleteConversation)
-		s.mux.HandleFunc("GET /v1/usage", s.usage)
+		s.mux.Handle("POST /v1/chat", route(s.chat))
+		s.mux.Handle("GET /v1/conversations", route(s.listConversations))
+		s.mux.Handle("GET /v1/conversations/{id}", route(s.getConversation))
+		s.mux.Handle("DELETE /v1/conversations/{id}", route(s.deleteConversation))
+		s.mux.Handle("GET /v1/usage", route(s.usage))
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
@@ -39,13 +40,13 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}
 	if s.opt.Budget != nil {
-		s.mux.HandleFunc("GET /v1/budget", s.budgetReport)
+		s.mux.Handle("GET /v1/budget", route(s.budgetReport))
 	}
 	s.mux.Handle("GET /{$}", webui.Handler())
 	s.mux.Handle("GET /budget", webui.Handler())
 	s.mux.Handle("GET /favicon.ico", webui.Handler())
 	s.mux.Handle("GET /static/", webui.Handler())
-	s.mux.HandleFunc("/", s.notFound)
+	s.mux.Handle("/", route(s.notFound))
 	for pattern, h := range s.opt.Extra {
 		s.mux.Handle(pattern, s.admin(h))
 	}
@@ -54,17 +55,16 @@ func (s *Server) routes() {
 // admin serves h to admin keys only (and to the local user in local
 // mode); other keys get 403.
 func (s *Server) admin(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.authenticate(w, r, nil)
-		if !ok {
-			return
+	return route(func(w http.ResponseWriter, r *http.Request) error {
+		p, err := s.authenticate(w, r, nil)
+		if err != nil {
+			return err
 		}
 		if !p.Admin && !p.Local {
-			writeOpenAIError(w, http.StatusForbidden, "permission_error", "admin_key_required",
-				"", "this route needs an admin key (firstword keys create --admin)")
-			return
+			return errAdminKeyRequired
 		}
 		h.ServeHTTP(w, r)
+		return nil
 	})
 }
 
@@ -118,10 +118,10 @@ func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
 // anthropic to keep one surface, ?recent=N waterfalls) of the caller's
 // tenant, with the caller's own requests as waterfalls; an admin key sees
 // every tenant's, or one with ?tenant=.
-func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r, nil)
-	if !ok {
-		return
+func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, nil)
+	if err != nil {
+		return err
 	}
 	tenant, user := p.TenantID, p.UserID
 	if p.Admin || p.Local {
@@ -131,8 +131,7 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("recent"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 200 {
-			writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "recent", "recent must be between 0 and 200")
-			return
+			return invalid("recent", "recent must be between 0 and 200")
 		}
 		recent = n
 	}
@@ -140,10 +139,10 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) {
 	switch surface {
 	case "", "openai", "chat", "anthropic":
 	default:
-		writeOpenAIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "surface", "surface must be openai, chat or anthropic")
-		return
+		return invalid("surface", "surface must be openai, chat or anthropic")
 	}
 	writeJSON(w, http.StatusOK, s.opt.Budget(tenant, user, surface, recent))
+	return nil
 }
 
 // runtimeStats reports the process's goroutines and memory, for capacity
@@ -169,14 +168,16 @@ func (s *Server) collect(w http.ResponseWriter, r *http.Request) {
 	s.runtimeStats(w, r)
 }
 
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeOpenAIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "", "no route for "+r.Method+" "+r.URL.Path)
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) error {
+	return &chat.Error{Category: chat.CategoryNotFound, Message: "no route for " + r.Method + " " + r.URL.Path}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"error":{"message":"internal error","type":"server_error"}}`, http.StatusInternalServerError)
+		// A value that does not marshal (a NaN) is firstword's bug: the
+		// client gets a 500 that says nothing of it.
+		dialectOpenAI.writeError(w, &chat.Error{Category: chat.CategoryInternal, Message: "internal error", Err: err})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -143,7 +143,8 @@ func New(opt Options) *Server {
 }
 
 // ServeHTTP implements http.Handler. Requests a browser must not make
-// are refused first (origin.go). A request with a body gets the body
+// are refused first (origin.go), in the dialect of the route they would
+// reach. A request with a body gets the body
 // timeout at once, so one answered without reading it (401, 404, 405)
 // cannot have its body trickled into net/http's drain forever; readBody
 // clears it once the body is in.
@@ -151,7 +152,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.Body != http.NoBody {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyTimeout))
 	}
-	if s.admit(w, r) {
+	answered, err := s.admit(w, r)
+	switch {
+	case err != nil:
+		s.dialectOf(r).writeError(w, err)
+	case !answered:
 		s.mux.ServeHTTP(w, r)
 	}
 }
