@@ -269,7 +269,7 @@ func stage(t *testing.T, done map[string]any, name string) float64 {
 // TestChatContextInParallel: three sources of 30, 120 and 60 ms make a
 // context stage of about 120 ms, not 210.
 func TestChatContextInParallel(t *testing.T) {
-	a, b, c := lookupServer(t, 30*time.Millisecond, 200, nil), lookupServer(t, 120*time.Millisecond, 200, nil), lookupServer(t, 60*time.Millisecond, 200, nil)
+	a, b, c := lookupServer(t, 30*time.Millisecond, 200, nil), lookupServer(t, 200*time.Millisecond, 200, nil), lookupServer(t, 60*time.Millisecond, 200, nil)
 	cfg := fmt.Sprintf(chatConfig, "20s") + fmt.Sprintf(`
 sources:
   lookups:
@@ -283,9 +283,12 @@ sources:
 		t.Fatalf("last event %v", r.last)
 	}
 	ctxMs := stage(t, r.last.data, "context")
-	t.Logf("context stage %.1f ms (sources: 30, 120, 60 ms)", ctxMs)
-	if ctxMs < 120 || ctxMs > 170 {
-		t.Errorf("context stage %.1f ms, want about 120 (the slowest), under 170", ctxMs)
+	t.Logf("context stage %.1f ms (sources: 30, 200, 60 ms)", ctxMs)
+	// In parallel the stage lasts as long as the slowest source (200 ms);
+	// one after another it would be their sum (290 ms). The bound between
+	// leaves a busy machine room.
+	if ctxMs < 200 || ctxMs > 260 {
+		t.Errorf("context stage %.1f ms, want about 200 (the slowest), under 260 (the sum is 290)", ctxMs)
 	}
 }
 

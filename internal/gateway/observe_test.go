@@ -81,7 +81,7 @@ func TestBudgetReportKnownStages(t *testing.T) {
 	// delays (30, 60, 80, 120 ms).
 	within := func(name string, got, want float64) {
 		t.Helper()
-		below, above := max(0.05*want, 2), max(0.25*want, 15)
+		below, above := max(0.05*want, 2), max(0.5*want, 25)
 		if got < want-below || got > want+above {
 			t.Errorf("%s p50 = %.1f ms, want %.0f (-%.0f/+%.0f)", name, got, want, below, above)
 		}

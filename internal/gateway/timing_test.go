@@ -63,7 +63,7 @@ func TestHeartbeat(t *testing.T) {
 	start := time.Now()
 	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	defer resp.Body.Close()
-	if d := time.Since(start); d > 300*time.Millisecond {
+	if d := time.Since(start); d > 400*time.Millisecond { // the first token comes at 450 ms
 		t.Errorf("headers arrived after %v; the first heartbeat should commit them at about 100ms", d)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
