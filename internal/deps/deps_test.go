@@ -48,7 +48,7 @@ func TestImportRules(t *testing.T) {
 	}
 	// Packages that may import only the standard library (and the module's
 	// own stdlib-only packages).
-	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget", "internal/jsonenc"}
+	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget", "internal/jsonenc", "internal/jsonscan"}
 	// Packages only these may import (besides their own subpackages and
 	// tests); gatewaytest, a test harness, only tests.
 	roots := map[string][]string{

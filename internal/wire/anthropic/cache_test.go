@@ -28,7 +28,7 @@ func TestReadStreamPromptCacheUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := chat.Collect(ReadStream(&oneByte{bytes.NewReader(body)}, 0))
+			resp, err := chat.Collect(pull(&oneByte{bytes.NewReader(body)}, 0))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/jsonscan"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -62,7 +63,7 @@ func TestEventEncoderGolden(t *testing.T) {
 		}
 		if v.Type == "content_block_delta" {
 			e := event{Index: noIndex}
-			if sc := (scanner{b: []byte(data)}); sc.event(&e) != nil {
+			if sc := (eventScanner{jsonscan.New([]byte(data))}); sc.event(&e) != nil {
 				t.Errorf("%s took the slow path", data)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/jsonscan"
 	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
@@ -59,10 +60,20 @@ func TestDecodeEventMatchesEncodingJSON(t *testing.T) {
 			compareDecoders(t, []byte(d))
 			// The fast path, not the fallback, must handle real deltas.
 			e := event{Index: noIndex}
-			sc := scanner{b: []byte(d)}
+			sc := eventScanner{jsonscan.New([]byte(d))}
 			if strings.Contains(d, "content_block_delta") && sc.event(&e) != nil {
 				t.Errorf("%s: a real delta took the slow path", d)
 			}
+		}
+	}
+}
+
+// TestSymbolsPlain: StrOrNull matches its known names by their bytes,
+// which only plain names allow.
+func TestSymbolsPlain(t *testing.T) {
+	for _, sym := range symbols {
+		if !jsonscan.Plain(sym) {
+			t.Errorf("symbol %q is not plain", sym)
 		}
 	}
 }
@@ -122,6 +133,6 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			fmt.Fprintf(&buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word%d\"}}\n\n", i%10)
 		}
 		buf.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1000}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
+		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 	})
 }

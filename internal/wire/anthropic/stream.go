@@ -121,7 +121,8 @@ type streamState struct {
 	events   int
 }
 
-// ReadStream decodes an upstream's Messages API event stream from r.
+// NewStreamReader returns a pull reader of an upstream's Messages API
+// event stream from r (chat.Pull makes it a chat.Stream).
 //
 // Text deltas become Chunk.Text; a tool_use block becomes tool-call deltas
 // whose Index is the block's ordinal among the stream's tool_use blocks,
@@ -138,12 +139,12 @@ type streamState struct {
 //
 // A chunk is held back only while the next event is already buffered,
 // and Chunk.More is set when the next chunk followed without waiting.
-func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
-	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
+func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
+	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
 }
 
-// StreamReader is ReadStream as a pull reader, for callers that would
-// rather not add an iterator's frame to every chunk's path.
+// StreamReader decodes a Messages API event stream chunk by chunk (see
+// NewStreamReader).
 type StreamReader struct {
 	rd      *sse.Reader
 	s       streamState
@@ -151,11 +152,6 @@ type StreamReader struct {
 	held    bool
 	out     chat.Chunk
 	err     error // how the stream ended (io.EOF when it finished), once pending is out
-}
-
-// NewStreamReader returns a StreamReader of r.
-func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
-	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
 }
 
 // Next returns the next chunk, valid until the following call; io.EOF

@@ -17,6 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// pull reads r as the router does: a StreamReader's Next, through
+// chat.Pull when a chat.Stream is wanted.
+func pull(r io.Reader, maxEventSize int) chat.Stream {
+	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
+}
+
 // Where each file in testdata/ comes from: testdata/SOURCES.md.
 
 // result is the normalised outcome of a stream, compared whole.
@@ -46,7 +52,7 @@ func run(t testing.TB, r io.Reader, maxEventSize int) result {
 		n      int
 		failed bool
 	)
-	for c, err := range ReadStream(r, maxEventSize) {
+	for c, err := range pull(r, maxEventSize) {
 		if failed {
 			t.Fatalf("chunk %+v after the error", c)
 		}
@@ -290,7 +296,7 @@ func TestReadStreamUnterminated(t *testing.T) {
 					}
 				}
 				var err error
-				for _, e := range ReadStream(bytes.NewReader(b), 0) {
+				for _, e := range pull(bytes.NewReader(b), 0) {
 					err = e
 				}
 				if !errors.Is(err, chat.ErrTruncated) {
@@ -307,7 +313,7 @@ func TestReadStreamUnterminated(t *testing.T) {
 func TestReadStreamChunks(t *testing.T) {
 	raw := readFixture(t, "anthropic_tool_use_stream.sse", false)
 	var got []chat.Chunk
-	for c, err := range ReadStream(bytes.NewReader(raw), 0) {
+	for c, err := range pull(bytes.NewReader(raw), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -354,7 +360,7 @@ func TestReadStreamChunks(t *testing.T) {
 	}
 
 	// One byte at a time nothing is ever buffered ahead.
-	for c, err := range ReadStream(iotest.OneByteReader(bytes.NewReader(raw)), 0) {
+	for c, err := range pull(iotest.OneByteReader(bytes.NewReader(raw)), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +376,7 @@ func TestReadStreamChunks(t *testing.T) {
 func TestReadStreamDoesNotHold(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	next, stop := iter.Pull2(ReadStream(pr, 0))
+	next, stop := iter.Pull2(pull(pr, 0))
 	defer stop()
 	go pw.Write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\"}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
@@ -402,7 +408,7 @@ func TestReadStreamBreak(t *testing.T) {
 	raw := readFixture(t, "anthropic_tool_use_stream.sse", false)
 	for stop := range 20 {
 		n := 0
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
+		for _, err := range pull(bytes.NewReader(raw), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}

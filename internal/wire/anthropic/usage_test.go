@@ -37,7 +37,7 @@ func TestReadStreamUsageSoFar(t *testing.T) {
 			} {
 				var got []chat.Chunk
 				var err error
-				for c, e := range ReadStream(r(), 0) {
+				for c, e := range pull(r(), 0) {
 					if e != nil {
 						err = e
 						break

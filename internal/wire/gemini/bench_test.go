@@ -38,7 +38,7 @@ func BenchmarkReadStream(b *testing.B) {
 		buf.WriteString("\r\n\r\n")
 	}
 	buf.WriteString(`data: {"candidates": [{"finishReason": "STOP"}]}` + "\r\n\r\n")
-	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
+	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 }
 
 func BenchmarkEncodeRequest(b *testing.B) {

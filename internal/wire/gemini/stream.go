@@ -78,7 +78,8 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 	return chat.FinishReason(strings.ToLower(s))
 }
 
-// ReadStream decodes a streamGenerateContent?alt=sse response from r.
+// NewStreamReader returns a pull reader of a streamGenerateContent?alt=sse
+// response from r (chat.Pull makes it a chat.Stream).
 //
 // Each event is a GenerateContentResponse. Candidate i becomes Chunk.Choice
 // i; its text parts become Text (thought parts are skipped: they are not
@@ -98,13 +99,6 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // early, or that carries malformed JSON, invalid UTF-8 or an oversized
 // event, yields a protocol error; an error object in the stream and a
 // blocked prompt yield a classified *chat.Error.
-func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
-	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
-}
-
-// NewStreamReader returns ReadStream's decoder as a pull reader, for
-// callers that would rather not add an iterator's frame to every chunk's
-// path.
 func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
 	rd := sse.NewReader(r, maxEventSize)
 	// Gemini ends a failed stream with its error object written raw,
@@ -113,8 +107,8 @@ func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
 	return &StreamReader{rd: rd, perChoice: map[int]*choiceState{}}
 }
 
-// StreamReader decodes a streamGenerateContent stream event by event, as
-// ReadStream does.
+// StreamReader decodes a streamGenerateContent stream event by event (see
+// NewStreamReader).
 type StreamReader struct {
 	// Candidates is how many candidates were asked for (candidateCount;
 	// 0 means one). The stream does not end at an event before that many

@@ -17,6 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
+// pull reads r as the router does: a StreamReader's Next, through
+// chat.Pull when a chat.Stream is wanted.
+func pull(r io.Reader, maxEventSize int) chat.Stream {
+	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
+}
+
 // Sources of the files in testdata: testdata/SOURCES.md.
 
 // readers feeds raw whole, one byte at a time and at random splits.
@@ -172,7 +178,7 @@ func TestReadStream(t *testing.T) {
 				}
 			}
 			for name, mk := range readers(raw) {
-				got, err := chunks(ReadStream(mk(), 0))
+				got, err := chunks(pull(mk(), 0))
 				if err != nil {
 					t.Fatalf("%s: error = %v", name, err)
 				}
@@ -192,13 +198,13 @@ func TestReadStream(t *testing.T) {
 func TestReadStreamEveryPrefix(t *testing.T) {
 	for _, file := range []string{"gemini_stream.sse", "gemini_tool_call.sse"} {
 		raw, _ := os.ReadFile("testdata/" + file)
-		whole, err := chunks(ReadStream(bytes.NewReader(raw), 0))
+		whole, err := chunks(pull(bytes.NewReader(raw), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		last := bytes.LastIndexByte(raw, '}') + 1
 		for n := last; n < len(raw); n++ {
-			got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
+			got, err := chunks(pull(bytes.NewReader(raw[:n]), 0))
 			if err != nil {
 				t.Fatalf("%s[:%d] (%q at the end): %v", file, n, raw[last:n], err)
 			}
@@ -207,7 +213,7 @@ func TestReadStreamEveryPrefix(t *testing.T) {
 			}
 		}
 		for n := range last {
-			got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
+			got, err := chunks(pull(bytes.NewReader(raw[:n]), 0))
 			var ce *chat.Error
 			if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) {
 				t.Fatalf("%s[:%d]: error = %v, want a truncation", file, n, err)
@@ -224,7 +230,7 @@ func TestReadStreamEveryPrefix(t *testing.T) {
 func TestReadStreamMore(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/gemini_stream.sse")
 	var more []bool
-	for ch, err := range ReadStream(bytes.NewReader(raw), 0) {
+	for ch, err := range pull(bytes.NewReader(raw), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +243,7 @@ func TestReadStreamMore(t *testing.T) {
 		t.Errorf("More (-want +got):\n%s", diff)
 	}
 	more = more[:0]
-	for ch, err := range ReadStream(iotest.OneByteReader(bytes.NewReader(raw)), 0) {
+	for ch, err := range pull(iotest.OneByteReader(bytes.NewReader(raw)), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +261,7 @@ func TestLastEventEndsStream(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
 	go pw.Write(raw)
-	resp, err := chat.Collect(ReadStream(pr, 0))
+	resp, err := chat.Collect(pull(pr, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +321,7 @@ func TestReadStreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for name, mk := range readers([]byte(tt.in)) {
-				resp, err := chat.Collect(ReadStream(mk(), 1<<20))
+				resp, err := chat.Collect(pull(mk(), 1<<20))
 				var ce *chat.Error
 				if !errors.As(err, &ce) {
 					t.Fatalf("%s: error = %v, want *chat.Error", name, err)
@@ -345,7 +351,7 @@ func TestReadStreamBreak(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/gemini_stream.sse")
 	for stop := range 4 {
 		n := 0
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
+		for _, err := range pull(bytes.NewReader(raw), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +453,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
 		finished := map[int]bool{}
-		for ch, err := range ReadStream(bytes.NewReader(in), 1<<16) {
+		for ch, err := range pull(bytes.NewReader(in), 1<<16) {
 			if err != nil {
 				var ce *chat.Error
 				if !errors.As(err, &ce) {

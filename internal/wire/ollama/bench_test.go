@@ -36,5 +36,5 @@ func BenchmarkReadStream(b *testing.B) {
 		buf.WriteByte('\n')
 	}
 	buf.WriteString(`{"model":"qwen2.5","message":{"role":"assistant","content":""},"done_reason":"stop","done":true,"prompt_eval_count":30,"eval_count":200}` + "\n")
-	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
+	wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 }

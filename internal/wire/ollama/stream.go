@@ -13,7 +13,8 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 )
 
-// DefaultMaxLineSize bounds one line when ReadStream is given no limit.
+// DefaultMaxLineSize bounds one line when NewStreamReader is given no
+// limit.
 const DefaultMaxLineSize = 1 << 20
 
 // Response is one line of the stream.
@@ -51,7 +52,8 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 	return chat.FinishReason(strings.ToLower(s))
 }
 
-// ReadStream decodes an /api/chat NDJSON stream from r.
+// NewStreamReader returns a pull reader of an /api/chat NDJSON stream from
+// r (chat.Pull makes it a chat.Stream).
 //
 // message.content becomes Text; message.thinking is the model's reasoning
 // and is not passed on; each message.tool_calls entry becomes a complete
@@ -65,19 +67,12 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 // is reported as tool_calls. A stream that ends without the done line, or
 // carries malformed JSON or invalid UTF-8 before it, yields a protocol
 // error; an {"error": ...} line yields a classified *chat.Error.
-func ReadStream(r io.Reader, maxLineSize int) chat.Stream {
-	return chat.Pull(NewStreamReader(r, maxLineSize).Next)
-}
-
-// NewStreamReader returns ReadStream's decoder as a pull reader, for
-// callers that would rather not add an iterator's frame to every chunk's
-// path.
 func NewStreamReader(r io.Reader, maxLineSize int) *StreamReader {
 	return &StreamReader{lr: newLineReader(r, maxLineSize)}
 }
 
-// StreamReader decodes an /api/chat stream line by line, as ReadStream
-// does.
+// StreamReader decodes an /api/chat stream line by line (see
+// NewStreamReader).
 type StreamReader struct {
 	lr        *lineReader
 	resp      Response

@@ -15,6 +15,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
+// pull reads r as the router does: a StreamReader's Next, through
+// chat.Pull when a chat.Stream is wanted.
+func pull(r io.Reader, maxLineSize int) chat.Stream {
+	return chat.Pull(NewStreamReader(r, maxLineSize).Next)
+}
+
 // Sources of the files in testdata: testdata/SOURCES.md.
 
 func readers(raw []byte) map[string]func() io.Reader {
@@ -139,7 +145,7 @@ func TestReadStream(t *testing.T) {
 				}
 			}
 			for name, mk := range readers(raw) {
-				got, err := chunks(ReadStream(mk(), 0))
+				got, err := chunks(pull(mk(), 0))
 				if err != nil {
 					t.Fatalf("%s: error = %v", name, err)
 				}
@@ -157,7 +163,7 @@ func TestReadStream(t *testing.T) {
 func TestReadStreamEveryPrefix(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/ollama_chat.ndjson")
 	for n := range len(raw) - 1 {
-		got, err := chunks(ReadStream(bytes.NewReader(raw[:n]), 0))
+		got, err := chunks(pull(bytes.NewReader(raw[:n]), 0))
 		var ce *chat.Error
 		if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) {
 			t.Fatalf("[:%d]: error = %v, want a truncation", n, err)
@@ -173,7 +179,7 @@ func TestReadStreamEveryPrefix(t *testing.T) {
 func TestReadStreamMore(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/ollama_tool_call.ndjson")
 	var more []bool
-	for ch, err := range ReadStream(bytes.NewReader(raw), 0) {
+	for ch, err := range pull(bytes.NewReader(raw), 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +197,7 @@ func TestDoneLineEndsStream(t *testing.T) {
 	defer pw.Close()
 	go io.WriteString(pw, `{"model":"m","message":{"role":"assistant","content":"hi"},"done":false}`+"\n"+
 		`{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}`+"\n")
-	resp, err := chat.Collect(ReadStream(pr, 1<<20))
+	resp, err := chat.Collect(pull(pr, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +231,7 @@ func TestReadStreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for name, mk := range readers([]byte(tt.in)) {
-				resp, err := chat.Collect(ReadStream(mk(), 1<<20))
+				resp, err := chat.Collect(pull(mk(), 1<<20))
 				var ce *chat.Error
 				if !errors.As(err, &ce) {
 					t.Fatalf("%s: error = %v, want *chat.Error", name, err)
@@ -255,7 +261,7 @@ func TestReadStreamBreak(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/ollama_chat.ndjson")
 	for stop := range 10 {
 		n := 0
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
+		for _, err := range pull(bytes.NewReader(raw), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,7 +323,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Add([]byte(`{"message":{"tool_calls":[{"function":{"name":"f","arguments":null}}]},"done":true}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
-		for ch, err := range ReadStream(bytes.NewReader(in), 1<<12) {
+		for ch, err := range pull(bytes.NewReader(in), 1<<12) {
 			if err != nil {
 				var ce *chat.Error
 				if !errors.As(err, &ce) {

@@ -7,9 +7,9 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 )
 
-// TestReadCompletionErrors: a whole completion is an answer unless it
+// TestCompletionChunksErrors: a whole completion is an answer unless it
 // carries an error that says something or has no choices.
-func TestReadCompletionErrors(t *testing.T) {
+func TestCompletionChunksErrors(t *testing.T) {
 	ok := `"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]`
 	for _, tt := range []struct {
 		body, wantErr string
@@ -24,12 +24,8 @@ func TestReadCompletionErrors(t *testing.T) {
 		{`{"id":`, "malformed"},
 	} {
 		var text string
-		var err error
-		for c, e := range ReadCompletion(strings.NewReader(tt.body)) {
-			if e != nil {
-				err = e
-				break
-			}
+		chunks, err := CompletionChunks(strings.NewReader(tt.body))
+		for _, c := range chunks {
 			text += c.Text
 		}
 		switch {

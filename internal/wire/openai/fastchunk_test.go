@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/jsonscan"
 	"github.com/firstword/firstword/internal/wire/wiretest"
 )
 
@@ -28,6 +29,13 @@ var chunkSeeds = []string{
 	`{"model":"x"} trailing`,
 	`{"a":[1,2.5e-3,true,false,null,{"b":"c"}],"choices":null}`,
 	`{"choices":[{"index":0,"delta":{"content":"x"},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}`,
+	// A model that is not plain is not matched by its bytes: after the
+	// first, the second is a"x, not a\, and the third is not JSON.
+	`{"model":"a\\","choices":[]}`,
+	`{"model":"a\"x","choices":[]}`,
+	`{"model":"a\"}`,
+	`null`,
+	`{"choices":[null,{"delta":null,"index":null},{"delta":{"tool_calls":[null,{"function":null}]}}]}`,
 }
 
 func TestDecodeChunkMatchesEncodingJSON(t *testing.T) {
@@ -43,7 +51,7 @@ func TestDecodeChunkMatchesEncodingJSON(t *testing.T) {
 		compareDecoders(t, []byte(s))
 		// The fast path, not the fallback, must handle real chunks.
 		var c chunk
-		sc := scanner{b: []byte(s)}
+		sc := chunkScanner{Scanner: jsonscan.New([]byte(s))}
 		if strings.Contains(s, `"chat.completion.chunk"`) && sc.chunk(&c) != nil {
 			t.Errorf("%s: a real chunk took the slow path", s)
 		}
@@ -111,6 +119,6 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			buf.WriteString("\n\n")
 		}
 		buf.WriteString(`data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
-		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return ReadStream(r, 0) })
+		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 	})
 }

@@ -1,9 +1,8 @@
 package openai
 
 import (
-	"strconv"
-
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/jsonscan"
 )
 
 // parseSimpleRequest decodes the common shape of a request in one pass,
@@ -18,7 +17,7 @@ import (
 // would refuse), which ParseRequest then decodes in full. When ok, the
 // result is exactly ParseRequest's (FuzzParseSimpleRequest checks).
 func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
-	s := scanner{b: body}
+	s := jsonscan.New(body)
 	req := &chat.Request{}
 	out := &ParsedRequest{Request: req}
 	var (
@@ -39,7 +38,7 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		fSeed
 		fUser
 	)
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		var f uint16
 		switch string(key) {
 		case "model":
@@ -65,56 +64,56 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		case "user":
 			f = fUser
 		default:
-			return errSlowPath
+			return jsonscan.ErrUnhandled
 		}
-		if seen&f != 0 || s.null() {
-			return errSlowPath
+		if seen&f != 0 || s.Null() {
+			return jsonscan.ErrUnhandled
 		}
 		seen |= f
 		var err error
 		switch f {
 		case fModel:
-			req.Model, err = s.str()
+			req.Model, err = s.Str()
 		case fStream:
-			out.Stream, err = s.boolean()
+			err = s.Bool(&out.Stream)
 		case fStreamOptions:
 			streamOptions = true
-			err = s.object(func(key []byte) error {
-				if string(key) != "include_usage" || s.null() {
-					return errSlowPath
+			err = s.Object(func(key []byte) error {
+				if string(key) != "include_usage" || s.Null() {
+					return jsonscan.ErrUnhandled
 				}
-				var err error
-				out.IncludeUsage, err = s.boolean()
-				return err
+				return s.Bool(&out.IncludeUsage)
 			})
 		case fMessages:
-			err = s.array(func() error {
-				m, err := s.simpleMessage()
+			err = s.Array(func() error {
+				m, err := simpleMessage(&s)
 				req.Messages = append(req.Messages, m)
 				return err
 			})
 		case fMaxTokens:
-			err = s.integer(&maxTokens)
+			err = s.Int(&maxTokens)
 		case fMaxCompletion:
-			err = s.integer(&maxCompletion)
+			err = s.Int(&maxCompletion)
 		case fTemperature:
-			req.Temperature, err = s.float()
+			req.Temperature = new(float64)
+			err = s.Float(req.Temperature)
 		case fTopP:
-			req.TopP, err = s.float()
+			req.TopP = new(float64)
+			err = s.Float(req.TopP)
 		case fN:
-			err = s.integer(&req.N)
+			err = s.Int(&req.N)
 		case fSeed:
 			var n int
-			if err = s.integer(&n); err == nil {
+			if err = s.Int(&n); err == nil {
 				seed := int64(n)
 				req.Seed = &seed
 			}
 		case fUser:
-			req.User, err = s.str()
+			req.User, err = s.Str()
 		}
 		return err
 	})
-	if err != nil || s.peek() != 0 || s.i != len(s.b) {
+	if err != nil || !s.End() {
 		return nil, false
 	}
 	// What ParseRequest would refuse, it refuses itself, with its words.
@@ -140,32 +139,32 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 }
 
 // simpleMessage decodes a message with only a role and string content.
-func (s *scanner) simpleMessage() (chat.Message, error) {
+func simpleMessage(s *jsonscan.Scanner) (chat.Message, error) {
 	var m chat.Message
 	var role string
 	var haveRole, haveContent bool
-	err := s.object(func(key []byte) error {
+	err := s.Object(func(key []byte) error {
 		var err error
 		switch string(key) {
 		case "role":
 			if haveRole {
-				return errSlowPath
+				return jsonscan.ErrUnhandled
 			}
 			haveRole = true
-			role, err = s.str()
+			role, err = s.Str()
 		case "content":
 			if haveContent {
-				return errSlowPath
+				return jsonscan.ErrUnhandled
 			}
 			haveContent = true
-			m.Content, err = s.str()
+			m.Content, err = s.Str()
 		default:
-			return errSlowPath
+			return jsonscan.ErrUnhandled
 		}
 		return err
 	})
 	if err != nil || !haveContent {
-		return m, errSlowPath
+		return m, jsonscan.ErrUnhandled
 	}
 	switch role {
 	case "system", "developer":
@@ -175,36 +174,7 @@ func (s *scanner) simpleMessage() (chat.Message, error) {
 	case "assistant":
 		m.Role = chat.RoleAssistant
 	default:
-		return m, errSlowPath
+		return m, jsonscan.ErrUnhandled
 	}
 	return m, nil
-}
-
-// boolean decodes true or false.
-func (s *scanner) boolean() (bool, error) {
-	switch {
-	case s.peek() == 't' && len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "true":
-		s.i += 4
-		return true, nil
-	case s.peek() == 'f' && len(s.b)-s.i >= 5 && string(s.b[s.i:s.i+5]) == "false":
-		s.i += 5
-		return false, nil
-	}
-	return false, errSlowPath
-}
-
-// float decodes a number as encoding/json does into a float64.
-func (s *scanner) float() (*float64, error) {
-	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
-		return nil, errSlowPath
-	}
-	start := s.i
-	if err := s.number(); err != nil {
-		return nil, err
-	}
-	f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
-	if err != nil {
-		return nil, errSlowPath
-	}
-	return &f, nil
 }

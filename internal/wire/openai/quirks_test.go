@@ -127,7 +127,7 @@ func TestReadStreamQuirkFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, mk := range quirkReaders(raw) {
-				got, err := chat.Collect(ReadStream(mk(), 0))
+				got, err := chat.Collect(pull(mk(), 0))
 				if err != nil {
 					t.Fatalf("%s: Collect() error = %v", name, err)
 				}
@@ -149,7 +149,7 @@ func TestReadStreamModelOnFirstChunk(t *testing.T) {
 			continue
 		}
 		raw, _ := os.ReadFile("testdata/" + tt.file)
-		got, err := chat.Collect(ReadStream(bytes.NewReader(raw), 0))
+		got, err := chat.Collect(pull(bytes.NewReader(raw), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func TestReadStreamModelOnFirstChunk(t *testing.T) {
 func TestReadStreamModelAfterModellessFirstChunk(t *testing.T) {
 	for _, file := range []string{"azure_async_filter_pass.sse", "azure_async_filter_blocked.sse"} {
 		raw, _ := os.ReadFile("testdata/" + file)
-		got, err := chat.Collect(ReadStream(bytes.NewReader(raw), 0))
+		got, err := chat.Collect(pull(bytes.NewReader(raw), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestReadStreamQuirkBrokenAfterFinish(t *testing.T) {
 	for _, file := range []string{"azure_async_filter_blocked.sse", "vllm_continuous_usage.sse", "openai_n3_refusal.sse"} {
 		raw, _ := os.ReadFile("testdata/" + file)
 		cut := bytes.LastIndex(raw, []byte("data: [DONE]"))
-		got, err := chat.Collect(ReadStream(bytes.NewReader(raw[:cut]), 0))
+		got, err := chat.Collect(pull(bytes.NewReader(raw[:cut]), 0))
 		if ce := chat.AsError(err); ce == nil || ce.Category != chat.CategoryProtocol {
 			t.Errorf("%s without [DONE]: error = %v, want a protocol error", file, err)
 		}

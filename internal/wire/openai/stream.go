@@ -111,7 +111,8 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 	return chat.FinishReason(s)
 }
 
-// ReadStream decodes an upstream's Chat Completions event stream from r.
+// NewStreamReader returns a pull reader of an upstream's Chat Completions
+// event stream from r (chat.Pull makes it a chat.Stream).
 //
 // Finish reasons are held back until the stream's end ([DONE]) and then
 // yielded with the usage, so a stream that breaks after its finish reason
@@ -122,19 +123,12 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // breaks before [DONE] is billed what the upstream reported.
 // A stream that ends without [DONE], or that carries truncated JSON,
 // invalid UTF-8 or an oversized event, yields a protocol error.
-func ReadStream(r io.Reader, maxEventSize int) chat.Stream {
-	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
-}
-
-// NewStreamReader returns ReadStream's decoder as a pull reader, for
-// callers that would rather not add an iterator's frame to every chunk's
-// path.
 func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
 	return &StreamReader{rd: newEventReader(r, maxEventSize)}
 }
 
-// StreamReader decodes a Chat Completions event stream chunk by chunk,
-// as ReadStream does.
+// StreamReader decodes a Chat Completions event stream chunk by chunk
+// (see NewStreamReader).
 type StreamReader struct {
 	rd        *sse.Reader
 	c         chunk // the event being yielded, choice by choice
@@ -372,25 +366,9 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// ReadCompletion decodes a non-streaming chat.completion response from r
-// as a stream: one chunk per choice, then the usage.
-func ReadCompletion(r io.Reader) chat.Stream {
-	return func(yield func(chat.Chunk, error) bool) {
-		chunks, err := CompletionChunks(r)
-		if err != nil {
-			yield(chat.Chunk{}, err)
-			return
-		}
-		for _, c := range chunks {
-			if !yield(c, nil) {
-				return
-			}
-		}
-	}
-}
-
 // CompletionChunks decodes a non-streaming chat.completion response from r
-// into ReadCompletion's chunks.
+// as a stream's chunks: one per choice, the first with the model, the last
+// with the usage.
 func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
 	var c struct {
 		Completion

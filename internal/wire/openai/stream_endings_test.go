@@ -39,7 +39,7 @@ func readEnding(t testing.TB, r io.Reader) ending {
 		col chat.Collector
 		end ending
 	)
-	for c, err := range ReadStream(r, 0) {
+	for c, err := range pull(r, 0) {
 		if err != nil {
 			var ce *chat.Error
 			if !errors.As(err, &ce) {

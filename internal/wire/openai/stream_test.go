@@ -14,12 +14,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// pull reads r as the router does: a StreamReader's Next, through
+// chat.Pull when a chat.Stream is wanted.
+func pull(r io.Reader, maxEventSize int) chat.Stream {
+	return chat.Pull(NewStreamReader(r, maxEventSize).Next)
+}
+
 // Source of the fixtures: ../../../../shared/fixtures (recorded from the
 // live API by the official OpenAI Python SDK's test snapshots).
 
 func collect(t testing.TB, r io.Reader) (*chat.Response, error) {
 	t.Helper()
-	return chat.Collect(ReadStream(r, 0))
+	return chat.Collect(pull(r, 0))
 }
 
 func TestReadStreamFixtures(t *testing.T) {
@@ -168,7 +174,7 @@ func TestReadStreamBreak(t *testing.T) {
 	raw, _ := os.ReadFile("testdata/openai_chat_stream_usage.sse")
 	for stop := range 5 {
 		n := 0
-		for _, err := range ReadStream(bytes.NewReader(raw), 0) {
+		for _, err := range pull(bytes.NewReader(raw), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +216,7 @@ func FuzzReadStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
 		finished := map[int]bool{}
-		for ch, err := range ReadStream(bytes.NewReader(in), 1<<16) {
+		for ch, err := range pull(bytes.NewReader(in), 1<<16) {
 			if err != nil {
 				var ce *chat.Error
 				if !errors.As(err, &ce) {
