@@ -10,16 +10,20 @@ FUZZ_TARGETS := \
 	./internal/wire/openai:FuzzParseSimpleRequest \
 	./internal/wire/openai:FuzzEncodeSimpleRequest \
 	./internal/wire/openai:FuzzDecodeChunk \
+	./internal/wire/openai:FuzzChunkEncoder \
 	./internal/wire/gemini:FuzzReadStream \
 	./internal/wire/gemini:FuzzDecodeResponse \
 	./internal/wire/anthropic:FuzzReadStream \
 	./internal/wire/anthropic:FuzzParseRequest \
 	./internal/wire/responses:FuzzParseRequest \
 	./internal/wire/anthropic:FuzzDecodeEvent \
+	./internal/wire/anthropic:FuzzEventEncoder \
 	./internal/wire/ollama:FuzzReadStream \
 	./internal/provider/sim:FuzzDirective \
 	./internal/budget:FuzzTimingsJSON \
 	./internal/jsonenc:FuzzAppendString \
+	./internal/jsonenc:FuzzAppendFloat \
+	./internal/jsonscan:FuzzScanner \
 	./internal/guard:FuzzScanCards \
 	./internal/guard:FuzzScanEmails \
 	./internal/guard:FuzzBlocklist \
