@@ -1,4 +1,4 @@
-// Package sse reads and writes text/event-stream, as specified by the WHATWG
+// Package sse reads text/event-stream, as specified by the WHATWG
 // HTML standard ("Server-sent events", section 9.2). It imports only the
 // standard library.
 package sse

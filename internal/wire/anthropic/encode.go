@@ -71,7 +71,7 @@ func (e *EventEncoder) Start(b []byte) []byte {
 //
 // Arguments for a tool call whose block was already closed (an upstream
 // that interleaves calls) are sent to that block's index: Anthropic's
-// SDKs, and ReadStream, accumulate them correctly.
+// SDKs, and the stream reader, accumulate them correctly.
 func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	b = e.Start(b)
 	if c.Choice != 0 {

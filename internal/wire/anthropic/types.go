@@ -1,6 +1,6 @@
 // Package anthropic encodes and decodes Anthropic's Messages API wire format
 // in both directions: requests and event streams as an upstream receives
-// and sends them (EncodeRequest, ReadStream, DecodeError), and as a client
+// and sends them (EncodeRequest, NewStreamReader, DecodeError), and as a client
 // using Anthropic's SDKs sends and receives them (ParseRequest,
 // EventEncoder, EncodeMessage, ErrorType). It knows nothing of HTTP
 // routing or providers.
