@@ -18,43 +18,11 @@ const ChromePath = "/usr/bin/chromium"
 
 // Browser starts headless Chromium and returns a chromedp context for one
 // tab, with a 60 s budget. Without Chromium the test is skipped, unless
-// FIRSTWORD_TEST_BROWSER is set (as CI does), where it fails.
+// FIRSTWORD_TEST_BROWSER is set (as CI does), where it fails. BrowserWith
+// takes extra Chromium options.
 func Browser(t *testing.T) context.Context {
 	t.Helper()
-	path := ChromePath
-	if _, err := os.Stat(path); err != nil {
-		if p, err := exec.LookPath("chromium"); err == nil {
-			path = p
-		} else if os.Getenv("FIRSTWORD_TEST_BROWSER") != "" {
-			t.Fatalf("FIRSTWORD_TEST_BROWSER is set but Chromium is not installed (apt-get install -y chromium)")
-		} else {
-			t.Skip("Chromium not installed: skipping the browser tests (apt-get install -y chromium; CI sets FIRSTWORD_TEST_BROWSER to require them)")
-		}
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(func() {
-		cancelTimeout()
-		cancelCtx()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting Chromium: %v", err)
-	}
-	return ctx
+	return BrowserWith(t)
 }
 
 // ArtifactDir is where screenshots go: $FIRSTWORD_ARTIFACTS/screenshots,
