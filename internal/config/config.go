@@ -95,6 +95,8 @@ type Config struct {
 	Budget Budget `yaml:"budget"`
 	// Cache is the response cache's storage.
 	Cache Cache `yaml:"cache"`
+	// Resume makes /v1/chat answers resumable (docs/resume.md).
+	Resume Resume `yaml:"resume"`
 
 	// Path is the file the config was read from ("" for the built-in).
 	Path string `yaml:"-"`
@@ -264,6 +266,42 @@ type Cache struct {
 	Cooldown time.Duration `yaml:"cooldown"`
 
 	ResolvedURL string `yaml:"-"`
+}
+
+// Resume configures resumable /v1/chat answers: the journal of each
+// answer's events, the grace window after a dropped connection and the
+// lease that tells a live answer from one whose replica died.
+type Resume struct {
+	// Journal is memory (default: this process only) or redis (shared:
+	// a resume or a stop on any replica reaches the answer).
+	Journal string `yaml:"journal"`
+	// URL or URLEnv name the Redis server; default: the cache's, when
+	// cache.driver is redis.
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+	// Grace is how long an answer goes on after its client dropped, for
+	// a resume to pick it up (default 15s; 0 cancels at once).
+	Grace *time.Duration `yaml:"grace"`
+	// Lease is how long an answer whose replica stopped renewing it
+	// stays streaming before it is interrupted (default 5s).
+	Lease time.Duration `yaml:"lease"`
+	// Retain is how long an ended answer's journal is kept (default
+	// 10m); after it a resume replays the stored message.
+	Retain time.Duration `yaml:"retain"`
+	// MaxAnswerBytes and MaxBytes bound the memory journal per answer
+	// (default 4 MiB) and in all (default 256 MiB).
+	MaxAnswerBytes int64 `yaml:"max_answer_bytes"`
+	MaxBytes       int64 `yaml:"max_bytes"`
+
+	ResolvedURL string `yaml:"-"`
+}
+
+// GraceWindow is Grace with its default.
+func (r Resume) GraceWindow() time.Duration {
+	if r.Grace == nil {
+		return 15 * time.Second
+	}
+	return *r.Grace
 }
 
 // Store selects the database.
@@ -704,6 +742,21 @@ func (c *Config) Defaults() {
 	if c.Cache.MaxBytes == 0 {
 		c.Cache.MaxBytes = 64 << 20
 	}
+	if c.Resume.Journal == "" {
+		c.Resume.Journal = "memory"
+	}
+	if c.Resume.Lease == 0 {
+		c.Resume.Lease = 5 * time.Second
+	}
+	if c.Resume.Retain == 0 {
+		c.Resume.Retain = 10 * time.Minute
+	}
+	if c.Resume.MaxAnswerBytes == 0 {
+		c.Resume.MaxAnswerBytes = 4 << 20
+	}
+	if c.Resume.MaxBytes == 0 {
+		c.Resume.MaxBytes = 256 << 20
+	}
 	if c.Budget.Window == 0 {
 		c.Budget.Window = 5 * time.Minute
 	}
@@ -764,6 +817,16 @@ func (c *Config) resolve(getenv func(string) string) error {
 		if c.Cache.ResolvedURL == "" {
 			errs = append(errs, fmt.Sprintf("line %d: cache.url_env: environment variable %s is not set", c.line("cache", "url_env"), c.Cache.URLEnv))
 		}
+	}
+	c.Resume.ResolvedURL = c.Resume.URL
+	if c.Resume.URLEnv != "" {
+		c.Resume.ResolvedURL = getenv(c.Resume.URLEnv)
+		if c.Resume.ResolvedURL == "" {
+			errs = append(errs, fmt.Sprintf("line %d: resume.url_env: environment variable %s is not set", c.line("resume", "url_env"), c.Resume.URLEnv))
+		}
+	}
+	if c.Resume.ResolvedURL == "" && c.Cache.Driver == "redis" {
+		c.Resume.ResolvedURL = c.Cache.ResolvedURL
 	}
 	c.Store.ResolvedURL = c.Store.URL
 	if c.Store.URLEnv != "" {

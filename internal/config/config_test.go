@@ -84,6 +84,9 @@ func TestBadConfig(t *testing.T) {
 		{"empty", "", []string{"empty"}},
 		{"unknown sim tier", "providers:\n  p: {type: sim, tiers: {tiny: {ttft: 10ms, tokens_per_second: 100}}}\nmodels:\n  m:\n    deployments: [{provider: p, model: hueg}]\n", []string{"line 5", "models.m.deployments[0].model", "large, medium, small, tiny", `"hueg"`}},
 		{"a typo and a bad reference together", "heartbet: 1s\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments:\n      - provider: q\n        model: small\n", []string{"2 problems", "line 1", "heartbet", "line 7", `no provider named "q"`}},
+		{"bad journal", "resume: {journal: disk}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "resume.journal", "disk"}},
+		{"redis journal without a server", "resume: {journal: redis}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "resume.url"}},
+		{"negative grace", "resume: {grace: -1s}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "resume"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
 	}
 	for _, tt := range tests {
@@ -186,5 +189,37 @@ func TestSpillPathReadsTheEnvironment(t *testing.T) {
 	_, err = Parse("t.yaml", []byte("usage:\n  spill_path: /x/${NOPE}.spill\nproviders: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\n"), env)
 	if err == nil || !strings.Contains(err.Error(), "line 2: usage.spill_path: environment variable NOPE is not set") {
 		t.Errorf("an unset variable: %v", err)
+	}
+}
+
+func TestResumeConfig(t *testing.T) {
+	const models = "providers:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: small}]\n"
+	tests := []struct {
+		name  string
+		yaml  string
+		grace time.Duration
+		url   string
+	}{
+		{"defaults", models, 15 * time.Second, ""},
+		{"grace off", "resume: {grace: 0s}\n" + models, 0, ""},
+		{"the cache's redis", "cache: {driver: redis, url: redis://c:6379/0}\nresume: {journal: redis, grace: 3s}\n" + models, 3 * time.Second, "redis://c:6379/0"},
+		{"its own redis", "resume: {journal: redis, url: redis://j:6379/1}\n" + models, 15 * time.Second, "redis://j:6379/1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("c.yaml", []byte(tt.yaml), noenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := c.Resume.GraceWindow(); g != tt.grace {
+				t.Errorf("grace %v, want %v", g, tt.grace)
+			}
+			if c.Resume.ResolvedURL != tt.url {
+				t.Errorf("url %q, want %q", c.Resume.ResolvedURL, tt.url)
+			}
+			if c.Resume.Lease != 5*time.Second || c.Resume.Retain != 10*time.Minute || c.Resume.MaxAnswerBytes != 4<<20 {
+				t.Errorf("defaults: %+v", c.Resume)
+			}
+		})
 	}
 }

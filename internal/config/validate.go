@@ -165,6 +165,18 @@ func (c *Config) problems() []string {
 	default:
 		bad(c.line("cache", "driver"), "cache.driver", "want memory or redis, got %q", c.Cache.Driver)
 	}
+	switch r := c.Resume; r.Journal {
+	case "memory":
+	case "redis":
+		if r.URL == "" && r.URLEnv == "" && c.Cache.Driver != "redis" {
+			bad(c.line("resume", "journal"), "resume.url", "required for journal redis (or url_env, or a redis cache)")
+		}
+	default:
+		bad(c.line("resume", "journal"), "resume.journal", "want memory or redis, got %q", r.Journal)
+	}
+	if g := c.Resume.Grace; g != nil && *g < 0 || c.Resume.Lease < 0 || c.Resume.Retain < 0 || c.Resume.MaxAnswerBytes < 0 || c.Resume.MaxBytes < 0 {
+		bad(c.line("resume"), "resume", "durations and sizes must not be negative")
+	}
 	if c.Cache.ReplayTokensPerSecond < 0 {
 		bad(c.line("cache", "replay_tokens_per_second"), "cache.replay_tokens_per_second", "must not be negative")
 	}
