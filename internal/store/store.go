@@ -76,6 +76,15 @@ type Store interface {
 	// few seconds, so with several replicas on one database a stale row is
 	// one whose replica crashed; a live stream elsewhere is left alone.
 	InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error)
+	// StaleStreaming returns the IDs of at most limit messages still
+	// streaming whose last write is older than staleBefore, oldest first:
+	// the candidates of InterruptMessage, for a caller that knows more
+	// of their text than the last checkpoint (a resume journal).
+	StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error)
+	// InterruptMessage marks message id interrupted, stamping it at, if
+	// it is still streaming, and reports whether it was. A non-nil
+	// content replaces the last checkpoint's text (with outputTokens).
+	InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error)
 
 	// RecordUsage inserts usage rows, one per request, in one transaction.
 	RecordUsage(ctx context.Context, us ...*Usage) error

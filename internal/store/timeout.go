@@ -120,6 +120,16 @@ func (s *timeoutStore) InterruptStreaming(ctx context.Context, staleBefore, at t
 	return bound(s, ctx, func(ctx context.Context) (int, error) { return s.st.InterruptStreaming(ctx, staleBefore, at) })
 }
 
+func (s *timeoutStore) StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error) {
+	return bound(s, ctx, func(ctx context.Context) ([]string, error) { return s.st.StaleStreaming(ctx, staleBefore, limit) })
+}
+
+func (s *timeoutStore) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
+	return bound(s, ctx, func(ctx context.Context) (bool, error) {
+		return s.st.InterruptMessage(ctx, id, content, outputTokens, at)
+	})
+}
+
 func (s *timeoutStore) RecordUsage(ctx context.Context, us ...*Usage) error {
 	return bound0(s, ctx, func(ctx context.Context) error { return s.st.RecordUsage(ctx, us...) })
 }

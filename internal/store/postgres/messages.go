@@ -145,6 +145,32 @@ func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]sto
 	return ms, err
 }
 
+// StaleStreaming returns streaming messages not written since
+// staleBefore, oldest first.
+func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM messages WHERE status = 'streaming' AND updated_at < $1
+		ORDER BY updated_at LIMIT $2`, staleBefore.UTC(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: stale streaming: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: stale streaming: %w", err)
+	}
+	return ids, nil
+}
+
+// InterruptMessage marks message id interrupted if it is streaming.
+func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1,
+		content = COALESCE($2, content), output_tokens = CASE WHEN $2::text IS NULL THEN output_tokens ELSE $3 END
+		WHERE id = $4 AND status = 'streaming'`, stamp(at), content, outputTokens, id)
+	if err != nil {
+		return false, fmt.Errorf("postgres: interrupt message %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // InterruptStreaming marks streaming messages not written since
 // staleBefore interrupted, keeping their last checkpoint.
 func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {

@@ -157,6 +157,41 @@ func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
 	return ms, rows.Err()
 }
 
+// StaleStreaming returns streaming messages not written since
+// staleBefore, oldest first.
+func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM messages WHERE status = 'streaming' AND updated_at < ?
+		ORDER BY updated_at LIMIT ?`, staleBefore.UTC().UnixMicro(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: stale streaming: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: stale streaming: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// InterruptMessage marks message id interrupted if it is streaming.
+func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?,
+		content = COALESCE(?, content), output_tokens = CASE WHEN ? IS NULL THEN output_tokens ELSE ? END
+		WHERE id = ? AND status = 'streaming'`, stamp(at).UnixMicro(), content, content, outputTokens, id)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: interrupt message %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: interrupt message %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // InterruptStreaming marks streaming messages not written since
 // staleBefore interrupted, keeping their last checkpoint.
 func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {

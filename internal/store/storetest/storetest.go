@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FinishMessage", testFinishMessage},
 		{"LastMessages", testLastMessages},
 		{"InterruptStreaming", testInterruptStreaming},
+		{"InterruptMessage", testInterruptMessage},
 		{"UsageSummary", testUsageSummary},
 		{"Timestamps", testTimestamps},
 	} {
@@ -580,6 +581,45 @@ func testInterruptStreaming(t *testing.T, s store.Store) {
 	}
 	if n, err := s.InterruptStreaming(ctx, at(time.Hour), at(time.Hour)); err != nil || n != 0 {
 		t.Errorf("InterruptStreaming again = %d, %v, want 0, nil", n, err)
+	}
+}
+
+func testInterruptMessage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	done := add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
+	kept := add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
+	journaled := add(t, s, streamingMsg("g1", "globex-c1", "globex", at(3*time.Second)))
+	if err := s.CheckpointMessage(ctx, "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.StaleStreaming(ctx, at(5*time.Second), 10)
+	if err != nil || !slices.Equal(ids, []string{"g1", "m2"}) {
+		t.Fatalf("StaleStreaming = %q, %v, want [g1 m2] (oldest write first)", ids, err)
+	}
+	if ids, err := s.StaleStreaming(ctx, at(5*time.Second), 1); err != nil || !slices.Equal(ids, []string{"g1"}) {
+		t.Errorf("StaleStreaming limit 1 = %q, %v, want [g1]", ids, err)
+	}
+	if ids, err := s.StaleStreaming(ctx, at(3*time.Second), 10); err != nil || len(ids) != 0 {
+		t.Errorf("StaleStreaming before any write = %q, %v, want none", ids, err)
+	}
+	text := "The journal has more"
+	for _, c := range []struct {
+		id      string
+		content *string
+		want    bool
+	}{{"m2", nil, true}, {"g1", &text, true}, {"g1", nil, false}, {"m1", &text, false}, {"nope", nil, false}} {
+		if ok, err := s.InterruptMessage(ctx, c.id, c.content, 4, at(time.Minute)); err != nil || ok != c.want {
+			t.Errorf("InterruptMessage(%s) = %v, %v, want %v", c.id, ok, err, c.want)
+		}
+	}
+	kept.Status, kept.Content, kept.OutputTokens, kept.UpdatedAt = store.StatusInterrupted, "Half an ans", 3, at(time.Minute)
+	journaled.Status, journaled.Content, journaled.OutputTokens, journaled.UpdatedAt = store.StatusInterrupted, text, 4, at(time.Minute)
+	if diff := cmp.Diff([]store.Message{done, kept}, messages(t, s, "acme", "acme-c1")); diff != "" {
+		t.Errorf("acme-c1 after InterruptMessage (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Message{journaled}, messages(t, s, "globex", "globex-c1")); diff != "" {
+		t.Errorf("globex-c1 after InterruptMessage (-want +got):\n%s", diff)
 	}
 }
 
