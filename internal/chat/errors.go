@@ -20,6 +20,9 @@ var (
 	ErrClientGone = errors.New("client disconnected")
 	// ErrShutdown: the server stopped the stream while shutting down.
 	ErrShutdown = errors.New("server shutting down")
+	// ErrStopped: the user stopped the answer (the stop route), from
+	// whatever connection or replica.
+	ErrStopped = errors.New("stopped by the user")
 )
 
 // Category classifies an upstream failure independently of its wire format.
@@ -71,6 +74,9 @@ const (
 	// CategoryStoreUnavailable: a store firstword needs to answer (its
 	// keys, its conversations) failed.
 	CategoryStoreUnavailable Category = "store_unavailable"
+	// CategoryConflict: the request cannot be served in the state the
+	// resource is in (an answer no replica here can reach).
+	CategoryConflict Category = "conflict"
 )
 
 // StatusClientClosedRequest is nginx's status for a request its client
@@ -172,6 +178,8 @@ func (e *Error) HTTPStatus() int {
 		return StatusClientClosedRequest
 	case CategoryShuttingDown:
 		return http.StatusServiceUnavailable
+	case CategoryConflict:
+		return http.StatusConflict
 	}
 	return http.StatusInternalServerError
 }

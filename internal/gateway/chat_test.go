@@ -49,6 +49,14 @@ func chatOnce(t *testing.T, url, key string, body map[string]any, stopAfter int)
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", url+"/v1/chat", strings.NewReader(string(b)))
 	req.Header.Set("Content-Type", "application/json")
+	return readChat(t, req, key, func(deltas int, _ chatEvent) bool { return stopAfter > 0 && deltas == stopAfter })
+}
+
+// readChat sends req and reads its /v1/chat event stream until it ends or
+// stop says to close the connection (it sees each event after it is
+// recorded, with the number of deltas so far).
+func readChat(t *testing.T, req *http.Request, key string, stop func(deltas int, ev chatEvent) bool) chatResult {
+	t.Helper()
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -103,9 +111,9 @@ func chatOnce(t *testing.T, url, key string, body map[string]any, stopAfter int)
 			case "delta":
 				res.text += cur.data["text"].(string)
 				deltas++
-				if stopAfter > 0 && deltas == stopAfter {
-					return res
-				}
+			}
+			if stop(deltas, cur) {
+				return res
 			}
 		}
 		if err != nil {
@@ -201,19 +209,23 @@ func TestChatEndings(t *testing.T) {
 		name      string
 		message   string
 		timeout   string
+		grace     string // resume.grace
 		stopAfter int
 		status    string
 		lastEvent string
 	}{
 		// The sim stalls after 8 tokens, so nothing is in flight when the
 		// client leaves: what it received is exactly what was sent.
-		{"client disconnects", "hi [sim ttft=5ms gap=2ms tokens=100 fault=stall_mid after=8]", "20s", 8, "cancelled", ""},
-		{"upstream error mid-answer", "hi [sim ttft=5ms gap=2ms tokens=100 fault=error_mid after=8]", "20s", 0, "error", "error"},
-		{"overall timeout", "hi [sim ttft=5ms gap=20ms tokens=500]", "400ms", 0, "timeout", "done"},
+		{"client disconnects", "hi [sim ttft=5ms gap=2ms tokens=100 fault=stall_mid after=8]", "20s", "0s", 8, "cancelled", ""},
+		// Nobody resumes within the grace window: the answer is
+		// cancelled when it ends (the resume tests show the other way).
+		{"client disconnects, nobody resumes", "hi [sim ttft=5ms gap=2ms tokens=100 fault=stall_mid after=8]", "20s", "300ms", 8, "cancelled", ""},
+		{"upstream error mid-answer", "hi [sim ttft=5ms gap=2ms tokens=100 fault=error_mid after=8]", "20s", "15s", 0, "error", "error"},
+		{"overall timeout", "hi [sim ttft=5ms gap=20ms tokens=500]", "400ms", "15s", 0, "timeout", "done"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gw := chatGateway(t, tt.timeout)
+			gw := gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf(chatConfig, tt.timeout)+"resume: {grace: "+tt.grace+"}\n"))
 			r := chatOnce(t, gw.URL, "", map[string]any{"message": tt.message}, tt.stopAfter)
 			if r.text == "" {
 				t.Fatal("no text received")
@@ -228,7 +240,7 @@ func TestChatEndings(t *testing.T) {
 			if ans["content"] != r.text {
 				t.Errorf("stored content differs from what the client received:\nstored   %q\nreceived %q", ans["content"], r.text)
 			}
-			if tt.name == "client disconnects" {
+			if tt.stopAfter > 0 {
 				if st := gw.Sim("sim").Stats(); st.Cancelled != 1 {
 					t.Errorf("sim stats %+v: the upstream was not cancelled", st)
 				}

@@ -24,6 +24,7 @@ import (
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/httpapi"
+	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
@@ -61,6 +62,10 @@ type Gateway struct {
 	api       *httpapi.Server
 	// cacheGuard bounds the Redis cache (nil for the memory cache).
 	cacheGuard *cache.Guarded
+	// journal keeps /v1/chat answers for resumes; shared says whether
+	// other replicas see it (Redis).
+	journal journal.Journal
+	shared  bool
 }
 
 // Close flushes traces and releases the upstream connection pool and the
@@ -243,6 +248,10 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	if g.metrics != nil {
 		g.metrics.ObserveCache(g.cacheStats)
 	}
+	if g.journal, g.shared, err = openJournal(cfg); err != nil {
+		return fail(err)
+	}
+	g.closers = append(g.closers, g.journal.Close)
 	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, meter
 	conv := conversation.New(chatOpt)
 	extra := map[string]http.Handler{
@@ -273,6 +282,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		},
 		MaxMessages:    cfg.MaxMessages,
 		MaxPromptBytes: cfg.MaxPromptBytes,
+		Journal:        g.journal,
+		Grace:          cfg.Resume.GraceWindow(),
 	})
 	g.handler = g.api
 	return g, nil

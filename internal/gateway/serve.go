@@ -11,6 +11,7 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/connguard"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/httpapi"
 )
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: /readyz
@@ -30,7 +31,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    max(g.cfg.MaxHeaderBytes-4096, 1),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
+		BaseContext:       func(net.Listener) context.Context { return httpapi.WithLifetime(base) },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

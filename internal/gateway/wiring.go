@@ -14,6 +14,7 @@ import (
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/contextsrc"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/guard"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
@@ -239,4 +240,15 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *G
 		opt.Aliases[name] = a
 	}
 	return levers.New(opt), nil
+}
+
+// openJournal opens the journal of /v1/chat answers: in process, or on
+// Redis, shared by the replicas.
+func openJournal(cfg *config.Config) (j journal.Journal, shared bool, err error) {
+	rc := cfg.Resume
+	o := journal.Options{Lease: rc.Lease, Retention: rc.Retain, MaxMessageBytes: rc.MaxAnswerBytes, MaxTotalBytes: rc.MaxBytes}
+	if err := o.Validate(); err != nil {
+		return nil, false, fmt.Errorf("resume: %w", err)
+	}
+	return journal.NewMemory(o), false, nil
 }

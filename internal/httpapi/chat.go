@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -78,28 +77,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	es.prelude = []byte("retry: 1000\n\n")
 	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
 	meta := turn.Meta()
-	seq := 0
-	buf := make([]byte, 0, 256)
-	event := func(kind string, data []byte) bool {
-		buf = buf[:0]
-		buf = append(buf, "id: "...)
-		buf = append(buf, meta.MessageID...)
-		buf = append(buf, ':')
-		buf = strconv.AppendInt(buf, int64(seq), 10)
-		buf = append(buf, "\nevent: "...)
-		buf = append(buf, kind...)
-		buf = append(buf, "\ndata: "...)
-		buf = append(buf, data...)
-		buf = append(buf, "\n\n"...)
-		seq++
-		return es.Write(buf) == nil
-	}
+	ans := s.newAnswer(r, meta.MessageID, es)
+	defer ans.close()
 	metaJSON, _ := json.Marshal(meta)
 	// If the client already left, the turn's first delta finds out and
-	// the turn ends cancelled.
-	event("meta", metaJSON)
+	// the turn ends cancelled (after the grace window, if resumable).
+	ans.event("meta", metaJSON)
 	var data []byte
-	turn.Run(r.Context(), func(ev conversation.Event) bool {
+	turn.Run(ans.ctx, func(ev conversation.Event) bool {
 		switch ev.Kind {
 		case "delta":
 			data = append(data[:0], `{"text":`...)
@@ -110,7 +95,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		case "error":
 			data, _ = json.Marshal(ev.Error)
 		}
-		return event(ev.Kind, data)
+		return ans.event(ev.Kind, data)
 	})
 	return nil
 }

@@ -24,6 +24,8 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /v1/conversations", route(s.listConversations))
 		s.mux.Handle("GET /v1/conversations/{id}", route(s.getConversation))
 		s.mux.Handle("DELETE /v1/conversations/{id}", route(s.deleteConversation))
+		s.mux.Handle("GET /v1/conversations/{id}/stream", route(s.resumeStream))
+		s.mux.Handle("POST /v1/conversations/{id}/stop", route(s.stopAnswer))
 		s.mux.Handle("GET /v1/usage", route(s.usage))
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)

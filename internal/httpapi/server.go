@@ -19,6 +19,7 @@ import (
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
@@ -91,6 +92,13 @@ type Options struct {
 	// text (0: 2048 and 2 MiB).
 	MaxMessages    int
 	MaxPromptBytes int
+	// Journal keeps /v1/chat answers for resumes and stops (nil: an
+	// answer ends with its connection, and the resume and stop routes
+	// can only replay stored answers).
+	Journal journal.Journal
+	// Grace is how long an answer goes on after its client dropped, for a
+	// resume to pick it up (0: it is cancelled at once).
+	Grace time.Duration
 }
 
 // Server serves the API.

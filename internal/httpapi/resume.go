@@ -1,0 +1,492 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/journal"
+	"github.com/firstword/firstword/internal/store"
+)
+
+// Resumable answers (docs/resume.md). A /v1/chat answer is journaled
+// event by event as it is sent; a client that lost its connection resumes
+// from its last event id (GET /v1/conversations/{id}/stream), on any
+// replica when the journal is shared, and a stop from any connection
+// cancels it (POST /v1/conversations/{id}/stop). A dropped connection no
+// longer cancels the answer at once: it goes on for the grace window, for
+// a resume to pick it up.
+
+// lifetimeKey carries the server's lifetime context in every request's
+// context (see WithLifetime).
+type lifetimeKey struct{}
+
+// WithLifetime returns the base context for the http.Server's requests:
+// ctx, carrying itself, so that work that outlives its request (an answer
+// whose client dropped) still ends with the server, with its cause.
+func WithLifetime(ctx context.Context) context.Context {
+	return context.WithValue(ctx, lifetimeKey{}, ctx)
+}
+
+// detach returns a context with r's values that the client's leaving
+// does not cancel; the server's lifetime (WithLifetime) still does, with
+// its cause (chat.ErrShutdown).
+func detach(r *http.Request) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
+	life, _ := r.Context().Value(lifetimeKey{}).(context.Context)
+	if life == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(life, func() { cancel(context.Cause(life)) })
+	return ctx, func(err error) { stop(); cancel(err) }
+}
+
+// answer is one /v1/chat answer on its way out: each event goes to the
+// journal, then to the client while it reads. When the client drops, the
+// answer goes on for the grace window; it is cancelled when the window
+// ends with no follower attached (a resume, on any replica), or at once
+// by a stop.
+type answer struct {
+	id     string
+	es     *eventStream
+	jw     journal.Writer // nil: no journal, the answer ends with its client
+	grace  time.Duration
+	ctx    context.Context // the turn's
+	cancel context.CancelCauseFunc
+
+	seq      int64
+	buf      []byte
+	ended    bool // the terminal event was sent
+	done     chan struct{}
+	mu       sync.Mutex
+	detached bool
+	timer    *time.Timer
+}
+
+func (s *Server) newAnswer(r *http.Request, id string, es *eventStream) *answer {
+	a := &answer{id: id, es: es, grace: s.opt.Grace, buf: make([]byte, 0, 256), done: make(chan struct{})}
+	if s.opt.Journal == nil {
+		a.ctx, a.cancel = context.WithCancelCause(r.Context())
+		return a
+	}
+	a.jw = s.opt.Journal.Begin(id)
+	if a.grace > 0 {
+		a.ctx, a.cancel = detach(r)
+	} else {
+		a.ctx, a.cancel = context.WithCancelCause(r.Context())
+	}
+	go a.watch(r.Context())
+	return a
+}
+
+// watch detaches the answer when its client leaves and cancels it when
+// it is stopped.
+func (a *answer) watch(client context.Context) {
+	select {
+	case <-client.Done():
+		if errors.Is(context.Cause(client), chat.ErrShutdown) {
+			// The server's end, not the client's: the answer ends
+			// with it, and its last event still goes to the client.
+			return
+		}
+		a.detach()
+	case <-a.jw.Stopped():
+		a.cancel(chat.ErrStopped)
+		return
+	case <-a.done:
+		return
+	}
+	select {
+	case <-a.jw.Stopped():
+		a.cancel(chat.ErrStopped)
+	case <-a.done:
+	}
+}
+
+// event journals one event and sends it to the client if it still reads.
+// It reports whether the turn should go on: false only when the client
+// is gone and nothing keeps the answer for a resume.
+func (a *answer) event(kind string, data []byte) bool {
+	ev := journal.Event{Seq: a.seq, Kind: kind, Data: data}
+	a.seq++
+	if a.jw != nil {
+		if ev.Terminal() {
+			a.jw.End(ev)
+		} else {
+			a.jw.Append(ev)
+		}
+	}
+	a.ended = a.ended || ev.Terminal()
+	if a.isDetached() {
+		return a.grace > 0
+	}
+	a.buf = appendEvent(a.buf[:0], a.id, ev)
+	if a.es.Write(a.buf) != nil {
+		a.detach()
+		return a.jw != nil && a.grace > 0
+	}
+	return true
+}
+
+func (a *answer) isDetached() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.detached
+}
+
+// detach notes that the client stopped reading and starts the grace
+// window (or, without one, cancels the answer).
+func (a *answer) detach() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.detached {
+		return
+	}
+	a.detached = true
+	if a.jw == nil || a.grace <= 0 {
+		a.cancel(chat.ErrClientGone)
+		return
+	}
+	a.timer = time.AfterFunc(a.grace, a.expire)
+}
+
+// expire ends the grace window: the answer is cancelled unless a
+// follower is attached, in which case it gets another window.
+func (a *answer) expire() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	if a.jw.Attached() {
+		a.timer.Reset(a.grace)
+		return
+	}
+	a.cancel(chat.ErrClientGone)
+}
+
+// close ends the answer after its turn. A turn that ended without a last
+// event (the user stopped it, or its client left and nobody resumed) is
+// stored cancelled: its journal and any client still reading get a done
+// event that says so, so that every stream of it ends alike.
+func (a *answer) close() {
+	if !a.ended {
+		data, _ := json.Marshal(map[string]string{"message_id": a.id, "status": string(store.StatusCancelled), "finish_reason": "cancelled"})
+		a.event("done", data)
+	}
+	close(a.done)
+	a.mu.Lock()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.mu.Unlock()
+	a.cancel(nil)
+}
+
+// appendEvent appends ev as an SSE event whose id is the message's and
+// the event's sequence number.
+func appendEvent(b []byte, messageID string, ev journal.Event) []byte {
+	b = append(b, "id: "...)
+	b = append(b, messageID...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, ev.Seq, 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, ev.Kind...)
+	b = append(b, "\ndata: "...)
+	b = append(b, ev.Data...)
+	return append(b, "\n\n"...)
+}
+
+// cursor is where a resuming client is: the message of its last event and
+// that event's number (-1: from the start).
+func cursor(r *http.Request) (messageID string, seq int64, err error) {
+	v := r.Header.Get("Last-Event-ID")
+	if q := r.URL.Query().Get("after"); q != "" {
+		v = q
+	}
+	if v == "" {
+		return "", -1, nil
+	}
+	num := v
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		messageID, num = v[:i], v[i+1:]
+	}
+	n, perr := strconv.ParseInt(num, 10, 64)
+	if perr != nil || n < -1 || n == math.MaxInt64 {
+		return "", -1, invalid("after", "the cursor must be an event id (<message_id>:<n>) or its number")
+	}
+	return messageID, n, nil
+}
+
+// latestAnswer returns the conversation's last assistant message, nil if
+// it has none.
+func (s *Server) latestAnswer(ctx context.Context, tenant, conversationID string) (*store.Message, error) {
+	msgs, err := s.opt.Store.LastMessages(ctx, tenant, conversationID, 2)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			return &msgs[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// errNoSharedJournal answers for an answer this replica cannot reach.
+var errNoSharedJournal = &chat.Error{Category: chat.CategoryConflict, Code: "resume_unavailable",
+	Message: "this answer is being written by another server and the journal is not shared (resume.journal: redis); read it with GET /v1/conversations/{id} when it ends"}
+
+// resumeStream serves GET /v1/conversations/{id}/stream: the
+// conversation's latest answer from the client's cursor (Last-Event-ID or
+// ?after=), then live, to its last event. 204 when there is no answer.
+func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if _, err := s.conversation(r.Context(), p, id); err != nil {
+		return s.storeError(err)
+	}
+	curMsg, after, err := cursor(r)
+	if err != nil {
+		return err
+	}
+	m, err := s.latestAnswer(r.Context(), p.TenantID, id)
+	if err != nil {
+		return s.storeError(err)
+	}
+	if m == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if curMsg != "" && curMsg != m.ID {
+		after = -1 // the cursor is an earlier answer's: this one from its start
+	}
+	if s.opt.Journal == nil {
+		return s.withoutJournal(w, m, after)
+	}
+	if s.opt.Streams != nil {
+		defer s.opt.Streams.Open("resume")()
+	}
+	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
+	defer es.Close()
+	es.prelude = []byte("retry: 1000\n\n")
+	es.Header(func(h http.Header) { h.Set("X-Firstword-Protocol", ChatProtocol) })
+	last := after
+	buf := make([]byte, 0, 256)
+	err = s.opt.Journal.Follow(r.Context(), m.ID, after, func(ev journal.Event) bool {
+		last = ev.Seq
+		buf = appendEvent(buf[:0], m.ID, ev)
+		return es.Write(buf) == nil
+	})
+	switch {
+	case errors.Is(err, journal.ErrNotFound) && !es.Committed():
+		var answered error
+		es.Uncommitted(func(w http.ResponseWriter) { answered = s.withoutJournal(w, m, after) })
+		return answered
+	case err == nil || r.Context().Err() != nil:
+		if !es.Committed() {
+			es.Write(nil) // nothing after the cursor, already ended: an empty stream
+		}
+		return nil
+	case errors.Is(err, journal.ErrLost), errors.Is(err, journal.ErrTruncated):
+		// The replica writing it died (or the journal could not keep
+		// it all): what was journaled is the answer, stored interrupted.
+		code, msg := "interrupted", "the server writing this answer stopped; the answer so far is saved"
+		if errors.Is(err, journal.ErrTruncated) {
+			code, msg = "resume_truncated", "the answer is too long to resume past this point; read it with GET /v1/conversations/{id} when it ends"
+		} else {
+			s.interruptFromJournal(r.Context(), m.ID)
+		}
+		data, _ := json.Marshal(map[string]any{"message_id": m.ID, "code": code, "message": msg, "retryable": true, "status": store.StatusInterrupted})
+		es.Write(appendEvent(buf[:0], m.ID, journal.Event{Seq: last + 1, Kind: journal.KindError, Data: data}))
+		return nil
+	}
+	s.log.Warn("following an answer's journal", "message_id", m.ID, "err", err)
+	if !es.Committed() {
+		return &chat.Error{Category: chat.CategoryStoreUnavailable, Code: "journal_unavailable", Message: "the answer's journal could not be read"}
+	}
+	data, _ := json.Marshal(map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal could not be read; resume again", "retryable": true, "status": store.StatusStreaming})
+	es.Write(appendEvent(buf[:0], m.ID, journal.Event{Seq: last + 1, Kind: journal.KindError, Data: data}))
+	return nil
+}
+
+// withoutJournal answers a resume of an answer that has no journal here:
+// one written by another replica (the journal is not shared), or a
+// finished one whose journal is gone (resume.retain). A finished answer
+// is replayed from the store from its start; a cursor into it gets 204,
+// the stored message being the answer.
+func (s *Server) withoutJournal(w http.ResponseWriter, m *store.Message, after int64) error {
+	switch {
+	case m.Status == store.StatusStreaming:
+		return errNoSharedJournal
+	case after >= 0:
+		w.Header().Set("X-Firstword-Resume", "expired")
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return s.replayStored(w, m)
+}
+
+// replayStored sends a finished answer whose journal is gone from the
+// store: meta, its whole text as one delta, and its last event.
+func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
+	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
+	defer es.Close()
+	es.Header(func(h http.Header) {
+		h.Set("X-Firstword-Protocol", ChatProtocol)
+		h.Set("X-Firstword-Resume", "stored")
+	})
+	meta, _ := json.Marshal(map[string]any{"conversation_id": m.ConversationID, "message_id": m.ID, "model": m.Model, "created": false})
+	text, _ := json.Marshal(map[string]string{"text": m.Content})
+	evs := []journal.Event{{Seq: 0, Kind: journal.KindMeta, Data: meta}}
+	if m.Content != "" {
+		evs = append(evs, journal.Event{Seq: 1, Kind: journal.KindDelta, Data: text})
+	}
+	evs = append(evs, storedEnding(m, int64(len(evs))))
+	var buf []byte
+	for _, ev := range evs {
+		buf = appendEvent(buf[:0], m.ID, ev)
+		if es.Write(buf) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// storedEnding is the last event of a stored answer.
+func storedEnding(m *store.Message, seq int64) journal.Event {
+	u := usageJSON{InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CachedTokens: m.CachedTokens, Estimated: m.Estimated}
+	switch m.Status {
+	case store.StatusComplete, store.StatusTimeout, store.StatusCancelled:
+		if m.ErrorCode == "" {
+			data, _ := json.Marshal(map[string]any{"message_id": m.ID, "status": m.Status, "finish_reason": m.FinishReason,
+				"model": m.Model, "deployment": m.Deployment, "usage": u, "cost": m.Cost})
+			return journal.Event{Seq: seq, Kind: journal.KindDone, Data: data}
+		}
+	}
+	code := m.ErrorCode
+	if code == "" {
+		code = string(m.Status)
+	}
+	data, _ := json.Marshal(map[string]any{"message_id": m.ID, "code": code, "message": m.ErrorMessage, "status": m.Status, "usage": u})
+	return journal.Event{Seq: seq, Kind: journal.KindError, Data: data}
+}
+
+// stopAnswer serves POST /v1/conversations/{id}/stop: the conversation's
+// latest answer, if it is still being written, is stopped on whatever
+// replica writes it, and stored cancelled with the text produced. It
+// waits (a few seconds at most) for the answer to be stored, and says how
+// it ended.
+func (s *Server) stopAnswer(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if _, err := s.conversation(r.Context(), p, id); err != nil {
+		return s.storeError(err)
+	}
+	m, err := s.latestAnswer(r.Context(), p.TenantID, id)
+	if err != nil {
+		return s.storeError(err)
+	}
+	if m == nil {
+		return &chat.Error{Category: chat.CategoryNotFound, Code: "no_answer", Message: "the conversation has no answer to stop"}
+	}
+	if m.Status != store.StatusStreaming {
+		writeJSON(w, http.StatusOK, map[string]any{"message_id": m.ID, "stopped": false, "status": m.Status})
+		return nil
+	}
+	if s.opt.Journal == nil {
+		return errNoSharedJournal
+	}
+	if err := s.opt.Journal.Stop(r.Context(), m.ID); err != nil {
+		if errors.Is(err, journal.ErrNotFound) {
+			return errNoSharedJournal
+		}
+		s.log.Warn("stopping an answer", "message_id", m.ID, "err", err)
+		return &chat.Error{Category: chat.CategoryStoreUnavailable, Code: "journal_unavailable", Message: "the stop could not be sent"}
+	}
+	// The answer is stored before its last event is journaled: once the
+	// journal ends, the stored status is final.
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	ended := false
+	s.opt.Journal.Follow(ctx, m.ID, -1, func(ev journal.Event) bool {
+		ended = ev.Terminal()
+		return true
+	})
+	if !ended {
+		writeJSON(w, http.StatusAccepted, map[string]any{"message_id": m.ID, "stopped": true, "status": store.StatusStreaming})
+		return nil
+	}
+	status := store.StatusCancelled
+	if msgs, err := s.opt.Store.LastMessages(r.Context(), p.TenantID, id, 1); err == nil && len(msgs) == 1 && msgs[0].ID == m.ID {
+		status = msgs[0].Status
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"message_id": m.ID, "stopped": true, "status": status})
+	return nil
+}
+
+// interruptFromJournal stores an answer whose producer was lost as
+// interrupted, with the text its journal holds.
+func (s *Server) interruptFromJournal(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := s.InterruptLost(ctx, id); err != nil {
+		s.log.Warn("storing a lost answer", "message_id", id, "err", err)
+	}
+}
+
+// InterruptLost stores answer id, whose producer was lost, as interrupted
+// with the text its journal holds (the last checkpoint if the journal has
+// nothing), and reports whether it was still streaming.
+func (s *Server) InterruptLost(ctx context.Context, id string) (bool, error) {
+	var content *string
+	tokens := 0
+	if s.opt.Journal != nil {
+		snap, err := s.opt.Journal.Snapshot(ctx, id)
+		if err == nil {
+			text, n := JournaledText(snap.Events)
+			if n > 0 {
+				var tc chat.TokenCount
+				tc.Add(text)
+				content, tokens = &text, tc.Tokens()
+			}
+		}
+	}
+	return s.opt.Store.InterruptMessage(ctx, id, content, tokens, time.Now().UTC())
+}
+
+// JournaledText is the text of an answer's journaled deltas, and how
+// many deltas there were.
+func JournaledText(evs []journal.Event) (string, int) {
+	var b strings.Builder
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind != journal.KindDelta {
+			continue
+		}
+		var d struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			b.WriteString(d.Text)
+			n++
+		}
+	}
+	return b.String(), n
+}
