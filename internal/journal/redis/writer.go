@@ -26,7 +26,8 @@ type writer struct {
 
 	mu      sync.Mutex
 	pend    []journal.Event
-	buf     []byte // pend's small data, copied
+	spare   []journal.Event // a written batch's slice, for the next pend
+	buf     []byte          // pend's small data, copied
 	queued  bool   // in j.dirty
 	begun   bool   // the first write (lease, fresh stream) is done
 	created bool   // the stream exists (written to once)
@@ -317,7 +318,7 @@ func (w *writer) take() *batch {
 			b.endSeq = max(w.last, 0)
 		}
 	}
-	w.pend, w.buf = nil, nil
+	w.pend, w.spare, w.buf = w.spare, nil, nil
 	if len(b.evs) == 0 && !b.begin && b.cut < 0 && b.end == nil && b.endSeq < 0 {
 		return nil
 	}
@@ -381,6 +382,10 @@ func (w *writer) done(b *batch) {
 	}
 	if len(b.adds) > 0 {
 		w.created = true
+	}
+	if w.spare == nil && cap(b.evs) <= 4096 {
+		clear(b.evs) // let the data chunks go
+		w.spare = b.evs[:0]
 	}
 	if b.cut >= 0 {
 		w.cutDone = true
