@@ -28,14 +28,14 @@ type writer struct {
 	pend    []journal.Event
 	spare   []journal.Event // a written batch's slice, for the next pend
 	buf     []byte          // pend's small data, copied
-	queued  bool   // in j.dirty
-	begun   bool   // the first write (lease, fresh stream) is done
-	created bool   // the stream exists (written to once)
-	last    int64  // the last Seq appended
-	size    int64  // bytes counted against MaxMessageBytes
-	cut     int64  // Seq of the first event not journaled, or -1
-	cutDone bool   // the cut marker is written
-	ended   bool   // End was called
+	queued  bool            // in j.dirty
+	begun   bool            // the first write (lease, fresh stream) is done
+	created bool            // the stream exists (written to once)
+	last    int64           // the last Seq appended
+	size    int64           // bytes counted against MaxMessageBytes
+	cut     int64           // Seq of the first event not journaled, or -1
+	cutDone bool            // the cut marker is written
+	ended   bool            // End was called
 	end     *journal.Event
 	endDone bool // the end is written
 	dead    bool // crashed or closed: writes nothing more
