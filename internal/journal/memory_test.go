@@ -200,14 +200,24 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// BenchmarkMemoryAppend appends answers of 1000 deltas one after the
+// other, as a replica does (ended ones dropped at the total bound).
 func BenchmarkMemoryAppend(b *testing.B) {
-	m := journal.NewMemory(journal.Options{MaxMessageBytes: 1 << 40, MaxTotalBytes: 1 << 40})
+	m := journal.NewMemory(journal.Options{MaxTotalBytes: 64 << 20})
 	defer m.Close()
-	w := m.Begin("bench")
 	data := []byte(`{"text":" word"}`)
+	var w journal.Writer
 	var seq int64
+	n := 0
 	b.ReportAllocs()
 	for b.Loop() {
+		if seq%1000 == 0 {
+			if w != nil {
+				w.End(journal.Event{Seq: seq, Kind: journal.KindDone})
+			}
+			n++
+			w, seq = m.Begin(fmt.Sprint("bench", n)), 0
+		}
 		w.Append(journal.Event{Seq: seq, Kind: journal.KindDelta, Data: data})
 		seq++
 	}
@@ -216,19 +226,26 @@ func BenchmarkMemoryAppend(b *testing.B) {
 // BenchmarkMemoryAppendParallel: answers appending at once, each to its
 // own journal (the one mutex is shared).
 func BenchmarkMemoryAppendParallel(b *testing.B) {
-	m := journal.NewMemory(journal.Options{MaxMessageBytes: 1 << 40, MaxTotalBytes: 1 << 40})
+	m := journal.NewMemory(journal.Options{MaxTotalBytes: 64 << 20})
 	defer m.Close()
 	data := []byte(`{"text":" word"}`)
 	var mu sync.Mutex
 	n := 0
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		mu.Lock()
-		n++
-		w := m.Begin(fmt.Sprint("bench", n))
-		mu.Unlock()
+		var w journal.Writer
 		var seq int64
 		for pb.Next() {
+			if seq%1000 == 0 {
+				if w != nil {
+					w.End(journal.Event{Seq: seq, Kind: journal.KindDone})
+				}
+				mu.Lock()
+				n++
+				id := fmt.Sprint("bench", n)
+				mu.Unlock()
+				w, seq = m.Begin(id), 0
+			}
 			w.Append(journal.Event{Seq: seq, Kind: journal.KindDelta, Data: data})
 			seq++
 		}

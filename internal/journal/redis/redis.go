@@ -1,0 +1,242 @@
+// Package redis is the answer journal shared by replicas, on Redis: one
+// stream per answer, a lease per producer, stop and attachment across
+// replicas. It and internal/cache/redis are the packages that import the
+// Redis client.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/firstword/firstword/internal/journal"
+)
+
+// DefaultMaxPendingBytes is MaxTotalBytes's default here: what may wait
+// to be written while Redis is slow or unreachable.
+const DefaultMaxPendingBytes = 64 << 20
+
+// Client timeouts, for what the URL does not set (as for the cache): a
+// frozen server holds a flush or a follower for about this long.
+const (
+	dialTimeout  = time.Second
+	ioTimeout    = time.Second
+	poolTimeout  = time.Second
+	pingTimeout  = 5 * time.Second
+	flushTimeout = 2 * time.Second
+	// maxBlock bounds a follower's XREAD BLOCK: go-redis does not
+	// interrupt a blocked read when its context is cancelled, so it is
+	// also how long a cancelled Follow may take to return.
+	maxBlock = 500 * time.Millisecond
+	// readCount is how many entries one XREAD returns at most.
+	readCount = 1000
+)
+
+// Journal is a journal.Journal on Redis. Open it once per process.
+type Journal struct {
+	c     *goredis.Client
+	o     journal.Options
+	block time.Duration // a follower's XREAD BLOCK, and how often it checks the lease
+	ctl   string        // the pub/sub channel of stops and attachments
+	token string        // this process, in leases and attachments
+	log   *slog.Logger
+	ps    *goredis.PubSub
+
+	mu      sync.Mutex
+	writers map[string]*writer // live, by message id
+	dirty   []*writer          // with something to write
+	closed  bool
+
+	wake    chan struct{} // something to write
+	kick    chan struct{} // renew now (a follower left)
+	closing chan struct{}
+	wg      sync.WaitGroup
+
+	follows atomic.Int64 // followers' attachment members
+	pending atomic.Int64 // bytes queued, not yet written
+	dropped atomic.Int64
+	failed  atomic.Int64
+}
+
+// Open connects to url (redis://host:port/db), subscribes to the
+// journal's control channel and starts the writer. o's zero fields take
+// their defaults (MaxTotalBytes: DefaultMaxPendingBytes).
+func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) (*Journal, error) {
+	if o.MaxTotalBytes == 0 {
+		o.MaxTotalBytes = DefaultMaxPendingBytes
+	}
+	o = o.WithDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("journal/redis: %w", err)
+	}
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("journal/redis: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	if opt.DialTimeout == 0 {
+		opt.DialTimeout = dialTimeout
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = ioTimeout
+	}
+	if opt.WriteTimeout == 0 {
+		opt.WriteTimeout = ioTimeout
+	}
+	if opt.PoolTimeout == 0 {
+		opt.PoolTimeout = poolTimeout
+	}
+	// The writer retries on its own, with backoff; a follower's error is
+	// the caller's to turn into an answer.
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = -1
+	}
+	opt.DialerRetries = 1
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var tok [8]byte
+	rand.Read(tok[:])
+	j := &Journal{
+		c:       goredis.NewClient(opt),
+		o:       o,
+		block:   min(o.Lease/3, maxBlock),
+		ctl:     o.KeyPrefix + "ctl",
+		token:   hex.EncodeToString(tok[:]),
+		log:     log,
+		writers: map[string]*writer{},
+		wake:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := j.c.Ping(pctx).Err(); err != nil {
+		j.c.Close()
+		return nil, fmt.Errorf("journal/redis: %w", err)
+	}
+	j.ps = j.c.Subscribe(pctx, j.ctl)
+	// Wait for the subscription, so that no stop sent after Open is missed.
+	if _, err := j.ps.Receive(pctx); err != nil {
+		j.ps.Close()
+		j.c.Close()
+		return nil, fmt.Errorf("journal/redis: subscribing: %w", err)
+	}
+	j.wg.Add(2)
+	go j.listen()
+	go j.run()
+	return j, nil
+}
+
+// keys are one message's Redis keys. The hash tag keeps them in one
+// cluster slot, for the scripts.
+type keys struct{ stream, lease, stop, att string }
+
+func (j *Journal) keys(id string) keys {
+	p := j.o.KeyPrefix + "{" + id + "}:"
+	return keys{stream: p + "s", lease: p + "lease", stop: p + "stop", att: p + "att"}
+}
+
+// Stats are a Redis journal's counters.
+type Stats struct {
+	Pending int64 // bytes waiting to be written
+	Dropped int64 // events dropped at MaxTotalBytes (their answers cut)
+	Failed  int64 // writes to Redis that failed (and were retried)
+}
+
+// Stats returns j's counters.
+func (j *Journal) Stats() Stats {
+	return Stats{Pending: j.pending.Load(), Dropped: j.dropped.Load(), Failed: j.failed.Load()}
+}
+
+func (j *Journal) isClosed() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closed
+}
+
+// unavailable wraps a Redis failure, or returns ctx's error if it ended.
+func unavailable(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("journal/redis: %s: %w: %w", op, journal.ErrUnavailable, err)
+}
+
+// Stop implements journal.Journal: a stop key the producer reads at its
+// next renewal, and a message on the control channel that reaches it at
+// once.
+func (j *Journal) Stop(ctx context.Context, id string) error {
+	if j.isClosed() {
+		return journal.ErrClosed
+	}
+	k := j.keys(id)
+	ttl := (j.o.Retention + j.o.Lease).Milliseconds()
+	n, err := stopScript.Run(ctx, j.c, []string{k.lease, k.stop}, ttl, j.ctl, "s"+id).Int()
+	if err != nil {
+		return unavailable(ctx, "stop", err)
+	}
+	if n == 0 {
+		return journal.ErrNotFound
+	}
+	return nil
+}
+
+var stopScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1`)
+
+// listen dispatches the control channel's messages to this process's
+// writers: s<id> stop, a<id> a follower attached, d<id> one left.
+func (j *Journal) listen() {
+	defer j.wg.Done()
+	for m := range j.ps.Channel() {
+		if len(m.Payload) < 2 {
+			continue
+		}
+		j.mu.Lock()
+		w := j.writers[m.Payload[1:]]
+		j.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		switch m.Payload[0] {
+		case 's':
+			w.stop()
+		case 'a':
+			w.attached.Store(true)
+		case 'd':
+			select {
+			case j.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Close implements journal.Journal. It writes what is queued (for up to
+// a couple of seconds), then releases the leases of the answers still
+// being written, so that their followers learn at once that they are
+// lost.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	close(j.closing)
+	j.ps.Close()
+	j.wg.Wait()
+	return j.c.Close()
+}

@@ -1,0 +1,554 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/firstword/firstword/internal/journal"
+)
+
+// writer is one answer's producer. Append and End queue under w.mu; the
+// journal's one writing goroutine (run) takes the queue and pipelines it.
+type writer struct {
+	j        *Journal
+	id       string
+	k        keys
+	stopped  chan struct{}
+	stopOnce sync.Once
+	attached atomic.Bool
+
+	mu      sync.Mutex
+	pend    []journal.Event
+	spare   []journal.Event // a written batch's slice, for the next pend
+	buf     []byte          // pend's small data, copied
+	queued  bool            // in j.dirty
+	begun   bool            // the first write (lease, fresh stream) is done
+	created bool            // the stream exists (written to once)
+	last    int64           // the last Seq appended
+	size    int64           // bytes counted against MaxMessageBytes
+	cut     int64           // Seq of the first event not journaled, or -1
+	cutDone bool            // the cut marker is written
+	ended   bool            // End was called
+	end     *journal.Event
+	endDone bool // the end is written
+	dead    bool // crashed or closed: writes nothing more
+}
+
+// Stream entries. An event is {k: kind, d: data}, plus e=1 if End wrote
+// it and c=1 if the answer was cut before it, at ID "<seq>-1". Markers
+// have m: "cut" at "<seq>-1" (the Seq of the first event not journaled)
+// or "end" at "<seq>-2" (an End whose event did not follow the last
+// Seq): an ID a cursor "<after>-1" is before exactly when the entry is
+// after the event Seq after.
+const (
+	fKind   = "k"
+	fData   = "d"
+	fEnd    = "e"
+	fCut    = "c"
+	fMarker = "m"
+)
+
+const (
+	smallData = 1 << 10
+	chunkSize = 8 << 10
+)
+
+// Begin implements journal.Journal. It does no I/O: the lease is taken
+// by the first write, with the first events.
+func (j *Journal) Begin(id string) journal.Writer {
+	w := &writer{j: j, id: id, k: j.keys(id), stopped: make(chan struct{}), last: -1, cut: -1}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		w.dead = true
+		return w
+	}
+	if old := j.writers[id]; old != nil {
+		old.crash()
+	}
+	j.writers[id] = w
+	j.dirty = append(j.dirty, w)
+	w.queued = true
+	j.signal()
+	return w
+}
+
+// signal wakes the writing goroutine.
+func (j *Journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *writer) Append(ev journal.Event) {
+	w.mu.Lock()
+	if w.dead || w.ended || ev.Seq <= w.last {
+		w.mu.Unlock()
+		return
+	}
+	w.last = ev.Seq
+	if w.cut >= 0 {
+		w.mu.Unlock()
+		return
+	}
+	size := int64(len(ev.Data)) + 64
+	over := w.size+size > w.j.o.MaxMessageBytes
+	if !over && w.j.pending.Add(size) > w.j.o.MaxTotalBytes {
+		w.j.pending.Add(-size)
+		w.j.dropped.Add(1)
+		over = true
+	}
+	if over {
+		w.cut = ev.Seq
+	} else {
+		w.size += size
+		ev.Data = w.copyData(ev.Data)
+		w.pend = append(w.pend, ev)
+	}
+	mark := !w.queued
+	w.queued = true
+	w.mu.Unlock()
+	if mark {
+		w.j.markDirty(w)
+	}
+}
+
+// End implements journal.Writer. The terminal event is queued whatever
+// the bounds, so that a cut answer still ends.
+func (w *writer) End(ev journal.Event) {
+	w.mu.Lock()
+	if w.dead || w.ended {
+		w.mu.Unlock()
+		return
+	}
+	w.ended = true
+	if ev.Seq > w.last {
+		w.last = ev.Seq
+		ev.Data = append([]byte(nil), ev.Data...)
+		w.end = &ev
+		w.j.pending.Add(int64(len(ev.Data)) + 64)
+	}
+	mark := !w.queued
+	w.queued = true
+	w.mu.Unlock()
+	if mark {
+		w.j.markDirty(w)
+	}
+}
+
+func (w *writer) Stopped() <-chan struct{} { return w.stopped }
+
+func (w *writer) Attached() bool { return w.attached.Load() }
+
+func (w *writer) stop() { w.stopOnce.Do(func() { close(w.stopped) }) }
+
+func (w *writer) copyData(d []byte) []byte {
+	if len(d) == 0 {
+		return nil
+	}
+	if len(d) > smallData {
+		return append([]byte(nil), d...)
+	}
+	if cap(w.buf)-len(w.buf) < len(d) {
+		w.buf = make([]byte, 0, chunkSize)
+	}
+	start := len(w.buf)
+	w.buf = append(w.buf, d...)
+	return w.buf[start:len(w.buf):len(w.buf)]
+}
+
+// crash makes w write nothing more and renew its lease no more, as if
+// its process died: followers learn it within the lease.
+func (w *writer) crash() {
+	w.mu.Lock()
+	w.dead = true
+	w.mu.Unlock()
+}
+
+func (j *Journal) markDirty(w *writer) {
+	j.mu.Lock()
+	j.dirty = append(j.dirty, w)
+	j.mu.Unlock()
+	j.signal()
+}
+
+// run is the journal's one writing goroutine: it writes what was queued
+// as soon as it is idle (what piles up during a write goes in the next
+// one), and renews the leases every Lease/3.
+func (j *Journal) run() {
+	defer j.wg.Done()
+	tick := time.NewTicker(j.o.Lease / 3)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		select {
+		case <-j.wake:
+		case <-tick.C:
+			j.renew()
+			continue
+		case <-j.kick:
+			j.renew()
+			continue
+		case <-j.closing:
+			j.shutdown()
+			return
+		}
+		if j.flush() {
+			backoff = 0
+			continue
+		}
+		// Redis is failing: wait before the retry, renewing meanwhile
+		// (which fails too, until it comes back).
+		backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+			j.signal()
+		case <-j.closing:
+			t.Stop()
+			j.shutdown()
+			return
+		}
+	}
+}
+
+// batch is what one flush writes for one writer.
+type batch struct {
+	w      *writer
+	evs    []journal.Event
+	begin  bool
+	cut    int64 // the cut marker's Seq to write, or -1
+	end    *journal.Event
+	endSeq int64 // for the end marker, when end is nil; -1 if not ending
+	mk     bool  // the XADDs may create the stream (else NOMKSTREAM)
+	adds   []*goredis.StringCmd
+	cmds   []goredis.Cmder
+	bytes  int64
+}
+
+// flush writes everything queued in one pipeline, and reports whether it
+// went through. What failed is queued again, in front of what came since:
+// each event's stream ID is fixed by its Seq, so writing it twice is
+// harmless (Redis refuses the second, which counts as done).
+func (j *Journal) flush() bool {
+	j.mu.Lock()
+	dirty := j.dirty
+	j.dirty = nil
+	j.mu.Unlock()
+	if len(dirty) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	pipe := j.c.Pipeline()
+	var batches []*batch
+	for _, w := range dirty {
+		if b := w.take(); b != nil {
+			j.queue(ctx, pipe, b)
+			batches = append(batches, b)
+		}
+	}
+	if len(batches) == 0 {
+		return true
+	}
+	_, _ = pipe.Exec(ctx)
+	ok := true
+	for _, b := range batches {
+		if failed(b.cmds) != nil {
+			ok = false
+			b.w.requeue(b)
+			continue
+		}
+		j.pending.Add(-b.bytes)
+		b.w.done(b)
+	}
+	if !ok {
+		if j.failed.Add(1) == 1 || j.failed.Load()%100 == 0 {
+			j.log.Warn("journal: writing to redis failed; retrying", "failures", j.failed.Load())
+		}
+	}
+	return ok
+}
+
+// failed returns the first error among cmds, but for the refusal of an
+// event written before.
+func failed(cmds []goredis.Cmder) error {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, goredis.Nil) && !isDuplicate(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func isDuplicate(err error) bool {
+	return strings.Contains(err.Error(), "equal or smaller than the target stream top item")
+}
+
+// take moves w's queue into a batch, or returns nil if w has nothing to
+// write.
+func (w *writer) take() *batch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queued = false
+	if w.dead {
+		n := w.pendingBytes()
+		if w.end != nil {
+			n += int64(len(w.end.Data)) + 64
+		}
+		w.j.pending.Add(-n)
+		w.pend, w.end = nil, nil
+		return nil
+	}
+	b := &batch{w: w, evs: w.pend, begin: !w.begun, cut: -1, endSeq: -1, mk: !w.created}
+	if w.cut >= 0 && !w.cutDone {
+		b.cut = w.cut
+	}
+	if w.ended && !w.endDone {
+		b.end = w.end
+		if b.end == nil {
+			b.endSeq = max(w.last, 0)
+		}
+	}
+	w.pend, w.spare, w.buf = w.spare, nil, nil
+	if len(b.evs) == 0 && !b.begin && b.cut < 0 && b.end == nil && b.endSeq < 0 {
+		return nil
+	}
+	for _, ev := range b.evs {
+		b.bytes += int64(len(ev.Data)) + 64
+	}
+	if b.end != nil {
+		b.bytes += int64(len(b.end.Data)) + 64
+	}
+	return b
+}
+
+// pendingBytes is what w's queue counts against MaxTotalBytes, but for
+// the end (queued again with a failed batch, so counted by it).
+func (w *writer) pendingBytes() int64 {
+	var n int64
+	for _, ev := range w.pend {
+		n += int64(len(ev.Data)) + 64
+	}
+	return n
+}
+
+// requeue puts a failed batch back in front of w's queue.
+func (w *writer) requeue(b *batch) {
+	w.mu.Lock()
+	w.pend = append(b.evs, w.pend...)
+	w.buf = nil // b's data is in the requeued events; start a new chunk
+	mark := !w.queued
+	w.queued = true
+	w.mu.Unlock()
+	if mark {
+		w.j.markDirty(w)
+	}
+}
+
+// done records a written batch.
+func (w *writer) done(b *batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.begun = true
+	if !b.mk && len(b.adds) > 0 && errors.Is(b.adds[0].Err(), goredis.Nil) {
+		// NOMKSTREAM found no stream: what was written is gone. Cut the
+		// answer at its start and write it so.
+		w.created = false
+		w.cut, w.cutDone = 0, false
+		// Drop what came since; the end, if any, is written again, so
+		// counted again if it was counted off with the batch.
+		w.j.pending.Add(-w.pendingBytes())
+		if b.end != nil {
+			w.j.pending.Add(int64(len(b.end.Data)) + 64)
+		}
+		w.pend, w.buf = nil, nil
+		if !w.queued {
+			w.queued = true
+			w.j.mu.Lock()
+			w.j.dirty = append(w.j.dirty, w)
+			w.j.mu.Unlock()
+			w.j.signal()
+		}
+		return
+	}
+	if len(b.adds) > 0 {
+		w.created = true
+	}
+	if w.spare == nil && cap(b.evs) <= 4096 {
+		clear(b.evs) // let the data chunks go
+		w.spare = b.evs[:0]
+	}
+	if b.cut >= 0 {
+		w.cutDone = true
+	}
+	if b.end != nil || b.endSeq >= 0 {
+		w.endDone = true
+		w.end = nil
+		w.j.mu.Lock()
+		if w.j.writers[w.id] == w {
+			delete(w.j.writers, w.id)
+		}
+		w.j.mu.Unlock()
+	}
+}
+
+// queue adds b's commands to pipe: on the first write, a fresh stream
+// and the lease; the events; the cut marker; at the end, the terminal
+// event, the stream's retention and the lease's release. The terminal
+// event is written before the lease is released, so a follower that
+// finds no lease and then reads the stream sees the end if there was one.
+func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
+	k := b.w.k
+	add := func(id string, values ...any) {
+		c := pipe.XAdd(ctx, &goredis.XAddArgs{Stream: k.stream, NoMkStream: !b.mk, ID: id, Values: values})
+		b.cmds = append(b.cmds, c)
+		b.adds = append(b.adds, c)
+	}
+	if b.cut == 0 && b.mk {
+		// The stream vanished (a Redis that restarted empty): start it
+		// again with the cut, so followers learn the answer is gone.
+		b.cmds = append(b.cmds, pipe.Del(ctx, k.stream))
+	}
+	if b.begin {
+		b.cmds = append(b.cmds,
+			pipe.Del(ctx, k.stream, k.stop, k.att),
+			pipe.Set(ctx, k.lease, j.token, j.o.Lease))
+	}
+	for _, ev := range b.evs {
+		add(eventID(ev.Seq, 1), fKind, ev.Kind, fData, ev.Data)
+	}
+	if b.cut >= 0 {
+		add(eventID(b.cut, 1), fMarker, "cut")
+	}
+	switch {
+	case b.end != nil:
+		vals := []any{fKind, b.end.Kind, fData, b.end.Data, fEnd, "1"}
+		if b.w.cutSeq() >= 0 {
+			vals = append(vals, fCut, "1")
+		}
+		add(eventID(b.end.Seq, 1), vals...)
+	case b.endSeq >= 0:
+		add(eventID(b.endSeq, 2), fMarker, "end")
+	}
+	if b.end != nil || b.endSeq >= 0 {
+		b.cmds = append(b.cmds,
+			pipe.PExpire(ctx, k.stream, j.o.Retention),
+			pipe.Del(ctx, k.lease, k.stop, k.att))
+	} else if b.begin {
+		b.cmds = append(b.cmds, pipe.PExpire(ctx, k.stream, j.o.Retention+j.o.Lease))
+	}
+}
+
+func (w *writer) cutSeq() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cut
+}
+
+// renew extends the lease of every answer this process is writing, and
+// reads back whether it was asked to stop and whether a follower is
+// attached, in one pipeline.
+func (j *Journal) renew() {
+	j.mu.Lock()
+	ws := make([]*writer, 0, len(j.writers))
+	for _, w := range j.writers {
+		ws = append(ws, w)
+	}
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	pipe := j.c.Pipeline()
+	type renewal struct {
+		w   *writer
+		cmd *goredis.Cmd
+	}
+	var rs []renewal
+	ttl := (j.o.Retention + j.o.Lease).Milliseconds()
+	for _, w := range ws {
+		w.mu.Lock()
+		live := w.begun && !w.dead && !w.endDone
+		w.mu.Unlock()
+		if !live {
+			continue
+		}
+		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl)
+		rs = append(rs, renewal{w, cmd})
+	}
+	if len(rs) == 0 {
+		return
+	}
+	// Eval, not EvalSha: in a pipeline, a NOSCRIPT cannot fall back.
+	_, _ = pipe.Exec(ctx)
+	for _, r := range rs {
+		v, err := r.cmd.Int64Slice()
+		if err != nil || len(v) != 2 {
+			continue
+		}
+		if v[0] == 1 {
+			r.w.stop()
+		}
+		r.w.attached.Store(v[1] > 0)
+	}
+}
+
+// renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
+// stream TTL ms. Returns {stop requested, followers attached}.
+var renewScript = goredis.NewScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+return {redis.call('EXISTS', KEYS[3]), redis.call('ZCARD', KEYS[4])}`)
+
+// shutdown writes what is queued, once, and releases the leases of the
+// answers still being written.
+func (j *Journal) shutdown() {
+	j.flush()
+	j.mu.Lock()
+	var leases []string
+	for _, w := range j.writers {
+		w.crash()
+		leases = append(leases, w.k.lease)
+	}
+	j.writers = map[string]*writer{}
+	j.mu.Unlock()
+	if len(leases) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		j.c.Del(ctx, leases...)
+	}
+}
+
+// eventID is the stream ID of Seq seq's entry: "<seq>-<part>".
+func eventID(seq int64, part int) string {
+	return strconv.FormatInt(seq, 10) + "-" + strconv.Itoa(part)
+}
+
+// parseID is eventID's inverse; ok is false for an ID it did not make.
+func parseID(id string) (seq int64, part int, ok bool) {
+	s, p, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	seq, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || seq < 0 || s != strconv.FormatInt(seq, 10) {
+		return 0, 0, false
+	}
+	switch p {
+	case "1":
+		return seq, 1, true
+	case "2":
+		return seq, 2, true
+	}
+	return 0, 0, false
+}
