@@ -8,6 +8,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
+	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
 // Message is a Chat Completions message on the wire.
@@ -80,7 +81,7 @@ func (m *Message) toChat() (chat.Message, error) {
 		}
 		out.ToolCalls = append(out.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
-	if isNull(m.Content) {
+	if reqbody.IsNull(m.Content) {
 		if out.Role != chat.RoleAssistant {
 			return out, errors.New("content: required")
 		}
