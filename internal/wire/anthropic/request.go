@@ -68,15 +68,12 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &chat.Request{}
-	out := &ParsedRequest{Request: req}
-
-	if err := reqbody.Field(raw, "model", &req.Model); err != nil {
+	model, err := reqbody.Model(raw)
+	if err != nil {
 		return nil, err
 	}
-	if req.Model == "" {
-		return nil, reqbody.Errorf("model", "required")
-	}
+	req := &chat.Request{Model: model}
+	out := &ParsedRequest{Request: req}
 	var maxTokens *int
 	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
@@ -99,16 +96,9 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		}
 		req.Messages = msgs
 	}
-	v, ok := raw["messages"]
-	if !ok || reqbody.IsNull(v) {
-		return nil, reqbody.Errorf("messages", "required")
-	}
-	var wm []inMessage
-	if err := json.Unmarshal(v, &wm); err != nil {
-		return nil, reqbody.Errorf("messages", "must be an array of message objects: %v", jsonerr.Type(err))
-	}
-	if len(wm) == 0 {
-		return nil, reqbody.Errorf("messages", "must contain at least one message")
+	wm, err := reqbody.Messages[inMessage](raw)
+	if err != nil {
+		return nil, err
 	}
 	turns := 0
 	for i := range wm {
@@ -123,17 +113,11 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		return nil, reqbody.Errorf("messages", "must contain at least one message with content other than thinking")
 	}
 
-	if err := reqbody.Field(raw, "temperature", &req.Temperature); err != nil {
+	if err := reqbody.Between(raw, "temperature", &req.Temperature, 0, 1); err != nil {
 		return nil, err
 	}
-	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
-		return nil, reqbody.Errorf("temperature", "must be between 0 and 1")
-	}
-	if err := reqbody.Field(raw, "top_p", &req.TopP); err != nil {
+	if err := reqbody.Between(raw, "top_p", &req.TopP, 0, 1); err != nil {
 		return nil, err
-	}
-	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
-		return nil, reqbody.Errorf("top_p", "must be between 0 and 1")
 	}
 	if err := reqbody.Field(raw, "stop_sequences", &req.Stop); err != nil {
 		return nil, err
@@ -149,27 +133,25 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 			req.User = *md.UserID
 		}
 	}
-	if v, ok := raw["tools"]; ok && !reqbody.IsNull(v) {
-		var tools []inTool
-		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqbody.Errorf("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
+	tools, err := reqbody.List[inTool](raw, "tools", "tool")
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tools {
+		if t.Type != "" && t.Type != "custom" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.type", i), "unsupported tool type %q: only client tools (name, description, input_schema) are supported", t.Type)
 		}
-		for i, t := range tools {
-			if t.Type != "" && t.Type != "custom" {
-				return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.type", i), "unsupported tool type %q: only client tools (name, description, input_schema) are supported", t.Type)
-			}
-			if t.Name == "" {
-				return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.name", i), "required")
-			}
-			var schema json.RawMessage
-			if !reqbody.IsNull(t.InputSchema) {
-				if t.InputSchema[0] != '{' {
-					return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.input_schema", i), "must be an object")
-				}
-				schema = t.InputSchema
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: schema})
+		if t.Name == "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.name", i), "required")
 		}
+		var schema json.RawMessage
+		if !reqbody.IsNull(t.InputSchema) {
+			if t.InputSchema[0] != '{' {
+				return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.input_schema", i), "must be an object")
+			}
+			schema = t.InputSchema
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: schema})
 	}
 	if v, ok := raw["tool_choice"]; ok && !reqbody.IsNull(v) {
 		var tc ToolChoice

@@ -56,15 +56,12 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &chat.Request{}
-	out := &ParsedRequest{Request: req}
-
-	if err := reqbody.Field(raw, "model", &req.Model); err != nil {
+	model, err := reqbody.Model(raw)
+	if err != nil {
 		return nil, err
 	}
-	if req.Model == "" {
-		return nil, reqbody.Errorf("model", "required")
-	}
+	req := &chat.Request{Model: model}
+	out := &ParsedRequest{Request: req}
 	if err := reqbody.Field(raw, "stream", &out.Stream); err != nil {
 		return nil, err
 	}
@@ -82,16 +79,9 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 		out.StreamOptions = true
 		out.IncludeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	}
-	msgs, ok := raw["messages"]
-	if !ok || reqbody.IsNull(msgs) {
-		return nil, reqbody.Errorf("messages", "required")
-	}
-	var wm []Message
-	if err := json.Unmarshal(msgs, &wm); err != nil {
-		return nil, reqbody.Errorf("messages", "must be an array of message objects: %v", jsonerr.Type(err))
-	}
-	if len(wm) == 0 {
-		return nil, reqbody.Errorf("messages", "must contain at least one message")
+	wm, err := reqbody.Messages[Message](raw)
+	if err != nil {
+		return nil, err
 	}
 	req.Messages = make([]chat.Message, len(wm))
 	for i := range wm {
@@ -119,11 +109,8 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	} else if maxTokens != nil {
 		req.MaxTokens = *maxTokens
 	}
-	if err := reqbody.Field(raw, "temperature", &req.Temperature); err != nil {
+	if err := reqbody.Between(raw, "temperature", &req.Temperature, 0, 2); err != nil {
 		return nil, err
-	}
-	if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
-		return nil, reqbody.Errorf("temperature", "must be between 0 and 2")
 	}
 	if err := reqbody.Field(raw, "top_p", &req.TopP); err != nil {
 		return nil, err
@@ -152,20 +139,18 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	if err := reqbody.Field(raw, "user", &req.User); err != nil {
 		return nil, err
 	}
-	if v, ok := raw["tools"]; ok && !reqbody.IsNull(v) {
-		var tools []Tool
-		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqbody.Errorf("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
+	tools, err := reqbody.List[Tool](raw, "tools", "tool")
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range tools {
+		if t.Type != "function" && t.Type != "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].type", i), "unsupported tool type %q", t.Type)
 		}
-		for i, t := range tools {
-			if t.Type != "function" && t.Type != "" {
-				return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].type", i), "unsupported tool type %q", t.Type)
-			}
-			if t.Function.Name == "" {
-				return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].function.name", i), "required")
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		if t.Function.Name == "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].function.name", i), "required")
 		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	if v, ok := raw["tool_choice"]; ok && !reqbody.IsNull(v) {
 		tc, err := parseToolChoice(v)

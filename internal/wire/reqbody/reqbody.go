@@ -95,3 +95,58 @@ func StringOrList[T any](v json.RawMessage, param, what string) (s string, list 
 	}
 	return "", list, false, nil
 }
+
+// Model returns the model member, the one member every API requires.
+func Model(raw map[string]json.RawMessage) (string, error) {
+	var model string
+	if err := Field(raw, "model", &model); err != nil {
+		return "", err
+	}
+	if model == "" {
+		return "", Errorf("model", "required")
+	}
+	return model, nil
+}
+
+// Between decodes the number raw[name] into dst, as Field does, and
+// refuses one outside [lo, hi] (a sampling parameter's range).
+func Between(raw map[string]json.RawMessage, name string, dst **float64, lo, hi float64) error {
+	if err := Field(raw, name, dst); err != nil {
+		return err
+	}
+	if x := *dst; x != nil && (*x < lo || *x > hi) {
+		return Errorf(name, "must be between %g and %g", lo, hi)
+	}
+	return nil
+}
+
+// List decodes raw[name], an array of objects, into a slice: nil when
+// the member is absent or null. what names an element in the error for
+// anything else ("tool": "must be an array of tool objects").
+func List[T any](raw map[string]json.RawMessage, name, what string) ([]T, error) {
+	v := raw[name]
+	if IsNull(v) {
+		return nil, nil
+	}
+	var list []T
+	if err := json.Unmarshal(v, &list); err != nil {
+		return nil, Errorf(name, "must be an array of %s objects: %v", what, jsonerr.Type(err))
+	}
+	return list, nil
+}
+
+// Messages decodes the messages member, which Chat Completions and the
+// Messages API alike require to be an array of at least one message.
+func Messages[T any](raw map[string]json.RawMessage) ([]T, error) {
+	if IsNull(raw["messages"]) {
+		return nil, Errorf("messages", "required")
+	}
+	list, err := List[T](raw, "messages", "message")
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, Errorf("messages", "must contain at least one message")
+	}
+	return list, nil
+}
