@@ -10,6 +10,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Usage is the usage object of a response or of the usage-only chunk.
@@ -294,7 +295,7 @@ func decodeErrorEvent(data []byte) error {
 	if json.Unmarshal(data, &body) == nil && body.Message != "" {
 		return errorFromBody(0, &body)
 	}
-	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "upstream error event: " + truncate(string(data), 200), Retryable: true}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "upstream error event: " + upstream.Excerpt(string(data), 200), Retryable: true}
 }
 
 // DecodeError classifies an upstream's non-2xx response.
@@ -313,7 +314,7 @@ func DecodeError(status int, body []byte) *chat.Error {
 		}
 	}
 	cat, retry := chat.CategoryForStatus(status)
-	msg := truncate(string(bytes.TrimSpace(body)), 200)
+	msg := upstream.Excerpt(string(bytes.TrimSpace(body)), 200)
 	if msg == "" {
 		msg = fmt.Sprintf("upstream answered %d", status)
 	}
@@ -354,16 +355,6 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 		cat, retry = chat.CategoryInvalidRequest, false
 	}
 	return &chat.Error{Category: cat, Status: status, Message: eb.Message, Retryable: retry}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // CompletionChunks decodes a non-streaming chat.completion response from r
