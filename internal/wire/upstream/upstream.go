@@ -1,7 +1,9 @@
-// Package upstream holds what the wire formats' decoders of an upstream's
-// answer share: the chunk held back while the next event is already
-// buffered (HoldBack), and the excerpt of what an upstream sent that an
-// error quotes (Excerpt).
+// Package upstream holds what the wire formats share on their upstream
+// side, where firstword is the client: in encoding a request, a message's
+// text (MessageText), tool-call arguments as an object (ArgsObject) and
+// JSON as the upstreams want it (Marshal); in decoding the answer, the
+// chunk held back while the next event is already buffered (HoldBack) and
+// the excerpt of what an upstream sent that an error quotes (Excerpt).
 package upstream
 
 import (

@@ -125,3 +125,46 @@ func TestHoldBack(t *testing.T) {
 		})
 	}
 }
+
+func TestArgsObject(t *testing.T) {
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "", want: "{}"},
+		{in: "  ", want: "{}"},
+		{in: `{ "a" : [1, 2] }`, want: `{"a":[1,2]}`},
+		{in: `[1]`, wantErr: true},
+		{in: `"s"`, wantErr: true},
+		{in: `{"a":`, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ArgsObject(tt.in)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("ArgsObject(%q) = %s, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("ArgsObject(%q) = %s, %v, want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestMessageText(t *testing.T) {
+	m := &chat.Message{Content: "ignored", Parts: []chat.Part{{Type: chat.PartText, Text: "a"}, chat.ImagePart("https://x/i.png"), {Type: chat.PartText, Text: "b"}}}
+	if got := MessageText(m); got != "ab" {
+		t.Errorf("MessageText(parts) = %q, want %q", got, "ab")
+	}
+	if got := MessageText(&chat.Message{Content: "c"}); got != "c" {
+		t.Errorf("MessageText(content) = %q, want %q", got, "c")
+	}
+}
+
+func TestMarshal(t *testing.T) {
+	got, err := Marshal(map[string]string{"p": "<b> & </b>"})
+	if want := `{"p":"<b> & </b>"}`; err != nil || string(got) != want {
+		t.Errorf("Marshal = %s, %v, want %s (unescaped, no newline)", got, err, want)
+	}
+}
