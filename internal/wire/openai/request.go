@@ -32,7 +32,9 @@ type ParsedRequest struct {
 type RequestError = reqbody.Error
 
 // known are the request fields decoded into chat.Request; every other field
-// is kept in Request.Extra.
+// is kept in Request.Extra, so that a field firstword does not model
+// (logprobs, logit_bias, reasoning_effort...) still reaches an upstream
+// that speaks Chat Completions, instead of being dropped silently.
 var known = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true,
 	"max_tokens": true, "max_completion_tokens": true, "temperature": true,
@@ -43,6 +45,11 @@ var known = map[string]bool{
 
 // ParseRequest decodes a Chat Completions request body, checking types and
 // required fields. Errors are *RequestError naming the field.
+//
+// Most requests are decoded by parseSimpleRequest, a single pass without
+// reflection; what it declines is decoded here member by member
+// (reqbody), so that every error names the member it is about, as
+// OpenAI's do.
 func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if pr, ok := parseSimpleRequest(body); ok {
 		return pr, nil
@@ -70,6 +77,9 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 			IncludeUsage       *bool `json:"include_usage"`
 			IncludeObfuscation *bool `json:"include_obfuscation"`
 		}
+		// Strict, unlike the rest of the body: an option firstword does
+		// not know is one it cannot honour, and the client should hear
+		// so rather than find out from the stream.
 		if err := strictObject(v, &so); err != nil {
 			return nil, reqbody.Errorf("stream_options", "%v", err)
 		}
@@ -99,6 +109,9 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	if err := reqbody.Field(raw, "max_completion_tokens", &maxCompletion); err != nil {
 		return nil, err
 	}
+	// max_completion_tokens replaced max_tokens at OpenAI; clients send
+	// either, or both (the newer wins). Which one an upstream takes is
+	// the provider's max_tokens_field, not the client's choice.
 	for name, p := range map[string]*int{"max_tokens": maxTokens, "max_completion_tokens": maxCompletion} {
 		if p != nil && *p < 1 {
 			return nil, reqbody.Errorf(name, "must be at least 1")
@@ -125,6 +138,7 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 		}
 		req.N = *n
 	}
+	// stop is a string or an array of strings; chat.Request holds a list.
 	if v, ok := raw["stop"]; ok && !reqbody.IsNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
@@ -162,6 +176,8 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	if err := reqbody.Field(raw, "parallel_tool_calls", &req.ParallelToolCalls); err != nil {
 		return nil, err
 	}
+	// response_format is kept raw: each upstream encoder maps it onto its
+	// own JSON mode, and Chat Completions upstreams take it as it is.
 	if v, ok := raw["response_format"]; ok && !reqbody.IsNull(v) {
 		if v[0] != '{' {
 			return nil, reqbody.Errorf("response_format", "must be an object")
@@ -179,6 +195,8 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	return out, nil
 }
 
+// parseToolChoice decodes tool_choice: a mode (auto, none, required) or
+// the object that names one function, in the chat vocabulary's terms.
 func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
 	var s string
 	if json.Unmarshal(v, &s) == nil {
@@ -200,6 +218,8 @@ func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
 	return &chat.ToolChoice{Mode: "tool", Name: o.Function.Name}, nil
 }
 
+// strictObject decodes the object v into dst, refusing members dst does
+// not have.
 func strictObject(v json.RawMessage, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.DisallowUnknownFields()
