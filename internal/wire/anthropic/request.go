@@ -78,6 +78,9 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
 	}
+	// Required, as Anthropic requires it: a client written against the
+	// Messages API always sends it, and one that did not would be
+	// refused there too.
 	if maxTokens == nil {
 		return nil, reqbody.Errorf("max_tokens", "required")
 	}
@@ -100,6 +103,9 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	// turns counts the chat messages the turns became: a turn of only
+	// thinking blocks becomes none, and a conversation of nothing else
+	// would reach the upstream empty.
 	turns := 0
 	for i := range wm {
 		msgs, err := parseMessage(&wm[i], fmt.Sprintf("messages.%d", i))
@@ -113,6 +119,9 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		return nil, reqbody.Errorf("messages", "must contain at least one message with content other than thinking")
 	}
 
+	// Anthropic's ranges, not OpenAI's (temperature up to 2): a value the
+	// client's API would refuse is refused here, whichever upstream the
+	// request is routed to.
 	if err := reqbody.Between(raw, "temperature", &req.Temperature, 0, 1); err != nil {
 		return nil, err
 	}
@@ -144,6 +153,8 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		if t.Name == "" {
 			return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.name", i), "required")
 		}
+		// The schema goes upstream as it is, in whichever format: it is
+		// only checked to be an object, which every format requires.
 		var schema json.RawMessage
 		if !reqbody.IsNull(t.InputSchema) {
 			if t.InputSchema[0] != '{' {
@@ -158,6 +169,8 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		if err := json.Unmarshal(v, &tc); err != nil {
 			return nil, reqbody.Errorf("tool_choice", "must be an object: %v", jsonerr.Type(err))
 		}
+		// Anthropic's modes in the chat vocabulary's (OpenAI's) terms:
+		// any is required.
 		switch tc.Type {
 		case "auto":
 			req.ToolChoice = &chat.ToolChoice{Mode: "auto"}
@@ -173,6 +186,8 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		default:
 			return nil, reqbody.Errorf("tool_choice.type", "must be auto, any, tool or none")
 		}
+		// Anthropic says this inside tool_choice; the chat vocabulary, as
+		// OpenAI, beside it.
 		if tc.DisableParallelToolUse {
 			no := false
 			req.ParallelToolCalls = &no
@@ -232,6 +247,11 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 		return nil, reqbody.Errorf(param+".content", "must contain at least one content block")
 	}
 
+	// One turn can become several messages: each tool_result is a tool
+	// message of its own (the chat vocabulary's, OpenAI's, shape), and
+	// the user's other blocks around them are a user message. cur is the
+	// message the next text or image joins; a tool result closes it, so
+	// the order of blocks survives.
 	var (
 		out []chat.Message
 		cur *chat.Message // the user or assistant message being filled
@@ -273,6 +293,8 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 			if b.Name == "" {
 				return nil, reqbody.Errorf(bp+".name", "required")
 			}
+			// input is an object; the chat vocabulary carries arguments
+			// as JSON text, as OpenAI does. No input is no arguments.
 			args := "{}"
 			if !reqbody.IsNull(b.Input) {
 				if b.Input[0] != '{' {
@@ -305,6 +327,9 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 		default:
 			return nil, reqbody.Errorf(bp+".type", "unsupported content block type %q: firstword accepts text, image, tool_use and tool_result blocks", b.Type)
 		}
+		// A cache_control mark ends a cacheable prefix at this block;
+		// the chat vocabulary marks messages, so the message holding the
+		// block carries it (see EncodeRequest's prompt caching).
 		if b.cached() {
 			out[len(out)-1].CacheBreakpoint = true
 		}
@@ -371,6 +396,10 @@ func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
 	return nil
 }
 
+// imagePart decodes an image block's source. A base64 image keeps its
+// data and media type, for the upstreams that take inline images
+// (Anthropic, Gemini, Ollama), and is also written as a data: URL, for
+// those that take URLs (Chat Completions, Responses).
 func imagePart(src *ImageSource, param string) (chat.Part, error) {
 	if src == nil {
 		return chat.Part{}, reqbody.Errorf(param, "required")

@@ -105,6 +105,12 @@ type Resolver func(id string) (string, bool)
 
 // ParseRequest decodes a Responses API request body. resolve may be nil:
 // every item_reference is then unknown.
+//
+// The body is decoded into a struct in one call, unlike the other
+// surfaces' member-by-member parsing: the Responses API's body is mostly
+// optional members, and jsonerr words a type mistake with the member's
+// path anyway. The object check comes first so that a body that is not
+// an object is refused in the API's words, not encoding/json's.
 func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return nil, reqbody.Errorf("", "request body must be a JSON object (expected object)")
@@ -117,6 +123,7 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 		}
 		return nil, reqbody.Errorf("", "request body is not valid JSON: %v", err)
 	}
+	// Decode reads one value; a second one after it would pass unseen.
 	if dec.More() {
 		return nil, reqbody.Errorf("", "request body has data after the JSON object")
 	}
@@ -136,6 +143,8 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 		}
 		req.MaxTokens = *r.MaxOutputTokens
 	}
+	// instructions is the system prompt, kept apart from input by the
+	// API; the chat vocabulary has it as the leading system message.
 	if r.Instructions != nil && *r.Instructions != "" {
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: *r.Instructions})
 	}
@@ -144,6 +153,8 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 		return nil, err
 	}
 	req.Messages = append(req.Messages, msgs...)
+	// Instructions alone are not a conversation: every upstream wants a
+	// message to answer.
 	if !hasNonSystem(req.Messages) {
 		return nil, reqbody.Errorf("input", "required: at least one message")
 	}
@@ -195,6 +206,8 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
 		typ := it.Type
+		// An item_reference may come without its type; an item with only
+		// an id can be nothing else.
 		if typ == "" && it.Role == "" && it.ID != "" && len(it.Content) == 0 {
 			typ = "item_reference" // its type is optional
 		}
@@ -209,6 +222,10 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			if it.CallID == "" || it.Name == "" {
 				return nil, reqbody.Errorf(param, "a function_call needs call_id and name")
 			}
+			// The Responses API lists a turn's calls as separate items;
+			// the chat vocabulary, as Chat Completions, has them on the
+			// assistant message, so consecutive calls (and the text item
+			// before them) become one turn.
 			call := chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
 			if n := len(out); n > 0 && out[n-1].Role == chat.RoleAssistant {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
@@ -269,6 +286,9 @@ func message(it *item, param string) (chat.Message, error) {
 		m.Content = s
 		return m, nil
 	}
+	// Text parts are joined into Content; Parts are kept only when there
+	// is an image, so a text-only message is the plain string every
+	// upstream takes.
 	var text strings.Builder
 	images := false
 	for j, p := range parts {
@@ -278,6 +298,8 @@ func message(it *item, param string) (chat.Message, error) {
 			text.WriteString(p.Text)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
 		case "refusal":
+			// An earlier answer's refusal, sent back as context: to a
+			// chat upstream it is what the assistant said.
 			text.WriteString(p.Refusal)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Refusal})
 		case "input_image":
@@ -341,6 +363,8 @@ func output(m *chat.Message, raw json.RawMessage, param string) error {
 	return nil
 }
 
+// parseToolChoice decodes tool_choice: a mode, or a function named at the
+// object's top level (Chat Completions nests it in "function").
 func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -368,7 +392,10 @@ func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {
 	return &chat.ToolChoice{Mode: "tool", Name: o.Name}, nil
 }
 
-// responseFormat maps text.format to Chat Completions' response_format.
+// responseFormat maps text.format to Chat Completions' response_format,
+// the form chat.Request carries (each upstream encoder maps that onto its
+// own JSON mode). The Responses API puts the schema's name and schema at
+// the format's top level; Chat Completions nests them in json_schema.
 func responseFormat(f *format) (json.RawMessage, error) {
 	switch f.Type {
 	case "", "text":
