@@ -45,42 +45,25 @@ type Config struct {
 
 // Provider calls the Messages API.
 type Provider struct {
-	cfg   Config
-	url   string
-	opts  wire.EncodeOptions
-	scrub *provider.Scrubber
+	provider.HTTPAdapter // Stream and Pull, over Open
+	cfg                  Config
+	url                  string
+	opts                 wire.EncodeOptions
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: provider.NewTransport()}
-	}
+	cfg.Client = provider.HTTPClient(cfg.Client)
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
-	return &Provider{
-		cfg:   cfg,
-		url:   strings.TrimSuffix(cfg.BaseURL, "/") + "/messages",
-		opts:  wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
-		scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers),
+	p := &Provider{
+		cfg:  cfg,
+		url:  strings.TrimSuffix(cfg.BaseURL, "/") + "/messages",
+		opts: wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
 	}
-}
-
-// Stream implements provider.Provider. It always streams from the
-// upstream, whatever the client asked, so that every request can be
-// metered and timed to its first token. Cancelling ctx aborts the upstream
-// request at once, and the stream then yields context.Cause(ctx).
-func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return provider.Range(p.Pull(ctx, req))
-}
-
-// Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next. The wire reader stops at
-// message_stop; the rest of the body is drained so that the connection
-// goes back to the pool.
-func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.scrub, p, req)
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	return p
 }
 
 // Open implements provider.Opener.

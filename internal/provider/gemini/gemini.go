@@ -34,31 +34,21 @@ type Config struct {
 	MaxEventSize int
 }
 
-// Provider calls the Gemini API.
+// Provider calls the Gemini API. A request's Model is the model's name,
+// e.g. gemini-2.5-flash (a "models/" prefix is accepted too): it is part
+// of the URL.
 type Provider struct {
-	cfg   Config
-	base  string
-	scrub *provider.Scrubber
+	provider.HTTPAdapter // Stream and Pull, over Open
+	cfg                  Config
+	base                 string
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: provider.NewTransport()}
-	}
-	return &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/"), scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers)}
-}
-
-// Stream implements provider.Provider. req.Model is the model's name, e.g.
-// gemini-2.5-flash (a "models/" prefix is accepted too).
-func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return provider.Range(p.Pull(ctx, req))
-}
-
-// Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next.
-func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.scrub, p, req)
+	cfg.Client = provider.HTTPClient(cfg.Client)
+	p := &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/")}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	return p
 }
 
 // Open implements provider.Opener.

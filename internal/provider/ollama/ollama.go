@@ -31,28 +31,17 @@ type Config struct {
 
 // Provider calls an Ollama server.
 type Provider struct {
-	cfg   Config
-	url   string
-	scrub *provider.Scrubber
+	provider.HTTPAdapter // Stream and Pull, over Open
+	cfg                  Config
+	url                  string
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: provider.NewTransport()}
-	}
-	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/api/chat", scrub: provider.NewScrubber(cfg.Name, "", cfg.Headers)}
-}
-
-// Stream implements provider.Provider.
-func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return provider.Range(p.Pull(ctx, req))
-}
-
-// Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next.
-func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.scrub, p, req)
+	cfg.Client = provider.HTTPClient(cfg.Client)
+	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/api/chat"}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, "", cfg.Headers)
+	return p
 }
 
 // Open implements provider.Opener.

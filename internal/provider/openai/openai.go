@@ -35,33 +35,21 @@ type Config struct {
 	MaxTokensField string
 }
 
-// Provider calls an OpenAI-compatible API.
+// Provider calls an OpenAI-compatible API. Its requests always ask for
+// the usage (stream_options.include_usage), whatever the client asked, so
+// that every request can be metered.
 type Provider struct {
-	cfg   Config
-	url   string
-	scrub *provider.Scrubber
+	provider.HTTPAdapter // Stream and Pull, over Open
+	cfg                  Config
+	url                  string
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: provider.NewTransport()}
-	}
-	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions",
-		scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers)}
-}
-
-// Stream implements provider.Provider. It always streams from the upstream
-// and always asks for usage, whatever the client asked, so that every
-// request can be metered and timed to its first token.
-func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return provider.Range(p.Pull(ctx, req))
-}
-
-// Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next.
-func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.scrub, p, req)
+	cfg.Client = provider.HTTPClient(cfg.Client)
+	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions"}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	return p
 }
 
 // Open implements provider.Opener.

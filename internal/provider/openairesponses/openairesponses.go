@@ -36,37 +36,20 @@ type Config struct {
 	MaxEventSize int
 }
 
-// Provider calls a Responses API.
+// Provider calls a Responses API. The usage comes with the response's
+// terminal event.
 type Provider struct {
-	cfg   Config
-	url   string
-	scrub *provider.Scrubber
+	provider.HTTPAdapter // Stream and Pull, over Open
+	cfg                  Config
+	url                  string
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Transport: provider.NewTransport()}
-	}
-	return &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/responses",
-		scrub: provider.NewScrubber(cfg.Name, cfg.APIKey, cfg.Headers)}
-}
-
-// Stream implements provider.Provider. It always streams from the
-// upstream, whatever the client asked, so that every request can be
-// metered and timed to its first token; usage comes with the response's
-// terminal event. Cancelling ctx aborts the upstream request at once, and
-// the stream then yields context.Cause(ctx).
-func (p *Provider) Stream(ctx context.Context, req *chat.Request) chat.Stream {
-	return provider.Range(p.Pull(ctx, req))
-}
-
-// Pull implements provider.Puller: Stream's answer as a reader. The
-// request is sent on the first Next. The wire reader stops at the
-// terminal event; the rest of the body is drained so that the connection
-// goes back to the pool.
-func (p *Provider) Pull(ctx context.Context, req *chat.Request) provider.Reader {
-	return provider.PullHTTP(ctx, p.scrub, p, req)
+	cfg.Client = provider.HTTPClient(cfg.Client)
+	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/responses"}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	return p
 }
 
 // Open implements provider.Opener.

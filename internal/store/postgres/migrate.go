@@ -4,17 +4,16 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/firstword/firstword/internal/store"
 )
 
-// migrations/NNNN_name.sql, applied in order of NNNN. A migration, once
-// released, is never edited: changes go in a new file.
+// migrationFS holds the migrations (see store.Migration), in this
+// store's dialect.
 //
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -23,48 +22,13 @@ var migrationFS embed.FS
 // ("fwmigrat" in ASCII).
 const migrationLock int64 = 0x66776d6967726174
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations returns the embedded migrations ordered by version.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", name)
-		}
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s: same version", ms[i-1].name, ms[i].name)
-		}
-	}
-	return ms, nil
-}
-
 // migrate applies, in order, the migrations not yet recorded in
 // schema_migrations, all in one transaction. The transaction first takes
 // an advisory lock, so replicas starting together take turns and each sees
 // what the one before it applied; being a transaction lock, it cannot
 // outlive the transaction on a pooled connection.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	ms, err := loadMigrations(migrationFS)
+	ms, err := store.LoadMigrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -82,14 +46,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return err
 		}
 		for _, m := range ms {
-			if slices.Contains(versions, m.version) {
+			if slices.Contains(versions, m.Version) {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
 		}
 		return nil

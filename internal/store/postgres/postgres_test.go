@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -104,13 +103,13 @@ func TestOpenConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations(migrationFS)
+	ms, err := store.LoadMigrations(migrationFS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want []int
 	for _, m := range ms {
-		want = append(want, m.version)
+		want = append(want, m.Version)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("schema_migrations (-want +got):\n%s", diff)
@@ -122,43 +121,9 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return open(b, newSchema(b)) })
 }
 
-func TestLoadMigrations(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		files []string
-		want  []int // nil: an error
-	}{
-		{"ordered by number", []string{"0010_c.sql", "0002_b.sql", "0001_a.sql"}, []int{1, 2, 10}},
-		{"no number", []string{"0001_a.sql", "init.sql"}, nil},
-		{"zero", []string{"0000_a.sql"}, nil},
-		{"same number", []string{"0001_a.sql", "1_b.sql"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fsys := fstest.MapFS{}
-			for _, f := range tc.files {
-				fsys["migrations/"+f] = &fstest.MapFile{Data: []byte("SELECT 1;")}
-			}
-			ms, err := loadMigrations(fsys)
-			if tc.want == nil {
-				if err == nil {
-					t.Errorf("loadMigrations(%v) = %v, want an error", tc.files, ms)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("loadMigrations(%v) = %v", tc.files, err)
-			}
-			var got []int
-			for _, m := range ms {
-				got = append(got, m.version)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("loadMigrations(%v) versions (-want +got):\n%s", tc.files, diff)
-			}
-		})
-	}
-	// The embedded ones load.
-	if _, err := loadMigrations(migrationFS); err != nil {
+// TestEmbeddedMigrations: the migrations this store embeds load.
+func TestEmbeddedMigrations(t *testing.T) {
+	if _, err := store.LoadMigrations(migrationFS); err != nil {
 		t.Errorf("embedded migrations: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // DefaultMaxTokens is the answer cap sent when neither the request nor the
@@ -46,7 +47,7 @@ func EncodeRequest(req *chat.Request, opts EncodeOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshal(out)
+	return upstream.Marshal(out)
 }
 
 func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
@@ -71,7 +72,7 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 		role := "user"
 		switch m.Role {
 		case chat.RoleSystem:
-			if text := messageText(m); text != "" {
+			if text := upstream.MessageText(m); text != "" {
 				system = append(system, Block{Type: "text", Text: text})
 				if m.CacheBreakpoint {
 					marks = append(marks, mark{-1, len(system) - 1})
@@ -95,9 +96,9 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 			}
 			b := Block{Type: "tool_result", ToolUseID: m.ToolCallID}
 			if len(m.Parts) > 0 {
-				b.Content, _ = marshal(contentBlocks(m, true))
+				b.Content, _ = upstream.Marshal(contentBlocks(m, true))
 			} else if m.Content != "" {
-				b.Content, _ = marshal(m.Content)
+				b.Content, _ = upstream.Marshal(m.Content)
 			}
 			blocks = []Block{b}
 		default:
@@ -206,32 +207,6 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 	return out, nil
 }
 
-// marshal encodes v without escaping <, > and &, which the API does not
-// need and which would make prompts harder to read in logs.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// messageText is a message's text: Content, or its text parts joined.
-func messageText(m *chat.Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Type == chat.PartText {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
-
 // contentBlocks encodes a message's text and (when images is set) image
 // parts as blocks. Empty text is left out: the API refuses empty text
 // blocks.
@@ -280,6 +255,6 @@ func toolInput(args string) json.RawMessage {
 			return buf.Bytes()
 		}
 	}
-	b, _ := marshal(map[string]string{"_raw": args})
+	b, _ := upstream.Marshal(map[string]string{"_raw": args})
 	return b
 }

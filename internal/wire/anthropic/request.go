@@ -1,13 +1,13 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
+	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
 // ParsedRequest is a decoded client request.
@@ -18,21 +18,7 @@ type ParsedRequest struct {
 
 // RequestError is a client mistake in a request body. Param names the
 // offending field, in the API's dotted form (messages.1.content.0.type).
-type RequestError struct {
-	Param   string
-	Message string
-}
-
-func (e *RequestError) Error() string {
-	if e.Param == "" {
-		return e.Message
-	}
-	return e.Param + ": " + e.Message
-}
-
-func reqErr(param, format string, args ...any) error {
-	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+type RequestError = reqbody.Error
 
 // inBlock is a content block as a client sends it.
 type inBlock struct {
@@ -47,7 +33,7 @@ type inBlock struct {
 	CacheControl json.RawMessage `json:"cache_control"`
 }
 
-func (b *inBlock) cached() bool { return !isNull(b.CacheControl) }
+func (b *inBlock) cached() bool { return !reqbody.IsNull(b.CacheControl) }
 
 type inMessage struct {
 	Role    string          `json:"role"`
@@ -78,59 +64,48 @@ type inTool struct {
 // service_tier...) are ignored, and not kept in Request.Extra: that holds
 // OpenAI fields, which other adapters forward.
 func ParseRequest(body []byte) (*ParsedRequest, error) {
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, reqErr("", "request body is not a JSON object: %v", err)
+	raw, err := reqbody.Object(body)
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, reqErr("", "request body has data after the JSON object")
+	model, err := reqbody.Model(raw)
+	if err != nil {
+		return nil, err
 	}
-	if raw == nil {
-		return nil, reqErr("", "request body must be a JSON object")
-	}
-	req := &chat.Request{}
+	req := &chat.Request{Model: model}
 	out := &ParsedRequest{Request: req}
-
-	if err := field(raw, "model", &req.Model); err != nil {
-		return nil, err
-	}
-	if req.Model == "" {
-		return nil, reqErr("model", "required")
-	}
 	var maxTokens *int
-	if err := field(raw, "max_tokens", &maxTokens); err != nil {
+	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
 	}
+	// Required, as Anthropic requires it: a client written against the
+	// Messages API always sends it, and one that did not would be
+	// refused there too.
 	if maxTokens == nil {
-		return nil, reqErr("max_tokens", "required")
+		return nil, reqbody.Errorf("max_tokens", "required")
 	}
 	if *maxTokens < 1 {
-		return nil, reqErr("max_tokens", "must be at least 1")
+		return nil, reqbody.Errorf("max_tokens", "must be at least 1")
 	}
 	req.MaxTokens = *maxTokens
-	if err := field(raw, "stream", &out.Stream); err != nil {
+	if err := reqbody.Field(raw, "stream", &out.Stream); err != nil {
 		return nil, err
 	}
 
-	if v, ok := raw["system"]; ok && !isNull(v) {
+	if v, ok := raw["system"]; ok && !reqbody.IsNull(v) {
 		msgs, err := parseSystem(v)
 		if err != nil {
 			return nil, err
 		}
 		req.Messages = msgs
 	}
-	v, ok := raw["messages"]
-	if !ok || isNull(v) {
-		return nil, reqErr("messages", "required")
+	wm, err := reqbody.Messages[inMessage](raw)
+	if err != nil {
+		return nil, err
 	}
-	var wm []inMessage
-	if err := json.Unmarshal(v, &wm); err != nil {
-		return nil, reqErr("messages", "must be an array of message objects: %v", jsonerr.Type(err))
-	}
-	if len(wm) == 0 {
-		return nil, reqErr("messages", "must contain at least one message")
-	}
+	// turns counts the chat messages the turns became: a turn of only
+	// thinking blocks becomes none, and a conversation of nothing else
+	// would reach the upstream empty.
 	turns := 0
 	for i := range wm {
 		msgs, err := parseMessage(&wm[i], fmt.Sprintf("messages.%d", i))
@@ -141,62 +116,61 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		turns += len(msgs)
 	}
 	if turns == 0 {
-		return nil, reqErr("messages", "must contain at least one message with content other than thinking")
+		return nil, reqbody.Errorf("messages", "must contain at least one message with content other than thinking")
 	}
 
-	if err := field(raw, "temperature", &req.Temperature); err != nil {
+	// Anthropic's ranges, not OpenAI's (temperature up to 2): a value the
+	// client's API would refuse is refused here, whichever upstream the
+	// request is routed to.
+	if err := reqbody.Between(raw, "temperature", &req.Temperature, 0, 1); err != nil {
 		return nil, err
 	}
-	if t := req.Temperature; t != nil && (*t < 0 || *t > 1) {
-		return nil, reqErr("temperature", "must be between 0 and 1")
-	}
-	if err := field(raw, "top_p", &req.TopP); err != nil {
+	if err := reqbody.Between(raw, "top_p", &req.TopP, 0, 1); err != nil {
 		return nil, err
 	}
-	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
-		return nil, reqErr("top_p", "must be between 0 and 1")
-	}
-	if err := field(raw, "stop_sequences", &req.Stop); err != nil {
+	if err := reqbody.Field(raw, "stop_sequences", &req.Stop); err != nil {
 		return nil, err
 	}
-	if v, ok := raw["metadata"]; ok && !isNull(v) {
+	if v, ok := raw["metadata"]; ok && !reqbody.IsNull(v) {
 		var md struct {
 			UserID *string `json:"user_id"`
 		}
 		if err := json.Unmarshal(v, &md); err != nil {
-			return nil, reqErr("metadata", "%v", jsonerr.Type(err))
+			return nil, reqbody.Errorf("metadata", "%v", jsonerr.Type(err))
 		}
 		if md.UserID != nil {
 			req.User = *md.UserID
 		}
 	}
-	if v, ok := raw["tools"]; ok && !isNull(v) {
-		var tools []inTool
-		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqErr("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
-		}
-		for i, t := range tools {
-			if t.Type != "" && t.Type != "custom" {
-				return nil, reqErr(fmt.Sprintf("tools.%d.type", i), "unsupported tool type %q: only client tools (name, description, input_schema) are supported", t.Type)
-			}
-			if t.Name == "" {
-				return nil, reqErr(fmt.Sprintf("tools.%d.name", i), "required")
-			}
-			var schema json.RawMessage
-			if !isNull(t.InputSchema) {
-				if t.InputSchema[0] != '{' {
-					return nil, reqErr(fmt.Sprintf("tools.%d.input_schema", i), "must be an object")
-				}
-				schema = t.InputSchema
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: schema})
-		}
+	tools, err := reqbody.List[inTool](raw, "tools", "tool")
+	if err != nil {
+		return nil, err
 	}
-	if v, ok := raw["tool_choice"]; ok && !isNull(v) {
+	for i, t := range tools {
+		if t.Type != "" && t.Type != "custom" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.type", i), "unsupported tool type %q: only client tools (name, description, input_schema) are supported", t.Type)
+		}
+		if t.Name == "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.name", i), "required")
+		}
+		// The schema goes upstream as it is, in whichever format: it is
+		// only checked to be an object, which every format requires.
+		var schema json.RawMessage
+		if !reqbody.IsNull(t.InputSchema) {
+			if t.InputSchema[0] != '{' {
+				return nil, reqbody.Errorf(fmt.Sprintf("tools.%d.input_schema", i), "must be an object")
+			}
+			schema = t.InputSchema
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: schema})
+	}
+	if v, ok := raw["tool_choice"]; ok && !reqbody.IsNull(v) {
 		var tc ToolChoice
 		if err := json.Unmarshal(v, &tc); err != nil {
-			return nil, reqErr("tool_choice", "must be an object: %v", jsonerr.Type(err))
+			return nil, reqbody.Errorf("tool_choice", "must be an object: %v", jsonerr.Type(err))
 		}
+		// Anthropic's modes in the chat vocabulary's (OpenAI's) terms:
+		// any is required.
 		switch tc.Type {
 		case "auto":
 			req.ToolChoice = &chat.ToolChoice{Mode: "auto"}
@@ -206,12 +180,14 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 			req.ToolChoice = &chat.ToolChoice{Mode: "none"}
 		case "tool":
 			if tc.Name == "" {
-				return nil, reqErr("tool_choice.name", "required when type is tool")
+				return nil, reqbody.Errorf("tool_choice.name", "required when type is tool")
 			}
 			req.ToolChoice = &chat.ToolChoice{Mode: "tool", Name: tc.Name}
 		default:
-			return nil, reqErr("tool_choice.type", "must be auto, any, tool or none")
+			return nil, reqbody.Errorf("tool_choice.type", "must be auto, any, tool or none")
 		}
+		// Anthropic says this inside tool_choice; the chat vocabulary, as
+		// OpenAI, beside it.
 		if tc.DisableParallelToolUse {
 			no := false
 			req.ParallelToolCalls = &no
@@ -222,24 +198,20 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 
 // parseSystem decodes the system prompt: a string or text blocks.
 func parseSystem(v json.RawMessage) ([]chat.Message, error) {
-	if v[0] == '"' {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return nil, reqErr("system", "%v", err)
-		}
-		return []chat.Message{{Role: chat.RoleSystem, Content: s}}, nil
+	s, blocks, isString, err := reqbody.StringOrList[inBlock](v, "system", "text blocks")
+	if err != nil {
+		return nil, err
 	}
-	var blocks []inBlock
-	if err := json.Unmarshal(v, &blocks); err != nil {
-		return nil, reqErr("system", "must be a string or an array of text blocks: %v", jsonerr.Type(err))
+	if isString {
+		return []chat.Message{{Role: chat.RoleSystem, Content: s}}, nil
 	}
 	msgs := make([]chat.Message, 0, len(blocks))
 	for i, b := range blocks {
 		if b.Type != "text" {
-			return nil, reqErr(fmt.Sprintf("system.%d.type", i), "must be text, not %q", b.Type)
+			return nil, reqbody.Errorf(fmt.Sprintf("system.%d.type", i), "must be text, not %q", b.Type)
 		}
 		if b.Text == nil {
-			return nil, reqErr(fmt.Sprintf("system.%d.text", i), "required")
+			return nil, reqbody.Errorf(fmt.Sprintf("system.%d.text", i), "required")
 		}
 		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: *b.Text, CacheBreakpoint: b.cached()})
 	}
@@ -255,30 +227,31 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 	case "assistant":
 		role = chat.RoleAssistant
 	case "":
-		return nil, reqErr(param+".role", "required")
+		return nil, reqbody.Errorf(param+".role", "required")
 	case "system":
-		return nil, reqErr(param+".role", "must be user or assistant: the system prompt goes in the top-level system field")
+		return nil, reqbody.Errorf(param+".role", "must be user or assistant: the system prompt goes in the top-level system field")
 	default:
-		return nil, reqErr(param+".role", "must be user or assistant, not %q", m.Role)
+		return nil, reqbody.Errorf(param+".role", "must be user or assistant, not %q", m.Role)
 	}
-	if isNull(m.Content) {
-		return nil, reqErr(param+".content", "required")
+	if reqbody.IsNull(m.Content) {
+		return nil, reqbody.Errorf(param+".content", "required")
 	}
-	if m.Content[0] == '"' {
-		var s string
-		if err := json.Unmarshal(m.Content, &s); err != nil {
-			return nil, reqErr(param+".content", "%v", err)
-		}
+	s, blocks, isString, err := reqbody.StringOrList[inBlock](m.Content, param+".content", "content blocks")
+	if err != nil {
+		return nil, err
+	}
+	if isString {
 		return []chat.Message{{Role: role, Content: s}}, nil
 	}
-	var blocks []inBlock
-	if err := json.Unmarshal(m.Content, &blocks); err != nil {
-		return nil, reqErr(param+".content", "must be a string or an array of content blocks: %v", jsonerr.Type(err))
-	}
 	if len(blocks) == 0 {
-		return nil, reqErr(param+".content", "must contain at least one content block")
+		return nil, reqbody.Errorf(param+".content", "must contain at least one content block")
 	}
 
+	// One turn can become several messages: each tool_result is a tool
+	// message of its own (the chat vocabulary's, OpenAI's, shape), and
+	// the user's other blocks around them are a user message. cur is the
+	// message the next text or image joins; a tool result closes it, so
+	// the order of blocks survives.
 	var (
 		out []chat.Message
 		cur *chat.Message // the user or assistant message being filled
@@ -296,13 +269,13 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 		switch b.Type {
 		case "text":
 			if b.Text == nil {
-				return nil, reqErr(bp+".text", "required")
+				return nil, reqbody.Errorf(bp+".text", "required")
 			}
 			c := current()
 			c.Parts = append(c.Parts, chat.Part{Type: chat.PartText, Text: *b.Text})
 		case "image":
 			if role != chat.RoleUser {
-				return nil, reqErr(bp+".type", "image blocks are allowed only in user messages")
+				return nil, reqbody.Errorf(bp+".type", "image blocks are allowed only in user messages")
 			}
 			p, err := imagePart(b.Source, bp+".source")
 			if err != nil {
@@ -312,18 +285,20 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 			c.Parts = append(c.Parts, p)
 		case "tool_use":
 			if role != chat.RoleAssistant {
-				return nil, reqErr(bp+".type", "tool_use blocks are allowed only in assistant messages")
+				return nil, reqbody.Errorf(bp+".type", "tool_use blocks are allowed only in assistant messages")
 			}
 			if b.ID == "" {
-				return nil, reqErr(bp+".id", "required")
+				return nil, reqbody.Errorf(bp+".id", "required")
 			}
 			if b.Name == "" {
-				return nil, reqErr(bp+".name", "required")
+				return nil, reqbody.Errorf(bp+".name", "required")
 			}
+			// input is an object; the chat vocabulary carries arguments
+			// as JSON text, as OpenAI does. No input is no arguments.
 			args := "{}"
-			if !isNull(b.Input) {
+			if !reqbody.IsNull(b.Input) {
 				if b.Input[0] != '{' {
-					return nil, reqErr(bp+".input", "must be an object")
+					return nil, reqbody.Errorf(bp+".input", "must be an object")
 				}
 				args = string(b.Input)
 			}
@@ -331,10 +306,10 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 			c.ToolCalls = append(c.ToolCalls, chat.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 		case "tool_result":
 			if role != chat.RoleUser {
-				return nil, reqErr(bp+".type", "tool_result blocks are allowed only in user messages")
+				return nil, reqbody.Errorf(bp+".type", "tool_result blocks are allowed only in user messages")
 			}
 			if b.ToolUseID == "" {
-				return nil, reqErr(bp+".tool_use_id", "required")
+				return nil, reqbody.Errorf(bp+".tool_use_id", "required")
 			}
 			tm := chat.Message{Role: chat.RoleTool, ToolCallID: b.ToolUseID}
 			if err := toolResultContent(&tm, b.Content, bp+".content"); err != nil {
@@ -344,14 +319,17 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 			cur = nil // blocks after a tool result start a new user message
 		case "thinking", "redacted_thinking":
 			if role != chat.RoleAssistant {
-				return nil, reqErr(bp+".type", "%s blocks are allowed only in assistant messages", b.Type)
+				return nil, reqbody.Errorf(bp+".type", "%s blocks are allowed only in assistant messages", b.Type)
 			}
 			continue
 		case "":
-			return nil, reqErr(bp+".type", "required")
+			return nil, reqbody.Errorf(bp+".type", "required")
 		default:
-			return nil, reqErr(bp+".type", "unsupported content block type %q: firstword accepts text, image, tool_use and tool_result blocks", b.Type)
+			return nil, reqbody.Errorf(bp+".type", "unsupported content block type %q: firstword accepts text, image, tool_use and tool_result blocks", b.Type)
 		}
+		// A cache_control mark ends a cacheable prefix at this block;
+		// the chat vocabulary marks messages, so the message holding the
+		// block carries it (see EncodeRequest's prompt caching).
 		if b.cached() {
 			out[len(out)-1].CacheBreakpoint = true
 		}
@@ -386,24 +364,22 @@ func flattenParts(m *chat.Message) {
 // toolResultContent decodes a tool_result's content: a string, or text and
 // image blocks.
 func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
-	if isNull(v) {
+	if reqbody.IsNull(v) {
 		return nil
 	}
-	if v[0] == '"' {
-		if err := json.Unmarshal(v, &m.Content); err != nil {
-			return reqErr(param, "%v", err)
-		}
-		return nil
+	s, blocks, isString, err := reqbody.StringOrList[inBlock](v, param, "text and image blocks")
+	if err != nil {
+		return err
 	}
-	var blocks []inBlock
-	if err := json.Unmarshal(v, &blocks); err != nil {
-		return reqErr(param, "must be a string or an array of text and image blocks: %v", jsonerr.Type(err))
+	if isString {
+		m.Content = s
+		return nil
 	}
 	for k, b := range blocks {
 		switch b.Type {
 		case "text":
 			if b.Text == nil {
-				return reqErr(fmt.Sprintf("%s.%d.text", param, k), "required")
+				return reqbody.Errorf(fmt.Sprintf("%s.%d.text", param, k), "required")
 			}
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: *b.Text})
 		case "image":
@@ -413,47 +389,37 @@ func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
 			}
 			m.Parts = append(m.Parts, p)
 		default:
-			return reqErr(fmt.Sprintf("%s.%d.type", param, k), "unsupported tool_result content block type %q: text and image are supported", b.Type)
+			return reqbody.Errorf(fmt.Sprintf("%s.%d.type", param, k), "unsupported tool_result content block type %q: text and image are supported", b.Type)
 		}
 	}
 	flattenParts(m)
 	return nil
 }
 
+// imagePart decodes an image block's source. A base64 image keeps its
+// data and media type, for the upstreams that take inline images
+// (Anthropic, Gemini, Ollama), and is also written as a data: URL, for
+// those that take URLs (Chat Completions, Responses).
 func imagePart(src *ImageSource, param string) (chat.Part, error) {
 	if src == nil {
-		return chat.Part{}, reqErr(param, "required")
+		return chat.Part{}, reqbody.Errorf(param, "required")
 	}
 	switch src.Type {
 	case "base64":
 		if src.MediaType == "" {
-			return chat.Part{}, reqErr(param+".media_type", "required")
+			return chat.Part{}, reqbody.Errorf(param+".media_type", "required")
 		}
 		if src.Data == "" {
-			return chat.Part{}, reqErr(param+".data", "required")
+			return chat.Part{}, reqbody.Errorf(param+".data", "required")
 		}
 		return chat.Part{Type: chat.PartImage, MediaType: src.MediaType, Data: src.Data, ImageURL: "data:" + src.MediaType + ";base64," + src.Data}, nil
 	case "url":
 		if src.URL == "" {
-			return chat.Part{}, reqErr(param+".url", "required")
+			return chat.Part{}, reqbody.Errorf(param+".url", "required")
 		}
 		return chat.Part{Type: chat.PartImage, ImageURL: src.URL}, nil
 	case "":
-		return chat.Part{}, reqErr(param+".type", "required")
+		return chat.Part{}, reqbody.Errorf(param+".type", "required")
 	}
-	return chat.Part{}, reqErr(param+".type", "unsupported image source %q: base64 and url are supported", src.Type)
-}
-
-func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
-
-// field decodes raw[name] into dst when present and not null.
-func field(raw map[string]json.RawMessage, name string, dst any) error {
-	v, ok := raw[name]
-	if !ok || isNull(v) {
-		return nil
-	}
-	if err := json.Unmarshal(v, dst); err != nil {
-		return reqErr(name, "%v", jsonerr.Type(err))
-	}
-	return nil
+	return chat.Part{}, reqbody.Errorf(param+".type", "unsupported image source %q: base64 and url are supported", src.Type)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // maxBlocks bounds the content block indexes a stream may use. Answers
@@ -140,70 +141,38 @@ type streamState struct {
 // A chunk is held back only while the next event is already buffered,
 // and Chunk.More is set when the next chunk followed without waiting.
 func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
-	return &StreamReader{rd: sse.NewReader(r, maxEventSize)}
+	return &StreamReader{d: decoder{rd: sse.NewReader(r, maxEventSize)}}
 }
 
 // StreamReader decodes a Messages API event stream chunk by chunk (see
 // NewStreamReader).
 type StreamReader struct {
-	rd      *sse.Reader
-	s       streamState
-	pending chat.Chunk // held while the next event is already buffered
-	held    bool
-	out     chat.Chunk
-	err     error // how the stream ended (io.EOF when it finished), once pending is out
+	hb upstream.HoldBack
+	d  decoder
 }
 
 // Next returns the next chunk, valid until the following call; io.EOF
 // after the last; or the error that ends the stream.
-func (r *StreamReader) Next() (*chat.Chunk, error) {
-	for {
-		if r.held && (r.err != nil || !r.rd.EventBuffered()) {
-			// Never wait on the upstream with a chunk in hand.
-			return r.release(false), nil
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		ev, err := r.nextEvent()
-		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, r.s.events)
-			}
-			r.err = chat.ProtocolError(err)
-			continue
-		}
-		// step decodes into pending: the held chunk waits in out.
-		wasHeld := r.held
-		if wasHeld {
-			r.out = r.pending
-		}
-		emit, done, err := r.s.step(ev, &r.pending)
-		if err != nil {
-			r.err = err
-		} else if done {
-			r.err = io.EOF
-		}
-		switch {
-		case emit && err == nil:
-			r.held = true
-			if wasHeld {
-				// The next chunk followed without waiting.
-				r.out.More = true
-				return &r.out, nil
-			}
-		case wasHeld:
-			r.pending = r.out
-		}
-	}
+func (r *StreamReader) Next() (*chat.Chunk, error) { return r.hb.Next(&r.d) }
+
+// decoder is the upstream.Stepper a StreamReader's HoldBack drives.
+type decoder struct {
+	rd *sse.Reader
+	s  streamState
 }
 
-// release hands out the held chunk.
-func (r *StreamReader) release(more bool) *chat.Chunk {
-	r.out, r.held = r.pending, false
-	r.out.More = more
-	return &r.out
+func (d *decoder) Step(c *chat.Chunk) (emit, done bool, err error) {
+	ev, err := d.nextEvent()
+	if err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, d.s.events)
+		}
+		return false, false, chat.ProtocolError(err)
+	}
+	return d.s.step(ev, c)
 }
+
+func (d *decoder) Buffered() bool { return d.rd.EventBuffered() }
 
 // step applies one event. It sets c to the chunk the event produced and
 // reports whether it did (emit), and whether the stream is done.
@@ -221,7 +190,7 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	if data[0] != '{' {
-		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
+		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", upstream.Excerpt(string(data), 80)))
 	}
 	e := &s.ev
 	if err := decodeEvent(data, e); err != nil {
@@ -417,7 +386,7 @@ func errorFromBody(status int, eb *ErrorBody, raw []byte) *chat.Error {
 		if status == 0 {
 			cat, retry = chat.CategoryUpstreamUnavailable, true
 		}
-		msg := truncate(string(bytes.TrimSpace(raw)), 200)
+		msg := upstream.Excerpt(string(bytes.TrimSpace(raw)), 200)
 		if msg == "" {
 			msg = fmt.Sprintf("upstream answered %d", status)
 		}
@@ -489,14 +458,4 @@ func DecodeError(status int, body []byte) *chat.Error {
 		}
 	}
 	return errorFromBody(status, nil, body)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

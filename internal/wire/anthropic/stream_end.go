@@ -18,10 +18,10 @@ import (
 // an event at the end of input, and their recorded fixtures end that way
 // (testdata/sdk_python_tool_use.sse). Any other unfinished event is
 // discarded: without message_stop the answer is not complete.
-func (r *StreamReader) nextEvent() (*sse.Event, error) {
-	ev, err := r.rd.Next()
+func (d *decoder) nextEvent() (*sse.Event, error) {
+	ev, err := d.rd.Next()
 	if err == io.ErrUnexpectedEOF {
-		if p := r.rd.Partial(); p != nil && endsStream(p) {
+		if p := d.rd.Partial(); p != nil && endsStream(p) {
 			return p, nil
 		}
 	}

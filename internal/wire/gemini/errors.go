@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // ErrorBody is a google.rpc.Status as the API sends it in JSON: in an error
@@ -39,7 +39,7 @@ func DecodeError(status int, body []byte) *chat.Error {
 		return errorFromBody(status, eb)
 	}
 	cat, retry := chat.CategoryForStatus(status)
-	msg := truncate(string(body), 200)
+	msg := upstream.Excerpt(string(body), 200)
 	if msg == "" {
 		msg = fmt.Sprintf("upstream answered %d", status)
 	}
@@ -122,14 +122,4 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 // tokens allowed (1048576)."
 func contextTooLong(msg string) bool {
 	return strings.Contains(msg, "input token count") && strings.Contains(msg, "exceeds the maximum")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Request is a GenerateContentRequest.
@@ -134,7 +135,7 @@ func EncodeRequest(req *chat.Request) ([]byte, error) {
 		var err error
 		switch m.Role {
 		case chat.RoleSystem:
-			if text := messageText(m); text != "" {
+			if text := upstream.MessageText(m); text != "" {
 				system = append(system, Part{Text: text})
 			}
 			continue
@@ -211,20 +212,6 @@ func EncodeRequest(req *chat.Request) ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// messageText is the text of a message, from its parts when it has some.
-func messageText(m *chat.Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Type == chat.PartText {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
-
 func userParts(m *chat.Message) ([]Part, error) {
 	if len(m.Parts) == 0 {
 		if m.Content == "" {
@@ -281,11 +268,11 @@ func mediaType(mt string) string {
 
 func modelParts(m *chat.Message) ([]Part, error) {
 	var parts []Part
-	if text := messageText(m); text != "" {
+	if text := upstream.MessageText(m); text != "" {
 		parts = append(parts, Part{Text: text})
 	}
 	for j, tc := range m.ToolCalls {
-		args, err := argsObject(tc.Arguments)
+		args, err := upstream.ArgsObject(tc.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("tool_calls[%d].arguments: %w", j, err)
 		}
@@ -295,22 +282,6 @@ func modelParts(m *chat.Message) ([]Part, error) {
 		})
 	}
 	return parts, nil
-}
-
-// argsObject checks that s is a JSON object ("" counts as {}) and compacts it.
-func argsObject(s string) (json.RawMessage, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return json.RawMessage("{}"), nil
-	}
-	if s[0] != '{' || !json.Valid([]byte(s)) {
-		return nil, errors.New("must be a JSON object")
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // toolResult builds the functionResponse for a tool message. Gemini matches
@@ -338,7 +309,7 @@ func toolResult(history []chat.Message, m *chat.Message) (Part, error) {
 	if name == "" {
 		return Part{}, fmt.Errorf("tool result %q answers no earlier tool call", m.ToolCallID)
 	}
-	text := messageText(m)
+	text := upstream.MessageText(m)
 	var resp json.RawMessage
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
 		var b bytes.Buffer

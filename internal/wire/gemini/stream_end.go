@@ -8,6 +8,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // How a Gemini stream ends: its last event, the error object it may end
@@ -77,7 +78,7 @@ func (s *StreamReader) stray(line []byte) error {
 	if eb := errorObject(v); eb != nil {
 		return errorFromBody(0, eb)
 	}
-	return chat.ProtocolError(fmt.Errorf("upstream sent JSON outside any event: %s", truncate(string(bytes.TrimSpace(v)), 80)))
+	return chat.ProtocolError(fmt.Errorf("upstream sent JSON outside any event: %s", upstream.Excerpt(string(bytes.TrimSpace(v)), 80)))
 }
 
 // maxRawJSON bounds a JSON value written outside any event: an error

@@ -9,13 +9,13 @@
 package ollama
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Request is the body of POST /api/chat.
@@ -163,7 +163,7 @@ func message(history []chat.Message, m *chat.Message) (Message, error) {
 		out.Content = text.String()
 	}
 	for j, tc := range m.ToolCalls {
-		args, err := argsObject(tc.Arguments)
+		args, err := upstream.ArgsObject(tc.Arguments)
 		if err != nil {
 			return out, fmt.Errorf("tool_calls[%d].arguments: %w", j, err)
 		}
@@ -199,22 +199,6 @@ func imageData(p chat.Part) (string, error) {
 		return "", errors.New("image data: URL must be base64")
 	}
 	return "", errors.New("image URLs are not supported: Ollama takes inline images only")
-}
-
-// argsObject checks that s is a JSON object ("" counts as {}) and compacts it.
-func argsObject(s string) (json.RawMessage, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return json.RawMessage("{}"), nil
-	}
-	if s[0] != '{' || !json.Valid([]byte(s)) {
-		return nil, errors.New("must be a JSON object")
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, []byte(s)); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
 }
 
 // responseFormat maps OpenAI's response_format onto Ollama's format: "json"

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // DefaultMaxLineSize bounds one line when NewStreamReader is given no
@@ -228,7 +229,7 @@ func errorMessage(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
 		return obj.Message
 	}
-	return truncate(string(raw), 200)
+	return upstream.Excerpt(string(raw), 200)
 }
 
 // notFound recognises Ollama's missing-model errors: model "x" not found,
@@ -248,7 +249,7 @@ func DecodeError(status int, body []byte) *chat.Error {
 		msg = errorMessage(env.Error)
 	}
 	if msg == "" {
-		msg = truncate(string(bytes.TrimSpace(body)), 200)
+		msg = upstream.Excerpt(string(bytes.TrimSpace(body)), 200)
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("upstream answered %d", status)
@@ -257,16 +258,6 @@ func DecodeError(status int, body []byte) *chat.Error {
 		cat, retry = chat.CategoryNotFound, false
 	}
 	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // lineReader splits a stream into lines of at most max bytes, so that a

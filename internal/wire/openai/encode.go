@@ -10,6 +10,12 @@ import (
 
 // ChunkEncoder writes chat.completion.chunk events for a client. The zero
 // value is not usable; set ID, Created and Model.
+//
+// It runs once per token on every /v1/chat/completions stream, so it
+// appends bytes by hand instead of marshalling a struct; the bytes are
+// those encoding/json would write for OpenAI's chunk, members in OpenAI's
+// order (FuzzChunkEncoder checks), so that clients and SDKs parsing
+// strictly see exactly what OpenAI would have sent.
 type ChunkEncoder struct {
 	ID      string
 	Created int64
@@ -18,6 +24,9 @@ type ChunkEncoder struct {
 	// the client asked for stream_options.include_usage.
 	IncludeUsage bool
 
+	// roleSent records, per choice, whether the role-only chunk that
+	// opens OpenAI's streams went out: SDKs that rebuild the message
+	// from deltas take the role from it.
 	roleSent []bool
 }
 
@@ -46,6 +55,8 @@ func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(c.Choice), 10)
 	b = append(b, `,"delta":{`...)
+	// Only the members with something to say, as OpenAI omits the rest
+	// from a delta; sep tracks whether a comma is due.
 	sep := false
 	if c.Text != "" {
 		b = append(b, `"content":`...)
@@ -71,6 +82,10 @@ func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 			}
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(tc.Index), 10)
+			// id, type and name open a call (its first delta); later
+			// deltas carry only arguments, which clients join by index.
+			// arguments is always written, "" included, as OpenAI
+			// writes it.
 			if tc.ID != "" {
 				b = append(b, `,"id":`...)
 				b = AppendString(b, tc.ID)
@@ -108,6 +123,8 @@ func (e *ChunkEncoder) AppendUsage(b []byte, u *chat.Usage) []byte {
 	b = append(b, `,"model":`...)
 	b = AppendString(b, e.Model)
 	b = append(b, `,"choices":[],"usage":`...)
+	// Once a stream: encoding/json is cheap enough here, and keeps the
+	// usage object's shape in one place (Usage).
 	j, _ := json.Marshal(UsageFromChat(u))
 	b = append(b, j...)
 	return append(b, "}\n\n"...)
@@ -127,6 +144,8 @@ func AppendErrorEvent(b []byte, body *ErrorBody) []byte {
 	return append(b, "\n\n"...)
 }
 
+// open writes a chunk event up to the start of its choices, with the
+// members every chunk of the stream repeats.
 func (e *ChunkEncoder) open(b []byte) []byte {
 	b = append(b, `data: {"id":`...)
 	b = AppendString(b, e.ID)
@@ -137,6 +156,8 @@ func (e *ChunkEncoder) open(b []byte) []byte {
 	return append(b, `,"choices":[`...)
 }
 
+// close ends a chunk event after its choices, and the event itself (a
+// blank line).
 func (e *ChunkEncoder) close(b []byte) []byte {
 	if e.IncludeUsage {
 		b = append(b, `,"usage":null`...)
@@ -146,7 +167,9 @@ func (e *ChunkEncoder) close(b []byte) []byte {
 
 // AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does; U+2028 and U+2029 are escaped so the output is safe
-// in JavaScript too.
+// in JavaScript too. <, > and & are not escaped, as OpenAI does not: a
+// client comparing bytes, or a person reading a transcript, sees the
+// text as it was.
 func AppendString(b []byte, s string) []byte { return jsonenc.AppendStringNoHTML(b, s) }
 
 // Completion is a non-streaming chat.completion response.
@@ -174,6 +197,8 @@ func EncodeCompletion(id string, created int64, model string, r *chat.Response) 
 	c := &Completion{ID: id, Object: "chat.completion", Created: created, Model: model, Choices: []CompletionChoice{}}
 	for _, ch := range r.Choices {
 		m := Message{Role: "assistant"}
+		// content is null only for a pure tool-call answer, as OpenAI
+		// sends it; otherwise a string, "" included.
 		if ch.Text != "" || len(ch.ToolCalls) == 0 {
 			m.Content, _ = json.Marshal(ch.Text)
 		} else {

@@ -14,16 +14,23 @@ import (
 // c is reused from the previous chunk: its choices' storage (zeroed) and
 // its model, when the next chunk names the same one, save allocations.
 func decodeChunk(data []byte, c *chunk) error {
+	// Every chunk of a stream names the same model: offered to StrOrNull
+	// as a known name, it is matched in place instead of allocated again.
 	model, choices := c.Model, c.Choices[:cap(c.Choices)]
 	if !jsonscan.Plain(model) {
 		model = "" // StrOrNull matches only plain names
 	}
+	// The choices' memory is kept across chunks, but not their content:
+	// a field this chunk does not name must read as absent, not as the
+	// previous chunk's value (encoding/json would see a fresh chunk).
 	clear(choices)
 	*c = chunk{Choices: choices[:0]}
 	s := chunkScanner{Scanner: jsonscan.New(data), model: model}
 	if err := s.chunk(c); err == nil {
 		return nil
 	}
+	// The scanner may have filled part of c before it declined: start
+	// again from nothing, so the result is encoding/json's alone.
 	*c = chunk{}
 	return json.Unmarshal(data, c)
 }
@@ -37,7 +44,10 @@ type chunkScanner struct {
 }
 
 // optStr decodes a string or null into *dst, storing the string in
-// *store.
+// *store. encoding/json would allocate a new string pointer for every
+// content delta; the pointer into the chunk's own field costs nothing,
+// and the chunk is reused, so nothing handed out may keep it (next copies
+// the text into the chat.Chunk it returns).
 func (s *chunkScanner) optStr(dst **string, store *string) error {
 	if s.Null() {
 		*dst = nil
@@ -62,6 +72,9 @@ func grow[T any](s []T) []T {
 	return append(s, zero)
 }
 
+// chunk reads one chunk event. Keys arrive in any order and may repeat;
+// each case decodes as encoding/json would decode that key at that point,
+// so a repeated key overwrites as it does there.
 func (s *chunkScanner) chunk(c *chunk) error {
 	sawChoices := false
 	err := s.Object(func(key []byte) error {
@@ -86,10 +99,15 @@ func (s *chunkScanner) chunk(c *chunk) error {
 			}
 			return err
 		case "usage":
+			// Once a stream (or once a chunk, from some servers), and
+			// nested: not worth a hand-written decoder.
 			return s.Decode(&c.Usage)
 		case "error":
 			return s.Decode(&c.Error)
 		}
+		// id, object, created, system_fingerprint...: not read.
+		// Other declines a key that only differs in case from one read
+		// here, which encoding/json would take as that field.
 		return s.Other(key, "model", "choices", "usage", "error")
 	})
 	if err != nil {
@@ -104,6 +122,9 @@ func (s *chunkScanner) chunk(c *chunk) error {
 	return nil
 }
 
+// choice reads one element of choices. finish_reason is kept in the
+// choice's own field (see optStr); a finish reason is rare, but the choice
+// is reused and its pointer must not outlive the chunk.
 func (s *chunkScanner) choice(ch *chunkChoice) error {
 	return s.Object(func(key []byte) error {
 		switch string(key) {
@@ -118,6 +139,9 @@ func (s *chunkScanner) choice(ch *chunkChoice) error {
 	})
 }
 
+// delta reads a choice's delta: the text, refusal and tool-call pieces
+// the stream is made of. role is not read: it says "assistant" on the
+// first chunk and nothing after, and firstword's chunks have no role.
 func (s *chunkScanner) delta(d *delta) error {
 	return s.Object(func(key []byte) error {
 		switch string(key) {
@@ -130,6 +154,8 @@ func (s *chunkScanner) delta(d *delta) error {
 				d.ToolCalls = nil
 				return nil
 			}
+			// As for choices: elements reused from a repeated key, and
+			// [] non-nil, exactly as encoding/json leaves them.
 			d.ToolCalls = d.ToolCalls[:0]
 			err := s.Array(func() error {
 				d.ToolCalls = grow(d.ToolCalls)
@@ -144,6 +170,9 @@ func (s *chunkScanner) delta(d *delta) error {
 	})
 }
 
+// toolCall reads one tool-call delta. A call's first delta carries its
+// id, type and name; the following ones only index and a piece of the
+// arguments, which the client joins by index.
 func (s *chunkScanner) toolCall(tc *toolCallDelta) error {
 	return s.Object(func(key []byte) error {
 		switch string(key) {

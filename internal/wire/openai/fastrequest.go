@@ -20,6 +20,9 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 	s := jsonscan.New(body)
 	req := &chat.Request{}
 	out := &ParsedRequest{Request: req}
+	// seen has a bit per field read, so that a repeated key declines:
+	// ParseRequest keeps the last one, and matching that here is not
+	// worth it for a request no SDK sends.
 	var (
 		seen                     uint16
 		maxTokens, maxCompletion int
@@ -66,6 +69,9 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		default:
 			return jsonscan.ErrUnhandled
 		}
+		// null declines too: ParseRequest reads it as absent, which each
+		// field here would have to special-case, for requests SDKs
+		// rarely send.
 		if seen&f != 0 || s.Null() {
 			return jsonscan.ErrUnhandled
 		}
@@ -77,6 +83,8 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		case fStream:
 			err = s.Bool(&out.Stream)
 		case fStreamOptions:
+			// Only include_usage: include_obfuscation, the other member
+			// ParseRequest allows, and any it refuses go the full way.
 			streamOptions = true
 			err = s.Object(func(key []byte) error {
 				if string(key) != "include_usage" || s.Null() {
@@ -103,6 +111,8 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		case fN:
 			err = s.Int(&req.N)
 		case fSeed:
+			// Int reads up to 15 digits, well inside int64: a longer seed
+			// declines, and encoding/json decides whether it fits.
 			var n int
 			if err = s.Int(&n); err == nil {
 				seed := int64(n)
@@ -116,7 +126,8 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 	if err != nil || !s.End() {
 		return nil, false
 	}
-	// What ParseRequest would refuse, it refuses itself, with its words.
+	// What ParseRequest would refuse is left to it, so that the client
+	// gets its error, with its words and its Param.
 	switch {
 	case req.Model == "" || len(req.Messages) == 0:
 		return nil, false
@@ -130,6 +141,8 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 		return nil, false
 	}
 	out.StreamOptions = streamOptions
+	// max_completion_tokens, OpenAI's newer name, wins over max_tokens
+	// when a client sends both, as in ParseRequest.
 	if seen&fMaxCompletion != 0 {
 		req.MaxTokens = maxCompletion
 	} else if seen&fMaxTokens != 0 {
@@ -139,6 +152,9 @@ func parseSimpleRequest(body []byte) (*ParsedRequest, bool) {
 }
 
 // simpleMessage decodes a message with only a role and string content.
+// Anything else a message may carry (name, tool_calls, content parts, a
+// tool role and its tool_call_id) declines, and with it the request:
+// those are checked by Message.toChat, which this does not repeat.
 func simpleMessage(s *jsonscan.Scanner) (chat.Message, error) {
 	var m chat.Message
 	var role string
@@ -163,6 +179,8 @@ func simpleMessage(s *jsonscan.Scanner) (chat.Message, error) {
 		}
 		return err
 	})
+	// A message without content is an error for most roles and not for
+	// an assistant's tool-call turn: toChat decides.
 	if err != nil || !haveContent {
 		return m, jsonscan.ErrUnhandled
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
+	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
 // Message is a Chat Completions message on the wire.
@@ -53,6 +54,8 @@ type contentPart struct {
 	} `json:"image_url,omitempty"`
 }
 
+// toChat decodes a client's message. Errors name the member within the
+// message ("content[1].type"); ParseRequest adds the message's index.
 func (m *Message) toChat() (chat.Message, error) {
 	var out chat.Message
 	switch m.Role {
@@ -63,6 +66,8 @@ func (m *Message) toChat() (chat.Message, error) {
 	case "assistant":
 		out.Role = chat.RoleAssistant
 	case "tool", "function":
+		// function is the deprecated role of tool results before tool
+		// calls had IDs; it is read as a tool message without one.
 		out.Role = chat.RoleTool
 	case "":
 		return out, errors.New("role: required")
@@ -80,7 +85,9 @@ func (m *Message) toChat() (chat.Message, error) {
 		}
 		out.ToolCalls = append(out.ToolCalls, chat.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 	}
-	if isNull(m.Content) {
+	// An assistant turn that only called tools has no content; every
+	// other message needs one.
+	if reqbody.IsNull(m.Content) {
 		if out.Role != chat.RoleAssistant {
 			return out, errors.New("content: required")
 		}
@@ -96,6 +103,9 @@ func (m *Message) toChat() (chat.Message, error) {
 		if err := json.Unmarshal(m.Content, &parts); err != nil {
 			return out, fmt.Errorf("content: must be a string or an array of content parts: %v", jsonerr.Type(err))
 		}
+		// Parts are kept (the upstream encoders need the images), and
+		// Content is their text joined, for whatever reads a message as
+		// text only.
 		var text strings.Builder
 		for j, p := range parts {
 			switch p.Type {
@@ -118,7 +128,9 @@ func (m *Message) toChat() (chat.Message, error) {
 	return out, nil
 }
 
-// fromChat encodes a message for an upstream.
+// fromChat encodes a message for an upstream: content as a string when
+// it is text only (what every server takes), as parts when it has
+// images.
 func fromChat(m *chat.Message) Message {
 	out := Message{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
 	for _, tc := range m.ToolCalls {
@@ -132,6 +144,8 @@ func fromChat(m *chat.Message) Message {
 			case chat.PartText:
 				parts = append(parts, contentPart{Type: "text", Text: p.Text})
 			case chat.PartImage:
+				// Chat Completions takes images as URLs only: inline data
+				// (from Anthropic's base64 sources) goes as a data: URL.
 				url := p.ImageURL
 				if url == "" && p.Data != "" {
 					url = "data:" + p.MediaType + ";base64," + p.Data
@@ -194,7 +208,9 @@ func hasImage(ps []chat.Part) bool {
 }
 
 // EncodeRequest encodes req as a streaming Chat Completions request for an
-// upstream, asking for usage so that firstword can meter. Fields in
+// upstream, asking for usage so that firstword can meter. The common
+// request is written by encodeSimpleRequest, without reflection; the
+// rest by encodeRequest, with the same bytes for what both can write. Fields in
 // req.Extra are passed through. maxTokensField names the field for the
 // answer cap: "max_tokens" (empty means this) or "max_completion_tokens".
 func EncodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
@@ -208,6 +224,11 @@ func EncodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 }
 
 // encodeRequest is EncodeRequest for any request.
+//
+// The body is a map, not a struct: Extra carries members of the client's
+// that firstword does not model, and they must be merged at the top level
+// without overriding what firstword sets (the model after routing, stream
+// and stream_options it needs).
 func encodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 	body := map[string]any{
 		"model":          req.Model,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
+	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
 // StreamOptions is the stream_options request field.
@@ -27,25 +28,13 @@ type ParsedRequest struct {
 }
 
 // RequestError is a client mistake in a request body. Param names the
-// offending field.
-type RequestError struct {
-	Param   string
-	Message string
-}
-
-func (e *RequestError) Error() string {
-	if e.Param == "" {
-		return e.Message
-	}
-	return e.Param + ": " + e.Message
-}
-
-func reqErr(param, format string, args ...any) error {
-	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+// offending field in OpenAI's form (messages[1].content[0].type).
+type RequestError = reqbody.Error
 
 // known are the request fields decoded into chat.Request; every other field
-// is kept in Request.Extra.
+// is kept in Request.Extra, so that a field firstword does not model
+// (logprobs, logit_bias, reasoning_effort...) still reaches an upstream
+// that speaks Chat Completions, instead of being dropped silently.
 var known = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true,
 	"max_tokens": true, "max_completion_tokens": true, "temperature": true,
@@ -56,6 +45,11 @@ var known = map[string]bool{
 
 // ParseRequest decodes a Chat Completions request body, checking types and
 // required fields. Errors are *RequestError naming the field.
+//
+// Most requests are decoded by parseSimpleRequest, a single pass without
+// reflection; what it declines is decoded here member by member
+// (reqbody), so that every error names the member it is about, as
+// OpenAI's do.
 func ParseRequest(body []byte) (*ParsedRequest, error) {
 	if pr, ok := parseSimpleRequest(body); ok {
 		return pr, nil
@@ -65,73 +59,62 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 
 // parseRequest is ParseRequest for any request.
 func parseRequest(body []byte) (*ParsedRequest, error) {
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, reqErr("", "request body is not a JSON object: %v", err)
+	raw, err := reqbody.Object(body)
+	if err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, reqErr("", "request body has data after the JSON object")
+	model, err := reqbody.Model(raw)
+	if err != nil {
+		return nil, err
 	}
-	if raw == nil {
-		return nil, reqErr("", "request body must be a JSON object")
-	}
-	req := &chat.Request{}
+	req := &chat.Request{Model: model}
 	out := &ParsedRequest{Request: req}
-
-	if err := field(raw, "model", &req.Model); err != nil {
+	if err := reqbody.Field(raw, "stream", &out.Stream); err != nil {
 		return nil, err
 	}
-	if req.Model == "" {
-		return nil, reqErr("model", "required")
-	}
-	if err := field(raw, "stream", &out.Stream); err != nil {
-		return nil, err
-	}
-	if v, ok := raw["stream_options"]; ok && !isNull(v) {
+	if v, ok := raw["stream_options"]; ok && !reqbody.IsNull(v) {
 		var so struct {
 			IncludeUsage       *bool `json:"include_usage"`
 			IncludeObfuscation *bool `json:"include_obfuscation"`
 		}
+		// Strict, unlike the rest of the body: an option firstword does
+		// not know is one it cannot honour, and the client should hear
+		// so rather than find out from the stream.
 		if err := strictObject(v, &so); err != nil {
-			return nil, reqErr("stream_options", "%v", err)
+			return nil, reqbody.Errorf("stream_options", "%v", err)
 		}
 		if !out.Stream {
-			return nil, reqErr("stream_options", "only allowed when stream is true")
+			return nil, reqbody.Errorf("stream_options", "only allowed when stream is true")
 		}
 		out.StreamOptions = true
 		out.IncludeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	}
-	msgs, ok := raw["messages"]
-	if !ok || isNull(msgs) {
-		return nil, reqErr("messages", "required")
-	}
-	var wm []Message
-	if err := json.Unmarshal(msgs, &wm); err != nil {
-		return nil, reqErr("messages", "must be an array of message objects: %v", jsonerr.Type(err))
-	}
-	if len(wm) == 0 {
-		return nil, reqErr("messages", "must contain at least one message")
+	wm, err := reqbody.Messages[Message](raw)
+	if err != nil {
+		return nil, err
 	}
 	req.Messages = make([]chat.Message, len(wm))
 	for i := range wm {
 		m, err := wm[i].toChat()
 		if err != nil {
-			return nil, reqErr(fmt.Sprintf("messages[%d]", i), "%v", err)
+			return nil, reqbody.Errorf(fmt.Sprintf("messages[%d]", i), "%v", err)
 		}
 		req.Messages[i] = m
 	}
 
 	var maxTokens, maxCompletion *int
-	if err := field(raw, "max_tokens", &maxTokens); err != nil {
+	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
 	}
-	if err := field(raw, "max_completion_tokens", &maxCompletion); err != nil {
+	if err := reqbody.Field(raw, "max_completion_tokens", &maxCompletion); err != nil {
 		return nil, err
 	}
+	// max_completion_tokens replaced max_tokens at OpenAI; clients send
+	// either, or both (the newer wins). Which one an upstream takes is
+	// the provider's max_tokens_field, not the client's choice.
 	for name, p := range map[string]*int{"max_tokens": maxTokens, "max_completion_tokens": maxCompletion} {
 		if p != nil && *p < 1 {
-			return nil, reqErr(name, "must be at least 1")
+			return nil, reqbody.Errorf(name, "must be at least 1")
 		}
 	}
 	if maxCompletion != nil {
@@ -139,67 +122,65 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	} else if maxTokens != nil {
 		req.MaxTokens = *maxTokens
 	}
-	if err := field(raw, "temperature", &req.Temperature); err != nil {
+	if err := reqbody.Between(raw, "temperature", &req.Temperature, 0, 2); err != nil {
 		return nil, err
 	}
-	if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
-		return nil, reqErr("temperature", "must be between 0 and 2")
-	}
-	if err := field(raw, "top_p", &req.TopP); err != nil {
+	if err := reqbody.Field(raw, "top_p", &req.TopP); err != nil {
 		return nil, err
 	}
 	var n *int
-	if err := field(raw, "n", &n); err != nil {
+	if err := reqbody.Field(raw, "n", &n); err != nil {
 		return nil, err
 	}
 	if n != nil {
 		if *n < 1 || *n > 128 {
-			return nil, reqErr("n", "must be between 1 and 128")
+			return nil, reqbody.Errorf("n", "must be between 1 and 128")
 		}
 		req.N = *n
 	}
-	if v, ok := raw["stop"]; ok && !isNull(v) {
+	// stop is a string or an array of strings; chat.Request holds a list.
+	if v, ok := raw["stop"]; ok && !reqbody.IsNull(v) {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
 			req.Stop = []string{s}
 		} else if err := json.Unmarshal(v, &req.Stop); err != nil {
-			return nil, reqErr("stop", "must be a string or an array of strings")
+			return nil, reqbody.Errorf("stop", "must be a string or an array of strings")
 		}
 	}
-	if err := field(raw, "seed", &req.Seed); err != nil {
+	if err := reqbody.Field(raw, "seed", &req.Seed); err != nil {
 		return nil, err
 	}
-	if err := field(raw, "user", &req.User); err != nil {
+	if err := reqbody.Field(raw, "user", &req.User); err != nil {
 		return nil, err
 	}
-	if v, ok := raw["tools"]; ok && !isNull(v) {
-		var tools []Tool
-		if err := json.Unmarshal(v, &tools); err != nil {
-			return nil, reqErr("tools", "must be an array of tool objects: %v", jsonerr.Type(err))
-		}
-		for i, t := range tools {
-			if t.Type != "function" && t.Type != "" {
-				return nil, reqErr(fmt.Sprintf("tools[%d].type", i), "unsupported tool type %q", t.Type)
-			}
-			if t.Function.Name == "" {
-				return nil, reqErr(fmt.Sprintf("tools[%d].function.name", i), "required")
-			}
-			req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
-		}
+	tools, err := reqbody.List[Tool](raw, "tools", "tool")
+	if err != nil {
+		return nil, err
 	}
-	if v, ok := raw["tool_choice"]; ok && !isNull(v) {
+	for i, t := range tools {
+		if t.Type != "function" && t.Type != "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].type", i), "unsupported tool type %q", t.Type)
+		}
+		if t.Function.Name == "" {
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].function.name", i), "required")
+		}
+		req.Tools = append(req.Tools, chat.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	if v, ok := raw["tool_choice"]; ok && !reqbody.IsNull(v) {
 		tc, err := parseToolChoice(v)
 		if err != nil {
 			return nil, err
 		}
 		req.ToolChoice = tc
 	}
-	if err := field(raw, "parallel_tool_calls", &req.ParallelToolCalls); err != nil {
+	if err := reqbody.Field(raw, "parallel_tool_calls", &req.ParallelToolCalls); err != nil {
 		return nil, err
 	}
-	if v, ok := raw["response_format"]; ok && !isNull(v) {
+	// response_format is kept raw: each upstream encoder maps it onto its
+	// own JSON mode, and Chat Completions upstreams take it as it is.
+	if v, ok := raw["response_format"]; ok && !reqbody.IsNull(v) {
 		if v[0] != '{' {
-			return nil, reqErr("response_format", "must be an object")
+			return nil, reqbody.Errorf("response_format", "must be an object")
 		}
 		req.ResponseFormat = v
 	}
@@ -214,6 +195,8 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 	return out, nil
 }
 
+// parseToolChoice decodes tool_choice: a mode (auto, none, required) or
+// the object that names one function, in the chat vocabulary's terms.
 func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
 	var s string
 	if json.Unmarshal(v, &s) == nil {
@@ -221,7 +204,7 @@ func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
 		case "auto", "none", "required":
 			return &chat.ToolChoice{Mode: s}, nil
 		}
-		return nil, reqErr("tool_choice", "must be auto, none, required or a function object")
+		return nil, reqbody.Errorf("tool_choice", "must be auto, none, required or a function object")
 	}
 	var o struct {
 		Type     string `json:"type"`
@@ -230,25 +213,13 @@ func parseToolChoice(v json.RawMessage) (*chat.ToolChoice, error) {
 		} `json:"function"`
 	}
 	if err := json.Unmarshal(v, &o); err != nil || o.Function.Name == "" {
-		return nil, reqErr("tool_choice", "must be auto, none, required or {\"type\":\"function\",\"function\":{\"name\":...}}")
+		return nil, reqbody.Errorf("tool_choice", "must be auto, none, required or {\"type\":\"function\",\"function\":{\"name\":...}}")
 	}
 	return &chat.ToolChoice{Mode: "tool", Name: o.Function.Name}, nil
 }
 
-func isNull(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
-
-// field decodes raw[name] into dst when present and not null.
-func field(raw map[string]json.RawMessage, name string, dst any) error {
-	v, ok := raw[name]
-	if !ok || isNull(v) {
-		return nil
-	}
-	if err := json.Unmarshal(v, dst); err != nil {
-		return reqErr(name, "%v", jsonerr.Type(err))
-	}
-	return nil
-}
-
+// strictObject decodes the object v into dst, refusing members dst does
+// not have.
 func strictObject(v json.RawMessage, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.DisallowUnknownFields()

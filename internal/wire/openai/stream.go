@@ -10,6 +10,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Usage is the usage object of a response or of the usage-only chunk.
@@ -129,11 +130,19 @@ func NewStreamReader(r io.Reader, maxEventSize int) *StreamReader {
 
 // StreamReader decodes a Chat Completions event stream chunk by chunk
 // (see NewStreamReader).
+//
+// One event can hold several choices (n > 1), each its own chat.Chunk, so
+// the reader keeps the decoded event (c) and hands its choices out one
+// call at a time; c, its choices and out are reused from event to event,
+// which is what keeps a token's path free of allocations beyond its text.
 type StreamReader struct {
-	rd        *sse.Reader
-	c         chunk // the event being yielded, choice by choice
-	choice    int   // the next choice of c to look at
-	more      bool  // another event is already buffered
+	rd     *sse.Reader
+	c      chunk // the event being yielded, choice by choice
+	choice int   // the next choice of c to look at
+	more   bool  // another event is already buffered
+	// held are the finish reasons, one chunk per choice, yielded only
+	// after [DONE]: an upstream that stops after its finish reason but
+	// before [DONE] was cut, and its answer must not look complete.
 	held      []chat.Chunk
 	usage     *chat.Usage
 	soFar     bool // usage came that no chunk has carried yet
@@ -148,6 +157,10 @@ type StreamReader struct {
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
+//
+// The ending is sticky: once next has failed or finished, every call
+// returns the same error, without reading the body again (which the
+// caller may already have handed back to the connection pool).
 func (s *StreamReader) Next() (*chat.Chunk, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -159,6 +172,10 @@ func (s *StreamReader) Next() (*chat.Chunk, error) {
 	return c, err
 }
 
+// next yields, in order: after [DONE], the held finish reasons (the last
+// with the usage); otherwise the next choice of the current event that
+// has something to say; otherwise usage that arrived alone; otherwise it
+// reads the next event.
 func (s *StreamReader) next() (*chat.Chunk, error) {
 	for {
 		if s.done {
@@ -176,6 +193,9 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			i := s.choice
 			s.choice++
 			ch := &s.c.Choices[i]
+			// Indexes are bounded because they size slices downstream
+			// (the encoders' per-choice state): an upstream must not be
+			// able to make the gateway allocate at will.
 			if ch.Index < 0 || ch.Index >= chat.MaxChoices {
 				return nil, chat.ProtocolError(fmt.Errorf("upstream sent choice index %d", ch.Index))
 			}
@@ -201,7 +221,12 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
 				s.hold(ch.Index, *ch.FinishReason)
 			}
+			// A choice with nothing visible (a role-only delta, a bare
+			// finish reason, now held) yields no chunk, unless it is the
+			// first to carry the model.
 			if out.Visible() || out.Model != "" {
+				// More: the next chunk is already here, either another
+				// choice of this event or the next event, buffered.
 				out.More = s.more || s.choice < len(s.c.Choices)
 				if s.soFar {
 					out.UsageSoFar, s.soFar = s.usage, false
@@ -234,9 +259,13 @@ func (s *StreamReader) event() error {
 			continue
 		}
 		if bytes.Equal(data, doneMarker) {
+			// [DONE] with no chunk before it is a server that failed
+			// before answering and closed politely: not an empty answer.
 			if s.chunks == 0 {
 				return chat.ProtocolError(fmt.Errorf("%w: the end marker came before any chunk", chat.ErrTruncated))
 			}
+			// No finish reason to carry the usage: an empty chunk does,
+			// so that it still comes with the stream's last chunk.
 			if len(s.held) == 0 && s.usage != nil {
 				s.held = append(s.held, chat.Chunk{})
 			}
@@ -256,6 +285,8 @@ func (s *StreamReader) event() error {
 			return chat.ProtocolError(fmt.Errorf("upstream sent a malformed chunk: %v", err))
 		}
 		s.chunks++
+		// An error object inside a chunk, after the 200: servers that
+		// fail mid-stream (vLLM, llama.cpp) report it this way.
 		if s.c.Error != nil {
 			return errorFromBody(0, s.c.Error)
 		}
@@ -265,6 +296,8 @@ func (s *StreamReader) event() error {
 		if s.model == "" && s.c.Model != "" {
 			s.model = s.c.Model
 		}
+		// Whether the next event is already here is asked once per
+		// event: its choices are then handed out without reading.
 		s.more = s.rd.EventBuffered()
 		return nil
 	}
@@ -283,6 +316,10 @@ func hasErrorMessage(raw json.RawMessage) bool {
 	return len(raw) > 0 && (json.Unmarshal(raw, &o) == nil && o.Message != "" || json.Unmarshal(raw, &str) == nil && str != "")
 }
 
+// decodeErrorEvent classifies an "event: error" event: its data is an
+// error object, wrapped in {"error": ...} as OpenAI writes it or bare as
+// some servers do. Anything else is still an error, of an unavailable
+// upstream, retryable: the event's name says the upstream gave up.
 func decodeErrorEvent(data []byte) error {
 	var env struct {
 		Error *ErrorBody `json:"error"`
@@ -294,7 +331,7 @@ func decodeErrorEvent(data []byte) error {
 	if json.Unmarshal(data, &body) == nil && body.Message != "" {
 		return errorFromBody(0, &body)
 	}
-	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "upstream error event: " + truncate(string(data), 200), Retryable: true}
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "upstream error event: " + upstream.Excerpt(string(data), 200), Retryable: true}
 }
 
 // DecodeError classifies an upstream's non-2xx response.
@@ -313,14 +350,21 @@ func DecodeError(status int, body []byte) *chat.Error {
 		}
 	}
 	cat, retry := chat.CategoryForStatus(status)
-	msg := truncate(string(bytes.TrimSpace(body)), 200)
+	msg := upstream.Excerpt(string(bytes.TrimSpace(body)), 200)
 	if msg == "" {
 		msg = fmt.Sprintf("upstream answered %d", status)
 	}
 	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
 }
 
+// errorFromBody classifies an error object: by the HTTP status first, then
+// by what the object's code and type say, which is more precise (a 400
+// can be a prompt over the context window, which is not worth retrying
+// elsewhere with the same prompt, or a plain bad request). status is 0
+// for an error inside a 200 stream.
 func errorFromBody(status int, eb *ErrorBody) *chat.Error {
+	// code is a string at OpenAI, a number at llama.cpp and vLLM: kept
+	// as its JSON text when it is not a string.
 	var code string
 	if len(eb.Code) > 0 {
 		if json.Unmarshal(eb.Code, &code) != nil {
@@ -328,6 +372,8 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 		}
 	}
 	cat, retry := chat.CategoryForStatus(status)
+	// In a stream there is no status to go by: an upstream that failed
+	// mid-answer is taken as unavailable, and retryable.
 	if status == 0 {
 		cat, retry = chat.CategoryUpstreamUnavailable, true
 		if n := codeStatus(eb.Code); n != 0 {
@@ -356,16 +402,6 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 	return &chat.Error{Category: cat, Status: status, Message: eb.Message, Retryable: retry}
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
 // CompletionChunks decodes a non-streaming chat.completion response from r
 // as a stream's chunks: one per choice, the first with the model, the last
 // with the usage.
@@ -374,6 +410,8 @@ func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
 		Completion
 		Error json.RawMessage `json:"error"`
 	}
+	// A whole answer is read at once, unlike a stream's events: bounded,
+	// so that a server that never stops cannot exhaust memory.
 	dec := json.NewDecoder(io.LimitReader(r, 64<<20))
 	if err := dec.Decode(&c); err != nil {
 		return nil, chat.ProtocolError(fmt.Errorf("upstream sent a malformed completion: %v", err))
@@ -394,6 +432,8 @@ func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
 		if i == 0 {
 			out.Model = c.Model
 		}
+		// content is a string, or null beside tool calls; any other
+		// shape is read as no text rather than failing the answer.
 		var text string
 		if len(ch.Message.Content) > 0 && ch.Message.Content[0] == '"' {
 			_ = json.Unmarshal(ch.Message.Content, &text)

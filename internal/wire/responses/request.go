@@ -17,6 +17,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
+	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
 // ParsedRequest is a decoded request.
@@ -25,22 +26,9 @@ type ParsedRequest struct {
 	Stream  bool
 }
 
-// RequestError is a client error in a request, naming the parameter.
-type RequestError struct {
-	Param   string
-	Message string
-}
-
-func (e *RequestError) Error() string {
-	if e.Param == "" {
-		return e.Message
-	}
-	return e.Param + ": " + e.Message
-}
-
-func reqErr(param, format string, args ...any) error {
-	return &RequestError{Param: param, Message: fmt.Sprintf(format, args...)}
-}
+// RequestError is a client error in a request, naming the parameter in
+// OpenAI's form (input[1].content[0].type).
+type RequestError = reqbody.Error
 
 type request struct {
 	Model              string          `json:"model"`
@@ -102,10 +90,10 @@ type contentPart struct {
 func (p *contentPart) image(param string) (chat.Part, error) {
 	var url string
 	if len(p.ImageURL) > 0 && json.Unmarshal(p.ImageURL, &url) != nil {
-		return chat.Part{}, reqErr(param+".image_url", "must be a string")
+		return chat.Part{}, reqbody.Errorf(param+".image_url", "must be a string")
 	}
 	if url == "" {
-		return chat.Part{}, reqErr(param, "an input_image needs an image_url (file_id is not supported)")
+		return chat.Part{}, reqbody.Errorf(param, "an input_image needs an image_url (file_id is not supported)")
 	}
 	return chat.ImagePart(url), nil
 }
@@ -117,37 +105,46 @@ type Resolver func(id string) (string, bool)
 
 // ParseRequest decodes a Responses API request body. resolve may be nil:
 // every item_reference is then unknown.
+//
+// The body is decoded into a struct in one call, unlike the other
+// surfaces' member-by-member parsing: the Responses API's body is mostly
+// optional members, and jsonerr words a type mistake with the member's
+// path anyway. The object check comes first so that a body that is not
+// an object is refused in the API's words, not encoding/json's.
 func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
-		return nil, reqErr("", "request body must be a JSON object (expected object)")
+		return nil, reqbody.Errorf("", "request body must be a JSON object (expected object)")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var r request
 	if err := dec.Decode(&r); err != nil {
 		if te := jsonerr.Type(err); te != err {
-			return nil, reqErr("", "%v", te)
+			return nil, reqbody.Errorf("", "%v", te)
 		}
-		return nil, reqErr("", "request body is not valid JSON: %v", err)
+		return nil, reqbody.Errorf("", "request body is not valid JSON: %v", err)
 	}
+	// Decode reads one value; a second one after it would pass unseen.
 	if dec.More() {
-		return nil, reqErr("", "request body has data after the JSON object")
+		return nil, reqbody.Errorf("", "request body has data after the JSON object")
 	}
 	if r.Model == "" {
-		return nil, reqErr("model", "required")
+		return nil, reqbody.Errorf("model", "required")
 	}
 	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
-		return nil, reqErr("previous_response_id", "not supported: firstword keeps no responses; send the whole conversation in input")
+		return nil, reqbody.Errorf("previous_response_id", "not supported: firstword keeps no responses; send the whole conversation in input")
 	}
 	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
-		return nil, reqErr("conversation", "not supported: firstword keeps no conversations on this API; send the whole conversation in input (or use POST /v1/chat)")
+		return nil, reqbody.Errorf("conversation", "not supported: firstword keeps no conversations on this API; send the whole conversation in input (or use POST /v1/chat)")
 	}
 	req := &chat.Request{Model: r.Model, Temperature: r.Temperature, TopP: r.TopP, User: r.User, ParallelToolCalls: r.ParallelToolCalls}
 	if r.MaxOutputTokens != nil {
 		if *r.MaxOutputTokens < 1 {
-			return nil, reqErr("max_output_tokens", "must be at least 1")
+			return nil, reqbody.Errorf("max_output_tokens", "must be at least 1")
 		}
 		req.MaxTokens = *r.MaxOutputTokens
 	}
+	// instructions is the system prompt, kept apart from input by the
+	// API; the chat vocabulary has it as the leading system message.
 	if r.Instructions != nil && *r.Instructions != "" {
 		req.Messages = append(req.Messages, chat.Message{Role: chat.RoleSystem, Content: *r.Instructions})
 	}
@@ -156,15 +153,17 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 		return nil, err
 	}
 	req.Messages = append(req.Messages, msgs...)
+	// Instructions alone are not a conversation: every upstream wants a
+	// message to answer.
 	if !hasNonSystem(req.Messages) {
-		return nil, reqErr("input", "required: at least one message")
+		return nil, reqbody.Errorf("input", "required: at least one message")
 	}
 	for i, t := range r.Tools {
 		if t.Type != "function" {
-			return nil, reqErr(fmt.Sprintf("tools[%d].type", i), "%q is not supported; only function tools are", t.Type)
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].type", i), "%q is not supported; only function tools are", t.Type)
 		}
 		if t.Name == "" {
-			return nil, reqErr(fmt.Sprintf("tools[%d].name", i), "required")
+			return nil, reqbody.Errorf(fmt.Sprintf("tools[%d].name", i), "required")
 		}
 		req.Tools = append(req.Tools, chat.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
@@ -193,24 +192,22 @@ func hasNonSystem(ms []chat.Message) bool {
 func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, reqErr("input", "required")
+		return nil, reqbody.Errorf("input", "required")
 	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, reqErr("input", "%v", err)
-		}
+	s, items, isString, err := reqbody.StringOrList[item](raw, "input", "items")
+	if err != nil {
+		return nil, err
+	}
+	if isString {
 		return []chat.Message{{Role: chat.RoleUser, Content: s}}, nil
-	}
-	var items []item
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, reqErr("input", "must be a string or an array of items: %v", jsonerr.Type(err))
 	}
 	var out []chat.Message
 	for i := range items {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
 		typ := it.Type
+		// An item_reference may come without its type; an item with only
+		// an id can be nothing else.
 		if typ == "" && it.Role == "" && it.ID != "" && len(it.Content) == 0 {
 			typ = "item_reference" // its type is optional
 		}
@@ -223,8 +220,12 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			out = append(out, m)
 		case "function_call":
 			if it.CallID == "" || it.Name == "" {
-				return nil, reqErr(param, "a function_call needs call_id and name")
+				return nil, reqbody.Errorf(param, "a function_call needs call_id and name")
 			}
+			// The Responses API lists a turn's calls as separate items;
+			// the chat vocabulary, as Chat Completions, has them on the
+			// assistant message, so consecutive calls (and the text item
+			// before them) become one turn.
 			call := chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
 			if n := len(out); n > 0 && out[n-1].Role == chat.RoleAssistant {
 				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
@@ -233,7 +234,7 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			out = append(out, chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{call}})
 		case "function_call_output":
 			if it.CallID == "" {
-				return nil, reqErr(param+".call_id", "required")
+				return nil, reqbody.Errorf(param+".call_id", "required")
 			}
 			m := chat.Message{Role: chat.RoleTool, ToolCallID: it.CallID}
 			if err := output(&m, it.Output, param+".output"); err != nil {
@@ -246,14 +247,14 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 				text, ok = resolve(it.ID)
 			}
 			if !ok {
-				return nil, reqErr(param+".id", "item_reference %q is not an answer this gateway keeps: firstword keeps the message items it sent for an hour; send the text instead (with the Vercel AI SDK, providerOptions: {openai: {store: false}})", it.ID)
+				return nil, reqbody.Errorf(param+".id", "item_reference %q is not an answer this gateway keeps: firstword keeps the message items it sent for an hour; send the text instead (with the Vercel AI SDK, providerOptions: {openai: {store: false}})", it.ID)
 			}
 			out = append(out, chat.Message{Role: chat.RoleAssistant, Content: text})
 		case "reasoning":
 			// A reasoning model's earlier thoughts, sent back by clients;
 			// no chat upstream takes them.
 		default:
-			return nil, reqErr(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
+			return nil, reqbody.Errorf(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
 		}
 	}
 	return out, nil
@@ -269,24 +270,25 @@ func message(it *item, param string) (chat.Message, error) {
 	case "system", "developer":
 		m.Role = chat.RoleSystem
 	case "":
-		return m, reqErr(param+".role", "required")
+		return m, reqbody.Errorf(param+".role", "required")
 	default:
-		return m, reqErr(param+".role", "%q is not one of user, assistant, system, developer", it.Role)
+		return m, reqbody.Errorf(param+".role", "%q is not one of user, assistant, system, developer", it.Role)
 	}
 	c := bytes.TrimSpace(it.Content)
 	if len(c) == 0 || string(c) == "null" {
-		return m, reqErr(param+".content", "required")
+		return m, reqbody.Errorf(param+".content", "required")
 	}
-	if c[0] == '"' {
-		if err := json.Unmarshal(c, &m.Content); err != nil {
-			return m, reqErr(param+".content", "%v", err)
-		}
+	s, parts, isString, err := reqbody.StringOrList[contentPart](c, param+".content", "content parts")
+	if err != nil {
+		return m, err
+	}
+	if isString {
+		m.Content = s
 		return m, nil
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(c, &parts); err != nil {
-		return m, reqErr(param+".content", "must be a string or an array of content parts: %v", jsonerr.Type(err))
-	}
+	// Text parts are joined into Content; Parts are kept only when there
+	// is an image, so a text-only message is the plain string every
+	// upstream takes.
 	var text strings.Builder
 	images := false
 	for j, p := range parts {
@@ -296,6 +298,8 @@ func message(it *item, param string) (chat.Message, error) {
 			text.WriteString(p.Text)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
 		case "refusal":
+			// An earlier answer's refusal, sent back as context: to a
+			// chat upstream it is what the assistant said.
 			text.WriteString(p.Refusal)
 			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Refusal})
 		case "input_image":
@@ -306,7 +310,7 @@ func message(it *item, param string) (chat.Message, error) {
 			images = true
 			m.Parts = append(m.Parts, img)
 		default:
-			return m, reqErr(pp+".type", "%q is not supported", p.Type)
+			return m, reqbody.Errorf(pp+".type", "%q is not supported", p.Type)
 		}
 	}
 	m.Content = text.String()
@@ -325,15 +329,13 @@ func output(m *chat.Message, raw json.RawMessage, param string) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &m.Content); err != nil {
-			return reqErr(param, "%v", err)
-		}
-		return nil
+	s, parts, isString, err := reqbody.StringOrList[contentPart](raw, param, "content parts")
+	if err != nil {
+		return err
 	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return reqErr(param, "must be a string or an array of content parts: %v", jsonerr.Type(err))
+	if isString {
+		m.Content = s
+		return nil
 	}
 	var b strings.Builder
 	images := false
@@ -351,7 +353,7 @@ func output(m *chat.Message, raw json.RawMessage, param string) error {
 			images = true
 			m.Parts = append(m.Parts, img)
 		default:
-			return reqErr(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+			return reqbody.Errorf(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
 		}
 	}
 	m.Content = b.String()
@@ -361,6 +363,8 @@ func output(m *chat.Message, raw json.RawMessage, param string) error {
 	return nil
 }
 
+// parseToolChoice decodes tool_choice: a mode, or a function named at the
+// object's top level (Chat Completions nests it in "function").
 func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -373,22 +377,25 @@ func parseToolChoice(raw json.RawMessage) (*chat.ToolChoice, error) {
 		case "auto", "none", "required":
 			return &chat.ToolChoice{Mode: s}, nil
 		}
-		return nil, reqErr("tool_choice", "%q is not one of auto, none, required", s)
+		return nil, reqbody.Errorf("tool_choice", "%q is not one of auto, none, required", s)
 	}
 	var o struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, reqErr("tool_choice", "%v", jsonerr.Type(err))
+		return nil, reqbody.Errorf("tool_choice", "%v", jsonerr.Type(err))
 	}
 	if o.Type != "function" || o.Name == "" {
-		return nil, reqErr("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":...}`)
+		return nil, reqbody.Errorf("tool_choice", `must be "auto", "none", "required" or {"type":"function","name":...}`)
 	}
 	return &chat.ToolChoice{Mode: "tool", Name: o.Name}, nil
 }
 
-// responseFormat maps text.format to Chat Completions' response_format.
+// responseFormat maps text.format to Chat Completions' response_format,
+// the form chat.Request carries (each upstream encoder maps that onto its
+// own JSON mode). The Responses API puts the schema's name and schema at
+// the format's top level; Chat Completions nests them in json_schema.
 func responseFormat(f *format) (json.RawMessage, error) {
 	switch f.Type {
 	case "", "text":
@@ -397,7 +404,7 @@ func responseFormat(f *format) (json.RawMessage, error) {
 		return json.RawMessage(`{"type":"json_object"}`), nil
 	case "json_schema":
 		if f.Name == "" || len(f.Schema) == 0 {
-			return nil, reqErr("text.format", "json_schema needs name and schema")
+			return nil, reqbody.Errorf("text.format", "json_schema needs name and schema")
 		}
 		js := map[string]any{"name": f.Name, "schema": f.Schema}
 		if f.Description != "" {
@@ -408,5 +415,5 @@ func responseFormat(f *format) (json.RawMessage, error) {
 		}
 		return json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
 	}
-	return nil, reqErr("text.format.type", "%q is not one of text, json_object, json_schema", f.Type)
+	return nil, reqbody.Errorf("text.format.type", "%q is not one of text, json_object, json_schema", f.Type)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // This file and upstream_stream.go are the upstream direction: firstword
@@ -159,7 +160,7 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 		}
 		switch m.Role {
 		case chat.RoleSystem:
-			text := messageText(m)
+			text := upstream.MessageText(m)
 			if text == "" {
 				continue
 			}
@@ -173,7 +174,7 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 		case chat.RoleAssistant:
 			// Assistant content takes output_text parts only (the API
 			// refuses input_text there); an assistant turn has no images.
-			if text := messageText(m); text != "" {
+			if text := upstream.MessageText(m); text != "" {
 				out.Input = append(out.Input, upItem{Type: "message", Role: "assistant", Content: []any{upTextPart{Type: "output_text", Text: text}}})
 			}
 			for j, tc := range m.ToolCalls {
@@ -227,20 +228,6 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 	return out, nil
 }
 
-// messageText is a message's text: Content, or its text parts joined.
-func messageText(m *chat.Message) string {
-	if len(m.Parts) == 0 {
-		return m.Content
-	}
-	var b strings.Builder
-	for _, p := range m.Parts {
-		if p.Type == chat.PartText {
-			b.WriteString(p.Text)
-		}
-	}
-	return b.String()
-}
-
 // inputParts are a user or tool message's input_text and input_image parts.
 func inputParts(m *chat.Message) []any {
 	if len(m.Parts) == 0 {
@@ -267,11 +254,11 @@ func inputParts(m *chat.Message) []any {
 func toolOutput(m *chat.Message) json.RawMessage {
 	for _, p := range m.Parts {
 		if p.Type == chat.PartImage {
-			b, _ := marshal(inputParts(m))
+			b, _ := upstream.Marshal(inputParts(m))
 			return b
 		}
 	}
-	b, _ := marshal(messageText(m))
+	b, _ := upstream.Marshal(upstream.MessageText(m))
 	return b
 }
 
@@ -345,14 +332,4 @@ func extras(extra map[string]json.RawMessage, out *upRequest) error {
 		out.Metadata = v
 	}
 	return nil
-}
-
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

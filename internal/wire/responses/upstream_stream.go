@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // maxItems bounds the output_index an upstream stream may use. An answer
@@ -149,65 +150,39 @@ func ReadUpstreamStream(r io.Reader, maxEventSize int) chat.Stream {
 // callers that would rather not add an iterator's frame to every chunk's
 // path.
 type UpstreamStreamReader struct {
-	rd      *sse.Reader
-	s       upState
-	pending chat.Chunk // held while the next event is already buffered
-	held    bool
-	out     chat.Chunk
-	err     error // how the stream ended (io.EOF when it finished), once pending is out
+	hb upstream.HoldBack
+	d  upDecoder
 }
 
 // NewUpstreamStreamReader returns an UpstreamStreamReader of r;
 // maxEventSize bounds one event (0 means the sse package's default).
 func NewUpstreamStreamReader(r io.Reader, maxEventSize int) *UpstreamStreamReader {
-	return &UpstreamStreamReader{rd: sse.NewReader(r, maxEventSize)}
+	return &UpstreamStreamReader{d: upDecoder{rd: sse.NewReader(r, maxEventSize)}}
 }
 
 // Next returns the next chunk, valid until the following call; io.EOF
 // after the last; or the error that ends the stream.
-func (r *UpstreamStreamReader) Next() (*chat.Chunk, error) {
-	for {
-		if r.held && (r.err != nil || !r.rd.EventBuffered()) {
-			// Never wait on the upstream with a chunk in hand.
-			r.out, r.held = r.pending, false
-			r.out.More = false
-			return &r.out, nil
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		ev, err := r.rd.Next()
-		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: no response.completed, response.incomplete or response.failed after %d events", chat.ErrTruncated, r.s.events)
-			}
-			r.err = chat.ProtocolError(err)
-			continue
-		}
-		// step decodes into pending: the held chunk waits in out.
-		wasHeld := r.held
-		if wasHeld {
-			r.out = r.pending
-		}
-		emit, done, err := r.s.step(ev, &r.pending)
-		if err != nil {
-			r.err = err
-		} else if done {
-			r.err = io.EOF
-		}
-		switch {
-		case emit && err == nil:
-			r.held = true
-			if wasHeld {
-				// The next chunk followed without waiting.
-				r.out.More = true
-				return &r.out, nil
-			}
-		case wasHeld:
-			r.pending = r.out
-		}
-	}
+func (r *UpstreamStreamReader) Next() (*chat.Chunk, error) { return r.hb.Next(&r.d) }
+
+// upDecoder is the upstream.Stepper an UpstreamStreamReader's HoldBack
+// drives.
+type upDecoder struct {
+	rd *sse.Reader
+	s  upState
 }
+
+func (d *upDecoder) Step(c *chat.Chunk) (emit, done bool, err error) {
+	ev, err := d.rd.Next()
+	if err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("%w: no response.completed, response.incomplete or response.failed after %d events", chat.ErrTruncated, d.s.events)
+		}
+		return false, false, chat.ProtocolError(err)
+	}
+	return d.s.step(ev, c)
+}
+
+func (d *upDecoder) Buffered() bool { return d.rd.EventBuffered() }
 
 // step applies one event. It sets c to the chunk the event produced and
 // reports whether it did (emit), and whether the stream is done.
@@ -228,7 +203,7 @@ func (s *upState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err error
 		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	if data[0] != '{' {
-		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", truncate(string(data), 80)))
+		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", upstream.Excerpt(string(data), 80)))
 	}
 	e := &s.ev
 	e.reset()
@@ -485,7 +460,7 @@ func errorEvent(e *upEvent, data []byte) error {
 		}
 	}
 	if ue.Message == "" && codeString(ue.Code) == "" {
-		return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Retryable: true, Message: "upstream error event: " + truncate(string(data), 200)}
+		return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Retryable: true, Message: "upstream error event: " + upstream.Excerpt(string(data), 200)}
 	}
 	return streamError(&ue)
 }
@@ -548,14 +523,4 @@ func malformed(typ string, err error) error {
 		return chat.ProtocolError(fmt.Errorf("upstream sent a malformed event: %v", err))
 	}
 	return chat.ProtocolError(fmt.Errorf("upstream sent a malformed %s event: %v", typ, err))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -1,0 +1,90 @@
+package reqbody
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestObject(t *testing.T) {
+	tests := []struct {
+		name, body string
+		wantErr    string // "" means success
+	}{
+		{"object", `{"model":"m"}`, ""},
+		{"surrounding space", " \n{}\t", ""},
+		{"null", `null`, "request body must be a JSON object"},
+		{"array", `[]`, "request body is not a JSON object: json: cannot unmarshal array into Go value of type map[string]json.RawMessage"},
+		{"two objects", `{}{}`, "request body has data after the JSON object"},
+		{"broken", `{"a":`, "request body is not a JSON object: unexpected EOF"},
+		{"empty", ``, "request body is not a JSON object: EOF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := Object([]byte(tt.body))
+			if tt.wantErr == "" {
+				if err != nil || raw == nil {
+					t.Fatalf("Object(%q) = %v, %v, want a map", tt.body, raw, err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Param != "" || e.Message != tt.wantErr {
+				t.Errorf("Object(%q) error = %#v, want an *Error with no Param and message %q", tt.body, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestField(t *testing.T) {
+	raw := map[string]json.RawMessage{"n": json.RawMessage(`3`), "s": json.RawMessage(`"x"`), "null": json.RawMessage(`null`)}
+	n := 7
+	if err := Field(raw, "n", &n); err != nil || n != 3 {
+		t.Errorf("Field(n) = %v, n = %d, want nil, 3", err, n)
+	}
+	for _, name := range []string{"null", "absent"} {
+		n = 7
+		if err := Field(raw, name, &n); err != nil || n != 7 {
+			t.Errorf("Field(%s) = %v, n = %d, want nil and n untouched", name, err, n)
+		}
+	}
+	err := Field(raw, "s", &n)
+	if got, want := err.Error(), "s: expected integer, got string"; got != want {
+		t.Errorf("Field(s) into an int = %q, want %q", got, want)
+	}
+}
+
+func TestStringOrList(t *testing.T) {
+	tests := []struct {
+		name, v  string
+		wantS    string
+		wantList []int
+		isString bool
+		wantErr  string
+	}{
+		{name: "string", v: `"hi"`, wantS: "hi", isString: true},
+		{name: "empty string", v: `""`, isString: true},
+		{name: "list", v: `[1,2]`, wantList: []int{1, 2}},
+		{name: "object", v: `{}`, wantErr: "p: must be a string or an array of numbers: expected array, got object"},
+		{name: "wrong element", v: `["a"]`, wantErr: "p: must be a string or an array of numbers: expected integer, got string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, list, isString, err := StringOrList[int](json.RawMessage(tt.v), "p", "numbers")
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("StringOrList(%s) error = %v, want %q", tt.v, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || s != tt.wantS || isString != tt.isString || len(list) != len(tt.wantList) {
+				t.Fatalf("StringOrList(%s) = %q, %v, %v, %v, want %q, %v, %v, nil", tt.v, s, list, isString, err, tt.wantS, tt.wantList, tt.isString)
+			}
+			for i := range list {
+				if list[i] != tt.wantList[i] {
+					t.Errorf("StringOrList(%s) list = %v, want %v", tt.v, list, tt.wantList)
+				}
+			}
+		})
+	}
+}

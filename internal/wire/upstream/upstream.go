@@ -1,0 +1,102 @@
+// Package upstream holds what the wire formats share on their upstream
+// side, where firstword is the client: in encoding a request, a message's
+// text (MessageText), tool-call arguments as an object (ArgsObject) and
+// JSON as the upstreams want it (Marshal); in decoding the answer, the
+// chunk held back while the next event is already buffered (HoldBack) and
+// the excerpt of what an upstream sent that an error quotes (Excerpt).
+package upstream
+
+import (
+	"io"
+	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+// Stepper is a stream decoder driven by HoldBack, one event at a time.
+type Stepper interface {
+	// Step reads the next event and applies it. It sets *c to the chunk
+	// the event produced and reports whether it produced one (emit), and
+	// whether the stream is done (the event was its last). An error,
+	// reading or decoding, ends the stream; a read error leaves *c as it
+	// was.
+	Step(c *chat.Chunk) (emit, done bool, err error)
+	// Buffered reports whether the next event has already arrived, so
+	// that Step would not wait on the upstream for it.
+	Buffered() bool
+}
+
+// HoldBack turns a Stepper's events into a pull reader's chunks, holding
+// each chunk back for as long as the next event is already buffered.
+//
+// Holding back is what lets a chunk say More (chat.Chunk): whether the
+// next one is already here can only be known once the next event has
+// been decoded, and an event may produce no chunk at all (a ping, a
+// block's start), so the reader looks ahead only through what arrived in
+// the same read. It never waits: with a chunk in hand and nothing
+// buffered, the chunk goes out at once, so no token is delayed by the
+// look-ahead.
+//
+// The zero HoldBack is ready to use; Next must be given the same Stepper
+// every time.
+type HoldBack struct {
+	pending chat.Chunk // the chunk held, or being decoded into
+	held    bool       // pending holds a chunk not yet handed out
+	out     chat.Chunk // the chunk handed out, valid until the next call
+	err     error      // how the stream ended (io.EOF when it finished), once pending is out
+}
+
+// Next returns the next chunk, valid until the following call; io.EOF
+// after the last; or the error that ended the stream, again on every
+// later call.
+func (h *HoldBack) Next(s Stepper) (*chat.Chunk, error) {
+	for {
+		if h.held && (h.err != nil || !s.Buffered()) {
+			// Never wait on the upstream with a chunk in hand.
+			h.out, h.held = h.pending, false
+			h.out.More = false
+			return &h.out, nil
+		}
+		if h.err != nil {
+			return nil, h.err
+		}
+		// Step decodes into pending: the held chunk waits in out
+		// meanwhile, and goes back to pending if the event produced
+		// nothing (or failed: it is still handed out before the error).
+		wasHeld := h.held
+		if wasHeld {
+			h.out = h.pending
+		}
+		emit, done, err := s.Step(&h.pending)
+		if err != nil {
+			h.err = err
+		} else if done {
+			h.err = io.EOF
+		}
+		switch {
+		case emit && err == nil:
+			h.held = true
+			if wasHeld {
+				// The next chunk followed without waiting.
+				h.out.More = true
+				return &h.out, nil
+			}
+		case wasHeld:
+			h.pending = h.out
+		}
+	}
+}
+
+// Excerpt returns at most the first n bytes of s, cut at a rune boundary
+// and marked with an ellipsis when cut: enough of an upstream's body or
+// event to say what it was in an error, which reaches clients and logs,
+// without copying a whole page into either.
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,170 @@
+package upstream
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/firstword/firstword/internal/chat"
+)
+
+func TestExcerpt(t *testing.T) {
+	tests := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exact", 5, "exact"},
+		{"longer text", 6, "longer…"},
+		{"héllo", 2, "h…"}, // é is two bytes: not cut in half
+		{"日本", 1, "…"},
+	}
+	for _, tt := range tests {
+		if got := Excerpt(tt.s, tt.n); got != tt.want {
+			t.Errorf("Excerpt(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
+
+// step is one event of a fake stream: the chunk it produces (if Text is
+// not empty), whether the event after it is already buffered, and how it
+// ends the stream.
+type step struct {
+	text     string
+	buffered bool
+	done     bool
+	err      error
+}
+
+type fakeStepper struct {
+	steps []step
+	i     int
+}
+
+func (f *fakeStepper) Step(c *chat.Chunk) (emit, done bool, err error) {
+	if f.i >= len(f.steps) {
+		return false, false, errors.New("read past the end")
+	}
+	s := f.steps[f.i]
+	f.i++
+	*c = chat.Chunk{Text: s.text}
+	return s.text != "", s.done, s.err
+}
+
+func (f *fakeStepper) Buffered() bool {
+	return f.i > 0 && f.steps[f.i-1].buffered
+}
+
+func TestHoldBack(t *testing.T) {
+	broken := errors.New("broken")
+	type got struct {
+		Text string
+		More bool
+	}
+	tests := []struct {
+		name    string
+		steps   []step
+		want    []got
+		wantErr error
+	}{
+		{
+			name:    "each chunk alone",
+			steps:   []step{{text: "a"}, {text: "b"}, {done: true}},
+			want:    []got{{"a", false}, {"b", false}},
+			wantErr: io.EOF,
+		},
+		{
+			name:    "a chunk followed at once is More",
+			steps:   []step{{text: "a", buffered: true}, {text: "b"}, {done: true}},
+			want:    []got{{"a", true}, {"b", false}},
+			wantErr: io.EOF,
+		},
+		{
+			name:    "an event with no chunk between",
+			steps:   []step{{text: "a", buffered: true}, {buffered: true}, {text: "b", buffered: true}, {done: true}},
+			want:    []got{{"a", true}, {"b", false}},
+			wantErr: io.EOF,
+		},
+		{
+			name:    "the held chunk goes out before the error",
+			steps:   []step{{text: "a", buffered: true}, {err: broken}},
+			want:    []got{{"a", false}},
+			wantErr: broken,
+		},
+		{
+			name:    "a chunk of the failing event is dropped",
+			steps:   []step{{text: "a", err: broken}},
+			wantErr: broken,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var h HoldBack
+			s := &fakeStepper{steps: tt.steps}
+			var chunks []got
+			var err error
+			for {
+				var c *chat.Chunk
+				if c, err = h.Next(s); err != nil {
+					break
+				}
+				chunks = append(chunks, got{c.Text, c.More})
+			}
+			if diff := cmp.Diff(tt.want, chunks); diff != "" {
+				t.Errorf("chunks (-want +got):\n%s", diff)
+			}
+			if err != tt.wantErr {
+				t.Errorf("error = %v, want %v", err, tt.wantErr)
+			}
+			if _, again := h.Next(s); again != tt.wantErr {
+				t.Errorf("Next after the end = %v, want %v again", again, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestArgsObject(t *testing.T) {
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{in: "", want: "{}"},
+		{in: "  ", want: "{}"},
+		{in: `{ "a" : [1, 2] }`, want: `{"a":[1,2]}`},
+		{in: `[1]`, wantErr: true},
+		{in: `"s"`, wantErr: true},
+		{in: `{"a":`, wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := ArgsObject(tt.in)
+		if tt.wantErr {
+			if err == nil {
+				t.Errorf("ArgsObject(%q) = %s, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("ArgsObject(%q) = %s, %v, want %s", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestMessageText(t *testing.T) {
+	m := &chat.Message{Content: "ignored", Parts: []chat.Part{{Type: chat.PartText, Text: "a"}, chat.ImagePart("https://x/i.png"), {Type: chat.PartText, Text: "b"}}}
+	if got := MessageText(m); got != "ab" {
+		t.Errorf("MessageText(parts) = %q, want %q", got, "ab")
+	}
+	if got := MessageText(&chat.Message{Content: "c"}); got != "c" {
+		t.Errorf("MessageText(content) = %q, want %q", got, "c")
+	}
+}
+
+func TestMarshal(t *testing.T) {
+	got, err := Marshal(map[string]string{"p": "<b> & </b>"})
+	if want := `{"p":"<b> & </b>"}`; err != nil || string(got) != want {
+		t.Errorf("Marshal = %s, %v, want %s (unescaped, no newline)", got, err, want)
+	}
+}
