@@ -283,7 +283,7 @@ type Resume struct {
 	// a resume to pick it up (default 15s; 0 cancels at once).
 	Grace *time.Duration `yaml:"grace"`
 	// Lease is how long an answer whose replica stopped renewing it
-	// stays streaming before it is interrupted (default 5s).
+	// stays streaming before it is interrupted (default 3s).
 	Lease time.Duration `yaml:"lease"`
 	// Retain is how long an ended answer's journal is kept (default
 	// 10m); after it a resume replays the stored message.
@@ -746,7 +746,7 @@ func (c *Config) Defaults() {
 		c.Resume.Journal = "memory"
 	}
 	if c.Resume.Lease == 0 {
-		c.Resume.Lease = 5 * time.Second
+		c.Resume.Lease = 3 * time.Second
 	}
 	if c.Resume.Retain == 0 {
 		c.Resume.Retain = 10 * time.Minute

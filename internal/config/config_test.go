@@ -217,7 +217,7 @@ func TestResumeConfig(t *testing.T) {
 			if c.Resume.ResolvedURL != tt.url {
 				t.Errorf("url %q, want %q", c.Resume.ResolvedURL, tt.url)
 			}
-			if c.Resume.Lease != 5*time.Second || c.Resume.Retain != 10*time.Minute || c.Resume.MaxAnswerBytes != 4<<20 {
+			if c.Resume.Lease != 3*time.Second || c.Resume.Retain != 10*time.Minute || c.Resume.MaxAnswerBytes != 4<<20 {
 				t.Errorf("defaults: %+v", c.Resume)
 			}
 		})

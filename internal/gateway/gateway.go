@@ -248,7 +248,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	if g.metrics != nil {
 		g.metrics.ObserveCache(g.cacheStats)
 	}
-	if g.journal, g.shared, err = openJournal(cfg); err != nil {
+	if g.journal, g.shared, err = openJournal(ctx, cfg, log); err != nil {
 		return fail(err)
 	}
 	g.closers = append(g.closers, g.journal.Close)

@@ -45,6 +45,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.cfg.Store.Driver == "postgres" {
 		go g.sweep(base)
 	}
+	if g.shared {
+		go g.sweepLost(base)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -97,6 +100,41 @@ func (g *Gateway) sweep(ctx context.Context) {
 			g.log.Warn("sweeping stale streams", "err", err)
 		} else if n > 0 {
 			g.log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
+		}
+	}
+}
+
+// sweepLost stores the answers whose replica died, as seen by the shared
+// journal (their lease lapsed before their end), as interrupted with
+// their journaled text: within the lease and a second of it, rather than
+// the rows' own 30 s. Every replica sweeps; the store's conditional
+// update lets one of them win.
+func (g *Gateway) sweepLost(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A live answer's row is written every checkpoint while text
+		// flows; only rows quiet for half a lease are asked about.
+		ids, err := g.store.StaleStreaming(ctx, time.Now().Add(-g.cfg.Resume.Lease/2), 100)
+		if err != nil {
+			g.log.Warn("sweeping lost answers", "err", err)
+			continue
+		}
+		for _, id := range ids {
+			snap, err := g.journal.Snapshot(ctx, id)
+			if err != nil || !snap.Lost {
+				continue
+			}
+			if ok, err := g.api.InterruptLost(ctx, id); err != nil {
+				g.log.Warn("storing a lost answer", "message_id", id, "err", err)
+			} else if ok {
+				g.log.Warn("an answer whose replica died is now interrupted", "message_id", id)
+			}
 		}
 	}
 }

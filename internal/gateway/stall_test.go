@@ -23,9 +23,27 @@ import (
 // that reaches the schema through it.
 func pgBehindProxy(t *testing.T) (*faultproxy.Proxy, string) {
 	t.Helper()
+	u, err := neturl.Parse(pgSchema(t, "the frozen-database test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	u.Host = p.Addr()
+	return p, u.String()
+}
+
+// pgSchema gives the test a schema of its own on the PostgreSQL server
+// named by FIRSTWORD_TEST_POSTGRES_URL, skipping what without one, and
+// returns the URL that reaches it.
+func pgSchema(t *testing.T, what string) string {
+	t.Helper()
 	base := os.Getenv("FIRSTWORD_TEST_POSTGRES_URL")
 	if base == "" {
-		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping the frozen-database test")
+		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping " + what)
 	}
 	ctx := context.Background()
 	schema := "fwstall_" + strings.ToLower(rand.Text())
@@ -45,21 +63,15 @@ func pgBehindProxy(t *testing.T) (*faultproxy.Proxy, string) {
 	if err != nil {
 		t.Fatalf("FIRSTWORD_TEST_POSTGRES_URL: %v", err)
 	}
-	p, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		p.Close()
 		if err := exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
 			t.Errorf("drop schema: %v", err)
 		}
 	})
-	u.Host = p.Addr()
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return p, u.String()
+	return u.String()
 }
 
 // timed sends a request and returns its status and how long the status

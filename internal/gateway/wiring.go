@@ -16,6 +16,7 @@ import (
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/guard"
 	"github.com/firstword/firstword/internal/journal"
+	redisjournal "github.com/firstword/firstword/internal/journal/redis"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
@@ -244,11 +245,18 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *G
 
 // openJournal opens the journal of /v1/chat answers: in process, or on
 // Redis, shared by the replicas.
-func openJournal(cfg *config.Config) (j journal.Journal, shared bool, err error) {
+func openJournal(ctx context.Context, cfg *config.Config, log *slog.Logger) (j journal.Journal, shared bool, err error) {
 	rc := cfg.Resume
 	o := journal.Options{Lease: rc.Lease, Retention: rc.Retain, MaxMessageBytes: rc.MaxAnswerBytes, MaxTotalBytes: rc.MaxBytes}
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("resume: %w", err)
 	}
-	return journal.NewMemory(o), false, nil
+	if rc.Journal != "redis" {
+		return journal.NewMemory(o), false, nil
+	}
+	rj, err := redisjournal.Open(ctx, rc.ResolvedURL, o, log)
+	if err != nil {
+		return nil, false, fmt.Errorf("resume: %w", err)
+	}
+	return rj, true, nil
 }
