@@ -76,7 +76,19 @@ func checkContinuous(t *testing.T, evs []chatEvent, first int) {
 // received over both connections is the stored text, which is the whole
 // answer the upstream produced.
 func TestResumeAtRandomPoints(t *testing.T) {
-	gw := resumeGateway(t, "30s")
+	t.Run("one process", func(t *testing.T) {
+		gw := resumeGateway(t, "30s")
+		dropAndResume(t, gw.URL, gw.URL)
+	})
+	// The same with the resume on a second process that shares the
+	// Redis journal and the PostgreSQL store.
+	t.Run("another process", func(t *testing.T) {
+		a, b := replicaPair(t)
+		dropAndResume(t, a.url, b.url)
+	})
+}
+
+func dropAndResume(t *testing.T, postURL, resumeURL string) {
 	const tokens = 40
 	rng := rand.New(rand.NewPCG(1, 2))
 	rounds := 100
@@ -92,14 +104,14 @@ func TestResumeAtRandomPoints(t *testing.T) {
 		}
 		msg := fmt.Sprintf("round %d [sim ttft=2ms gap=1ms tokens=%d]", round, tokens)
 		body := map[string]any{"message": msg}
-		first := chatOnceUntil(t, gw.URL, body, func(deltas int, ev chatEvent) bool {
+		first := chatOnceUntil(t, postURL, body, func(deltas int, ev chatEvent) bool {
 			return ev.kind == "meta" && k == 0 || ev.kind == "delta" && deltas == k
 		})
 		if first.meta == nil {
 			t.Fatalf("round %d: no meta event: %s", round, first.body)
 		}
 		conv := first.meta["conversation_id"].(string)
-		rest := resume(t, gw.URL, conv, first.last.id, nil)
+		rest := resume(t, resumeURL, conv, first.last.id, nil)
 		if rest.status != 200 {
 			t.Fatalf("round %d (drop after %d): resume status %d %s", round, k, rest.status, rest.body)
 		}
@@ -107,7 +119,7 @@ func TestResumeAtRandomPoints(t *testing.T) {
 			t.Fatalf("round %d (drop after %d): resumed stream ended with %q %v", round, k, rest.last.kind, rest.last.data)
 		}
 		checkContinuous(t, append(append([]chatEvent(nil), first.events...), rest.events...), 0)
-		ans := storedAnswer(t, gw.URL, "", conv)
+		ans := storedAnswer(t, resumeURL, "", conv)
 		if got := first.text + rest.text; got != ans["content"] || ans["status"] != "complete" {
 			t.Fatalf("round %d (drop after %d): received %q, stored %q (%v)", round, k, got, ans["content"], ans["status"])
 		}
