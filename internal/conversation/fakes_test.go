@@ -56,14 +56,18 @@ type fakeRouter struct {
 	causes []error // context.Cause of each stream's ctx as it ended
 }
 
-func (r *fakeRouter) Timeout(alias string) (time.Duration, bool) {
+func (r *fakeRouter) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
 	if alias == r.unknown {
-		return 0, false
+		return time.Time{}, router.ErrUnknownModel
 	}
-	if r.timeout == 0 {
-		return time.Minute, true
+	timeout := r.timeout
+	if timeout == 0 {
+		timeout = time.Minute
 	}
-	return r.timeout, true
+	if client > 0 && client < timeout {
+		timeout = client
+	}
+	return arrival.Add(timeout), nil
 }
 
 func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {

@@ -96,7 +96,7 @@ type SourceReport struct {
 // refuse and failContext end through finish too: one place saves the
 // message, sends the last event and meters the turn.
 func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.in.Budget.Start().Add(t.timeout), chat.ErrDeadline)
+	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.deadline, chat.ErrDeadline)
 	defer cancelDeadline()
 	// The work runs under runCtx, which the guard's block and the
 	// client's refusing an event cancel with their cause. ctx is left

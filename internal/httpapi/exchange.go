@@ -243,33 +243,30 @@ func (s *Server) withinLimits(req *chat.Request) error {
 	return nil
 }
 
-// begin checks the alias and derives the request's context: its deadline
-// is the alias's timeout from when the request arrived, or the client's
-// tighter X-Request-Timeout; every attempt inside shares it. An unknown
-// model is a 404.
+// begin checks the alias and derives the request's context, ending at
+// the router's deadline for it (the alias's timeout from when the request
+// arrived, or the client's tighter X-Request-Timeout); every attempt
+// inside shares it. An unknown model is a 404.
 func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
-	timeout, ok := s.opt.Router.Timeout(x.req.Model)
-	if !ok {
-		// A PROVIDER/MODEL name may be refused for a reason of its own
-		// (models_passthrough is off, too many names in use): say it.
-		var why error
-		if r, ok := s.opt.Router.(interface {
-			Resolve(string) (time.Duration, error)
-		}); ok {
-			if _, err := r.Resolve(x.req.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
-				why = err
-			}
-		}
-		return nil, nil, modelNotFound(x.req.Model, why)
-	}
-	if d := clientDeadline(r.Header); d > 0 && d < timeout {
-		timeout = d
+	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(r.Header))
+	if err != nil {
+		return nil, nil, modelNotFound(x.req.Model, notServed(err))
 	}
 	x.req.Meta = requestMeta(r, x.tenant)
-	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
+	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), deadline, chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
 	return ctx, func(err error) { cancel(err); cancelDeadline() }, nil
+}
+
+// notServed is why the router does not serve a model, when it is more
+// than not knowing it: a PROVIDER/MODEL name may be refused for a reason
+// of its own (models_passthrough is off, too many names in use).
+func notServed(err error) error {
+	if errors.Is(err, router.ErrUnknownModel) {
+		return nil
+	}
+	return err
 }
 
 // commitHeaders are set when the response commits: the route, and the

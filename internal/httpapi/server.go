@@ -28,7 +28,9 @@ import (
 // Router is what the handlers need of the router.
 type Router interface {
 	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
-	Timeout(alias string) (time.Duration, bool)
+	// Deadline is router.Router.Deadline: when a request for alias must
+	// end, or why the alias is not served.
+	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
 	Aliases() []string
 	Health() []router.Status
 }

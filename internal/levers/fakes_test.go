@@ -84,8 +84,11 @@ func (s *scripted) StreamFallback(ctx context.Context, req, _ *chat.Request, rep
 	return s.StreamReport(ctx, req, rep)
 }
 
-func (s *scripted) Timeout(alias string) (time.Duration, bool) {
-	return time.Minute, alias != "unknown"
+func (s *scripted) Deadline(alias string, arrival time.Time, _ time.Duration) (time.Time, error) {
+	if alias == "unknown" {
+		return time.Time{}, router.ErrUnknownModel
+	}
+	return arrival.Add(time.Minute), nil
 }
 func (s *scripted) Aliases() []string { return []string{"chat", "small"} }
 func (s *scripted) Health() []router.Status {

@@ -45,7 +45,9 @@ type Inner interface {
 	// StreamFallback routes req, and fallback if req's alias fails before
 	// the first token (see router.Router.StreamFallback).
 	StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *router.Report) chat.Stream
-	Timeout(alias string) (time.Duration, bool)
+	// Deadline is router.Router.Deadline: its error says the alias is
+	// not served.
+	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
 	Aliases() []string
 	Health() []router.Status
 }
@@ -181,21 +183,9 @@ func (l *Levers) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Timeout implements the router's Timeout.
-func (l *Levers) Timeout(alias string) (time.Duration, bool) { return l.opt.Inner.Timeout(alias) }
-
-// Resolve implements the router's Resolve: the alias's timeout, or why it
-// is not served (router.ErrUnknownModel when the router cannot say).
-func (l *Levers) Resolve(name string) (time.Duration, error) {
-	if r, ok := l.opt.Inner.(interface {
-		Resolve(string) (time.Duration, error)
-	}); ok {
-		return r.Resolve(name)
-	}
-	if d, ok := l.opt.Inner.Timeout(name); ok {
-		return d, nil
-	}
-	return 0, router.ErrUnknownModel
+// Deadline implements the router's Deadline.
+func (l *Levers) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
+	return l.opt.Inner.Deadline(alias, arrival, client)
 }
 
 // PassthroughModels implements the router's PassthroughModels (none when
@@ -269,7 +259,7 @@ type plan struct {
 func (l *Levers) plan(req *chat.Request, rep *router.Report) *plan {
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
-		if _, served := l.opt.Inner.Timeout(req.Model); !served {
+		if _, err := l.opt.Inner.Deadline(req.Model, time.Time{}, 0); err != nil {
 			// Unknown: straight to the router, which answers for it.
 			return &plan{req: req}
 		}

@@ -52,9 +52,11 @@ func (d *direct) StreamFallback(ctx context.Context, req, _ *chat.Request, rep *
 	return d.StreamReport(ctx, req, rep)
 }
 
-func (d *direct) Timeout(string) (time.Duration, bool) { return 0, false }
-func (d *direct) Aliases() []string                    { return []string{"support"} }
-func (d *direct) Health() []router.Status              { return nil }
+func (d *direct) Deadline(string, time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, router.ErrUnknownModel
+}
+func (d *direct) Aliases() []string       { return []string{"support"} }
+func (d *direct) Health() []router.Status { return nil }
 
 // fixture reads a stream from the Anthropic wire package's testdata (see
 // its SOURCES.md).

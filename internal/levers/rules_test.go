@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -197,10 +198,11 @@ func TestPassthroughNameGetsLevers(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Category != chat.CategoryNotFound {
 		t.Errorf("unknown provider: %v, want not found", err)
 	}
-	if _, err := l.Resolve("azure/gpt-4o"); !errors.Is(err, router.ErrUnknownModel) {
-		t.Errorf("Resolve: %v", err)
+	t0 := time.Unix(1e9, 0)
+	if _, err := l.Deadline("azure/gpt-4o", t0, 0); !errors.Is(err, router.ErrUnknownModel) {
+		t.Errorf("Deadline: %v", err)
 	}
-	if d, err := l.Resolve("openai/o3"); err != nil || d != router.DefaultTimeout {
-		t.Errorf("Resolve = %v, %v", d, err)
+	if d, err := l.Deadline("openai/o3", t0, 0); err != nil || d != t0.Add(router.DefaultTimeout) {
+		t.Errorf("Deadline = %v, %v", d, err)
 	}
 }

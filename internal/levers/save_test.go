@@ -35,9 +35,11 @@ func (f *fakeRouter) StreamFallback(ctx context.Context, req, _ *chat.Request, r
 	return f.StreamReport(ctx, req, rep)
 }
 
-func (f *fakeRouter) Timeout(string) (time.Duration, bool) { return 0, false }
-func (f *fakeRouter) Aliases() []string                    { return []string{"chat"} }
-func (f *fakeRouter) Health() []router.Status              { return nil }
+func (f *fakeRouter) Deadline(string, time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, router.ErrUnknownModel
+}
+func (f *fakeRouter) Aliases() []string       { return []string{"chat"} }
+func (f *fakeRouter) Health() []router.Status { return nil }
 
 // slowCache is a map whose writes take setDelay, or, when frozen, last
 // until their context ends.
