@@ -677,5 +677,5 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: "Context for this question:\n\n" + strings.Join(g.texts, "\n\n")})
 	}
 	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: text, CacheBreakpoint: len(g.texts) == 0})
-	return &chat.Request{Model: t.in.Model, Messages: msgs, Meta: t.in.Meta}
+	return &chat.Request{Model: t.in.Model, Messages: msgs, Hints: t.in.Hints}
 }

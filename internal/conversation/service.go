@@ -144,8 +144,8 @@ type Input struct {
 	Message             string
 	// Timeout is the client's tighter deadline (0: the alias's).
 	Timeout time.Duration
-	// Meta carries provider hints (the sim's directives).
-	Meta   map[string]string
+	// Hints are the client's hints to the levers and providers.
+	Hints  chat.Hints
 	Budget *budget.Recorder
 	// TraceID and TraceParent identify the request's trace.
 	TraceID, TraceParent string

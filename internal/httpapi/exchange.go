@@ -252,7 +252,7 @@ func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.C
 	if err != nil {
 		return nil, nil, modelNotFound(x.req.Model, notServed(err))
 	}
-	x.req.Meta = requestMeta(r, x.tenant)
+	x.req.Hints = requestHints(r, x.tenant)
 	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), deadline, chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel

@@ -19,7 +19,6 @@ import (
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
-	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -207,31 +206,27 @@ func clientGone(r *http.Request) bool {
 	return ctx.Err() != nil && context.Cause(ctx) != chat.ErrShutdown
 }
 
-// requestMeta carries the request's hints to the levers and providers:
-// the tenant (which scopes the response cache), the client's cache policy
+// requestHints are the request's hints to the levers and providers: the
+// tenant (which scopes the response cache), the client's cache policy
 // (Cache-Control: no-cache reads nothing from the cache, no-store stores
 // nothing; X-Firstword-Cache: on caches a non-deterministic request), a
 // routing hint (X-Firstword-Hint), a route tag (X-Firstword-Route-Tag), and
 // a directive for the simulated provider (X-Firstword-Sim).
-func requestMeta(r *http.Request, tenant string) map[string]string {
-	m := map[string]string{levers.MetaTenant: tenant}
+func requestHints(r *http.Request, tenant string) chat.Hints {
+	h := chat.Hints{
+		Tenant:   tenant,
+		Hint:     r.Header.Get("X-Firstword-Hint"),
+		RouteTag: r.Header.Get("X-Firstword-Route-Tag"),
+		Sim:      r.Header.Get("X-Firstword-Sim"),
+	}
 	cc := strings.ToLower(r.Header.Get("Cache-Control"))
 	switch {
 	case strings.Contains(cc, "no-cache"):
-		m[levers.MetaCache] = "bypass"
+		h.Cache = chat.CacheBypass
 	case strings.Contains(cc, "no-store"):
-		m[levers.MetaCache] = "no-store"
+		h.Cache = chat.CacheNoStore
 	case strings.EqualFold(r.Header.Get("X-Firstword-Cache"), "on"):
-		m[levers.MetaCache] = "on"
+		h.Cache = chat.CacheOn
 	}
-	if v := r.Header.Get("X-Firstword-Hint"); v != "" {
-		m[levers.MetaHint] = v
-	}
-	if v := r.Header.Get("X-Firstword-Route-Tag"); v != "" {
-		m[levers.MetaRoute] = v
-	}
-	if v := r.Header.Get("X-Firstword-Sim"); v != "" {
-		m["sim"] = v
-	}
-	return m
+	return h
 }

@@ -25,20 +25,6 @@ import (
 	"github.com/firstword/firstword/internal/router"
 )
 
-// Meta keys a surface sets on chat.Request.Meta for the levers.
-const (
-	// MetaTenant scopes cache keys, so tenants never share answers.
-	MetaTenant = "firstword.tenant"
-	// MetaCache is the client's cache policy: "bypass" (read nothing,
-	// from Cache-Control: no-cache), "no-store", or "on" (cache even a
-	// non-deterministic request, from X-Firstword-Cache: on).
-	MetaCache = "firstword.cache"
-	// MetaHint is the client's routing hint (X-Firstword-Hint), e.g. "fast".
-	MetaHint = "firstword.hint"
-	// MetaRoute is the request's route or tag (X-Firstword-Route-Tag).
-	MetaRoute = "firstword.route"
-)
-
 // Inner is the router the levers sit in front of.
 type Inner interface {
 	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
@@ -221,14 +207,14 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 	return func(yield func(chat.Chunk, error) bool) {
 		store := false
 		if p.cached {
-			policy := p.req.Meta[MetaCache]
-			if policy != "bypass" {
+			policy := p.req.Hints.Cache
+			if policy != chat.CacheBypass {
 				if e := l.lookup(ctx, p.key); e != nil {
 					l.replay(ctx, e, rep, yield)
 					return
 				}
 			}
-			store = policy != "no-store"
+			store = policy != chat.CacheNoStore
 		}
 		switch {
 		case p.coalesce:
@@ -330,10 +316,10 @@ func (r *Rule) matches(req *chat.Request) bool {
 	if r.MaxInputTokens > 0 && chat.EstimateInputTokens(req) > r.MaxInputTokens {
 		return false
 	}
-	if r.Hint != "" && req.Meta[MetaHint] != r.Hint {
+	if r.Hint != "" && req.Hints.Hint != r.Hint {
 		return false
 	}
-	if r.Route != "" && req.Meta[MetaRoute] != r.Route {
+	if r.Route != "" && req.Hints.RouteTag != r.Route {
 		return false
 	}
 	if len(r.Keywords) > 0 {
@@ -498,11 +484,11 @@ func lastTurns(msgs []chat.Message) (last, prev int) {
 // cached at all: deterministic (temperature 0, n 1) unless the alias or the
 // client opted in.
 func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
-	if !a.Cache.Enabled && req.Meta[MetaCache] != "on" {
+	if !a.Cache.Enabled && req.Hints.Cache != chat.CacheOn {
 		return "", false
 	}
 	deterministic := req.Temperature != nil && *req.Temperature == 0
-	if !deterministic && !a.Cache.Nondeterministic && req.Meta[MetaCache] != "on" {
+	if !deterministic && !a.Cache.Nondeterministic && req.Hints.Cache != chat.CacheOn {
 		return "", false
 	}
 	if req.Choices() > 1 {
@@ -522,8 +508,8 @@ func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
 		ResponseFormat    json.RawMessage
 		Extra             map[string]json.RawMessage
 		Sim               string
-	}{req.Meta[MetaTenant], req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
-		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Meta["sim"]}
+	}{req.Hints.Tenant, req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
+		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Hints.Sim}
 	b, err := json.Marshal(k)
 	if err != nil {
 		return "", false
