@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -49,7 +50,7 @@ type fakeRouter struct {
 	unknown string
 	// levers sets what the levers in front of the router report (a
 	// cache hit, a shared stream, a routing rule).
-	levers func(*router.Report)
+	levers func(*levers.Report)
 
 	mu     sync.Mutex
 	reqs   []*chat.Request
@@ -70,7 +71,7 @@ func (r *fakeRouter) Deadline(alias string, arrival time.Time, client time.Durat
 	return arrival.Add(timeout), nil
 }
 
-func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		r.mu.Lock()
 		r.reqs = append(r.reqs, req)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
-	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -145,7 +145,7 @@ type run struct {
 	yield  func(Event) bool
 	cancel context.CancelCauseFunc // cancels the work (runCtx)
 
-	rep        router.Report
+	rep        levers.Report
 	tally      metering.Tally
 	text       string // delivered
 	sentTokens chat.TokenCount
@@ -285,7 +285,7 @@ func (r *run) afterStream(ctx, runCtx context.Context, guard *remoteVerdict) {
 
 // stopModel records the model's stages from the router's report.
 func (r *run) stopModel(start time.Time) {
-	RecordAttempts(r.t.in.Budget, &r.rep, start, time.Now())
+	r.rep.AddStages(r.t.in.Budget, start, time.Now())
 }
 
 func verdictNote(v Verdict) string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -25,7 +26,7 @@ import (
 
 // Router is what the pipeline needs of the router.
 type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
 	// Deadline is router.Router.Deadline: when a request for alias must
 	// end, or why the alias is not served.
 	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)

@@ -16,6 +16,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/tracing"
@@ -30,7 +31,7 @@ type exchange struct {
 	start   time.Time
 	req     *chat.Request
 	stream  bool
-	rep     router.Report
+	rep     levers.Report
 	tally   metering.Tally
 	ttfw    time.Time // first visible byte flushed
 	err     error
@@ -296,7 +297,7 @@ func msString(d time.Duration) string {
 }
 
 // routeHeaders says which deployment served and how it got there.
-func routeHeaders(h http.Header, rep *router.Report) {
+func routeHeaders(h http.Header, rep *levers.Report) {
 	if rep.Deployment != "" {
 		h.Set("X-Firstword-Deployment", rep.Deployment)
 	}
@@ -494,7 +495,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 // finish meters and logs the request.
 func (s *Server) finish(r *http.Request, x *exchange) {
 	end := time.Now()
-	conversation.RecordAttempts(x.rec, &x.rep, x.routeAt, end)
+	x.rep.AddStages(x.rec, x.routeAt, end)
 	if !x.ttfw.IsZero() {
 		x.rec.FirstWord(x.ttfw)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -26,7 +27,7 @@ import (
 
 // Router is what the handlers need of the router.
 type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
+	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
 	// Deadline is router.Router.Deadline: when a request for alias must
 	// end, or why the alias is not served.
 	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 )
 
 // TestKeyCacheable checks which requests may be cached (and coalesced):
@@ -166,10 +165,10 @@ func TestCachePolicy(t *testing.T) {
 				var log strings.Builder
 				r := &scripted{script: tt.script}
 				l := cachedLevers(r, c, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime})))
-				ask := func(policy string, leaveAfter int) ([]chat.Chunk, *router.Report, error) {
+				ask := func(policy string, leaveAfter int) ([]chat.Chunk, *Report, error) {
 					req := question("chat", "Hi")
 					req.Hints.Cache = chat.CachePolicy(policy)
-					rep := &router.Report{}
+					rep := &Report{}
 					chunks, _, err := read(t.Context(), l, req, rep, leaveAfter)
 					// The write is in the background; the next request
 					// comes after it.
@@ -348,7 +347,7 @@ func TestReplay(t *testing.T) {
 				if tt.end > 0 {
 					time.AfterFunc(tt.end, func() { cancel(tt.cause) })
 				}
-				rep := &router.Report{}
+				rep := &Report{}
 				got, at, err := read(ctx, l, req, rep, 0)
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("chunks (-want +got):\n%s", diff)

@@ -30,7 +30,7 @@ type flight struct {
 }
 
 // coalesce joins the flight for key, starting it if there is none.
-func (l *Levers) coalesce(ctx context.Context, p *plan, rep *router.Report, store bool, yield func(chat.Chunk, error) bool) {
+func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool, yield func(chat.Chunk, error) bool) {
 	key := p.key
 	l.mu.Lock()
 	f := l.flights[key]
@@ -113,16 +113,13 @@ func (f *flight) broadcast() {
 }
 
 // follow delivers the flight's chunks to one subscriber, from the first.
-func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat.Chunk, error) bool) {
-	// What the levers decided for this subscriber stays its own: the
-	// flight may be another alias's whose rule chose the same one.
-	coalesced, rule, requested := rep.Coalesced, rep.Rule, rep.Requested
+func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk, error) bool) {
+	// The route is the flight's; what the levers decided for this
+	// subscriber (the rest of rep) stays its own: the flight may be
+	// another alias's whose rule chose the same one.
 	copyReport := func() {
-		share, part := rep.BillShare, rep.BillPart
-		*rep = f.snap
+		rep.Report = f.snap
 		rep.Attempts = slices.Clone(f.snap.Attempts)
-		rep.Coalesced, rep.BillShare, rep.BillPart = coalesced, share, part
-		rep.Rule, rep.Requested = rule, requested
 	}
 	leave := func() {
 		f.mu.Lock()

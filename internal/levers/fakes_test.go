@@ -144,7 +144,7 @@ func (c *mapCache) writes() int {
 // read streams req through l to its end, or until the client leaves
 // after leaveAfter chunks (0: never): the chunks, each delivered with the
 // time it took since the start, and the error.
-func read(ctx context.Context, l *Levers, req *chat.Request, rep *router.Report, leaveAfter int) ([]chat.Chunk, []time.Duration, error) {
+func read(ctx context.Context, l *Levers, req *chat.Request, rep *Report, leaveAfter int) ([]chat.Chunk, []time.Duration, error) {
 	start := time.Now()
 	var chunks []chat.Chunk
 	var at []time.Duration

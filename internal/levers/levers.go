@@ -195,14 +195,14 @@ func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
 // levers decide from the request alone is decided here; a request they
 // leave alone gets the router's stream itself, so the levers add no frame
 // to the path of its chunks.
-func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
 	if rep == nil {
-		rep = &router.Report{}
+		rep = &Report{}
 	}
 	rep.BillShare = 1
 	p := l.plan(req, rep)
 	if !p.cached && !p.coalesce {
-		return l.route(ctx, p, rep)
+		return l.route(ctx, p, &rep.Report)
 	}
 	return func(yield func(chat.Chunk, error) bool) {
 		store := false
@@ -220,9 +220,9 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *route
 		case p.coalesce:
 			l.coalesce(ctx, p, rep, store, yield)
 		case store:
-			l.forwardAndSave(ctx, p, rep, yield)
+			l.forwardAndSave(ctx, p, &rep.Report, yield)
 		default:
-			l.forward(ctx, p, rep, yield)
+			l.forward(ctx, p, &rep.Report, yield)
 		}
 	}
 }
@@ -242,7 +242,7 @@ type plan struct {
 
 // plan applies the routing rules and shaping of req's alias and decides
 // whether its answer is cached or coalesced.
-func (l *Levers) plan(req *chat.Request, rep *router.Report) *plan {
+func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
 		if _, err := l.opt.Inner.Deadline(req.Model, time.Time{}, 0); err != nil {
@@ -588,7 +588,7 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 
 // replay streams a cached answer: immediately, or paced at
 // ReplayTokensPerSecond. It costs no upstream tokens.
-func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *router.Report, yield func(chat.Chunk, error) bool) {
+func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *Report, yield func(chat.Chunk, error) bool) {
 	now := time.Now()
 	rep.Cached = true
 	rep.Deployment, rep.Model, rep.FirstToken, rep.BillShare = e.Deployment, e.Model, now, 0

@@ -231,7 +231,7 @@ func TestPromptCacheMetering(t *testing.T) {
 		{InputTokens: 188107, OutputTokens: 393, CacheWriteTokens: 188086},
 		{InputTokens: 188107, OutputTokens: 393, CachedInputTokens: 188086},
 	} {
-		rep := &router.Report{}
+		rep := &levers.Report{}
 		resp, err := chat.Collect(l.StreamReport(context.Background(), req, rep))
 		if err != nil {
 			t.Fatal(err)
@@ -287,7 +287,7 @@ func TestPromptCachingConversation(t *testing.T) {
 				msgs := []chat.Message{{Role: chat.RoleSystem, Content: system}}
 				for k := range turns {
 					msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("Conversation %d, question %d: what about the tent I bought last spring?", c, k+1)})
-					rep := &router.Report{}
+					rep := &levers.Report{}
 					start := time.Now()
 					var ttft time.Duration
 					var col chat.Collector

@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 )
 
 // TestShapeCaps checks the answer cap (clients may ask for less, never
@@ -144,7 +143,7 @@ func TestRulesRoute(t *testing.T) {
 			r := &scripted{script: hello}
 			l := New(Options{Inner: r, Aliases: map[string]Alias{"chat": chatLevers, "small": small}})
 			req := &chat.Request{Model: "chat", Hints: tt.hints, Messages: []chat.Message{{Role: chat.RoleUser, Content: "Where is my order?"}}}
-			rep := &router.Report{}
+			rep := &Report{}
 			if _, _, err := read(t.Context(), l, req, rep, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/levers"
 )
 
 // Status is how a request ended.
@@ -334,7 +334,7 @@ func Billed(u chat.Usage, cached bool, share float64, part [2]int) chat.Usage {
 // at the deployment that served it; and the attempts of rep that did not
 // give the answer (Spent), each priced at its own deployment. A request
 // no deployment answered has no answer: what it cost is its attempts'.
-func (p Prices) Charge(r *Record, u chat.Usage, rep *router.Report) {
+func (p Prices) Charge(r *Record, u chat.Usage, rep *levers.Report) {
 	if rep.Deployment == "" {
 		u = chat.Usage{}
 	}
