@@ -181,38 +181,23 @@ func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk,
 	}
 }
 
-// delivered tracks what one subscriber was sent, to end its stream as the
-// router ends one at its deadline.
-type delivered struct {
-	visible  bool
-	open     []int // choices begun and not finished
-	finished bool  // a choice finished
-}
+// delivered tallies what one subscriber was sent (chat.Tally), to end its
+// stream as the router ends one at its deadline.
+type delivered struct{ chat.Tally }
 
-func (d *delivered) add(c *chat.Chunk) {
-	if c.Visible() {
-		d.visible = true
-		if !slices.Contains(d.open, c.Choice) {
-			d.open = append(d.open, c.Choice)
-		}
-	}
-	if c.FinishReason != "" {
-		d.open = slices.DeleteFunc(d.open, func(ch int) bool { return ch == c.Choice })
-		d.finished = true
-	}
-}
+func (d *delivered) add(c *chat.Chunk) { d.Add(c) }
 
 // end ends a stream whose ctx is done: when its deadline passed after the
 // first token, every open choice finishes with FinishTimeout and what was
 // sent is kept (usage is then estimated from it); otherwise, an error.
 func (d *delivered) end(ctx context.Context, yield func(chat.Chunk, error) bool) {
 	cause := context.Cause(ctx)
-	if !d.visible || !errors.Is(cause, chat.ErrDeadline) {
+	if !d.Visible || !errors.Is(cause, chat.ErrDeadline) {
 		yield(chat.Chunk{}, cause)
 		return
 	}
-	open := d.open
-	if len(open) == 0 && d.finished {
+	open := d.Open()
+	if len(open) == 0 && d.Finish != "" {
 		return // every choice finished: a finish reason is never sent twice
 	}
 	if len(open) == 0 {

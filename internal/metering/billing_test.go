@@ -17,40 +17,6 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// TestTallyKeepsUsageSoFar: a stream that ends without the provider's
-// final usage is metered with what it reported before, plus an estimate
-// of the text after; its final usage replaces both.
-func TestTallyKeepsUsageSoFar(t *testing.T) {
-	req := &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}
-	start := chat.Chunk{Model: "m", UsageSoFar: &chat.Usage{InputTokens: 1234, OutputTokens: 1, CachedInputTokens: 1000}}
-	for _, tc := range []struct {
-		name   string
-		chunks []chat.Chunk
-		want   chat.Usage
-	}{
-		{"nothing reported", []chat.Chunk{{Model: "m"}, {Text: "Hello there"}},
-			chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: 3, Estimated: true}},
-		{"input reported, then text", []chat.Chunk{start, {Text: "Hello there"}},
-			chat.Usage{InputTokens: 1234, OutputTokens: 1 + 3, CachedInputTokens: 1000, Estimated: true}},
-		{"usage on a text chunk counts its text", []chat.Chunk{{Text: "Hello", UsageSoFar: &chat.Usage{InputTokens: 31, OutputTokens: 1}}, {Text: " world"}},
-			chat.Usage{InputTokens: 31, OutputTokens: 1 + 2, Estimated: true}},
-		{"reported up to the end", []chat.Chunk{{Text: "Hello world"}, {UsageSoFar: &chat.Usage{InputTokens: 31, OutputTokens: 7}}},
-			chat.Usage{InputTokens: 31, OutputTokens: 7}},
-		{"final usage wins", []chat.Chunk{start, {Text: "Hello there"}, {FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 1234, OutputTokens: 2}}},
-			chat.Usage{InputTokens: 1234, OutputTokens: 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var tl Tally
-			for i := range tc.chunks {
-				tl.Add(&tc.chunks[i])
-			}
-			if diff := cmp.Diff(tc.want, tl.Usage(req)); diff != "" {
-				t.Errorf("Usage (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 // TestCharge: the answer is priced at the deployment that served it, each
 // attempt that did not give it at its own; both are shared alike.
 func TestCharge(t *testing.T) {

@@ -553,8 +553,8 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 
 // cut ends every open choice with FinishTimeout and estimated usage.
 func (s *session) cut(t *tally) {
-	open := t.open()
-	if len(open) == 0 && !t.finished.empty() {
+	open := t.Open()
+	if len(open) == 0 && t.Finish != "" {
 		// Every choice had finished; the deadline only cut the wait for
 		// the end of the stream (a usage chunk, [DONE]). A finish reason
 		// is never sent twice: the usage alone ends it.
@@ -575,78 +575,28 @@ func (s *session) cut(t *tally) {
 	}
 }
 
-// tally tracks what an attempt produced: what was passed to the caller,
-// for estimated usage when a stream is cut, and for an attempt that did
-// not give the answer, what it cost.
-type tally struct {
-	out      chat.TokenCount // text after soFar (all of it without one)
-	seen     choiceSet       // choices that showed something
-	finished choiceSet       // choices that ended
-	reported *chat.Usage
-	soFar    *chat.Usage // the provider's last usage before its final one
-	chunks   int         // chunks received: the upstream took the request
-}
+// tally tracks what an attempt produced (chat.Tally): what was passed to
+// the caller, for estimated usage when a stream is cut, and for an attempt
+// that did not give the answer, what it cost.
+type tally struct{ chat.Tally }
 
-// choiceSet is a set of choice indexes (below chat.MaxChoices).
-type choiceSet [chat.MaxChoices / 64]uint64
-
-func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
-func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
-func (s *choiceSet) empty() bool    { return *s == choiceSet{} }
-
+// add counts c, first dropping usage no provider could mean: the request
+// is then metered as if none came (estimated, and flagged as missing),
+// and the client is not shown it.
 func (t *tally) add(c *chat.Chunk) {
-	t.chunks++
 	if c.Usage != nil && !c.Usage.Plausible() {
-		// Dropped: the request is metered as if no usage came (estimated,
-		// and flagged as missing), and the client is not shown it.
 		c.Usage = nil
 	}
 	if c.UsageSoFar != nil && !c.UsageSoFar.Plausible() {
 		c.UsageSoFar = nil
 	}
-	if c.Choice < 0 || c.Choice >= chat.MaxChoices {
-		return
-	}
-	if c.Visible() {
-		t.seen.add(c.Choice)
-		t.out.Add(c.Text)
-		t.out.Add(c.Refusal)
-		for _, tc := range c.ToolCalls {
-			t.out.Add(tc.Name)
-			t.out.Add(tc.Arguments)
-		}
-	}
-	if c.UsageSoFar != nil {
-		// Its counts include this chunk's text.
-		t.soFar, t.out = c.UsageSoFar, chat.TokenCount{}
-	}
-	if c.FinishReason != "" {
-		t.finished.add(c.Choice)
-	}
-	if c.Usage != nil {
-		t.reported = c.Usage
-	}
-}
-
-// open returns the choices that showed something and did not end.
-func (t *tally) open() []int {
-	var out []int
-	for ch := range chat.MaxChoices {
-		if t.seen.has(ch) && !t.finished.has(ch) {
-			out = append(out, ch)
-		}
-	}
-	return out
+	t.Add(c)
 }
 
 // usage is the provider's usage, or what it reported so far with an
 // estimate of the rest (see chat.EstimateUsage).
 func (t *tally) usage(req *chat.Request) *chat.Usage {
-	if t.reported != nil {
-		u := *t.reported
-		return &u
-	}
-	u := chat.EstimateUsage(req, t.soFar, &t.out)
+	u := t.Usage(req)
 	return &u
 }
 
@@ -654,7 +604,7 @@ func (t *tally) usage(req *chat.Request) *chat.Usage {
 // or nil when nothing came back and the router did not give up on it
 // (see session.spend).
 func (t *tally) spent(req *chat.Request, gaveUp bool) *chat.Usage {
-	if t.chunks == 0 && !gaveUp {
+	if t.Chunks == 0 && !gaveUp {
 		return nil
 	}
 	return t.usage(req)
