@@ -480,38 +480,15 @@ func (r *run) req() *chat.Request {
 // any sharing (see metering.Prices.Charge).
 func (r *run) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	t := r.t
-	rec := t.in.Budget
-	total := rec.TTC()
-	if total == 0 {
-		total = time.Since(rec.Start())
+	if t.s.opt.Meter == nil {
+		return
 	}
-	mr := &metering.Record{
-		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID,
-		Alias: t.in.Model, Deployment: r.rep.Deployment, Model: r.rep.Model, Stream: true,
-		Status: meterStatus(m.Status), FinishReason: m.FinishReason,
-		TTFW: rec.TTFW(), Total: total, Attempts: r.rep.Tries(),
-		Fallbacks: r.rep.Fallbacks(), ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
-		Hedged: r.rep.Hedged(), Retries: r.rep.Retries(), Gaps: &r.tally.Gaps, Timings: rec,
-		TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
+	q := metering.Request{
+		ID: t.in.RequestID, Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID, Alias: t.in.Model, Stream: true,
+		Timings: t.in.Budget, TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
 	}
-	if r.tally.Visible {
-		mr.StreamMs = float64(r.tally.Last.Sub(r.tally.First).Microseconds()) / 1000
-	}
-	if !r.rep.FirstToken.IsZero() {
-		mr.TTFT = r.rep.FirstToken.Sub(rec.Start())
-	}
-	if len(r.rep.Attempts) > 1 {
-		mr.Route = r.rep.Route()
-	}
-	t.s.opt.Prices.Charge(mr, u, &r.rep)
-	mr.UsageMissing = m.Status == store.StatusComplete && r.tally.Reported == nil && !r.rep.Cached
-	mr.Cached, mr.Coalesced, mr.Rule = r.rep.Cached, r.rep.Coalesced, r.rep.Rule
-	if mr.Rule != "" {
-		mr.RoutedTo = r.rep.Alias
-	}
-	if t.s.opt.Meter != nil {
-		t.s.opt.Meter.Record(ctx, mr)
-	}
+	e := metering.Ending{Status: meterStatus(m.Status), ErrorCode: m.ErrorCode, Error: m.ErrorMessage}
+	t.s.opt.Meter.Record(ctx, t.s.opt.Prices.Build(q, &r.rep, &r.tally, u, e))
 }
 
 func meterStatus(s store.Status) metering.Status {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
@@ -500,67 +499,32 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 		x.rec.FirstWord(x.ttfw)
 	}
 	x.rec.Complete(end)
-	rec := &metering.Record{
-		RequestID:    x.id,
-		Time:         x.start,
-		Surface:      x.surface,
-		Tenant:       x.tenant,
-		User:         x.user,
-		Alias:        x.req.Model,
-		Deployment:   x.rep.Deployment,
-		Model:        x.rep.Model,
-		Stream:       x.stream,
-		FinishReason: string(x.tally.Finish),
-		Cached:       x.rep.Cached,
-		Coalesced:    x.rep.Coalesced,
-		Rule:         x.rep.Rule,
-		Total:        end.Sub(x.start),
-		Attempts:     x.rep.Tries(),
-		Fallbacks:    x.rep.Fallbacks(),
-		Hedged:       x.rep.Hedged(),
-		Retries:      x.rep.Retries(),
-		Gaps:         &x.tally.Gaps,
-		Timings:      x.rec,
-		TraceID:      x.trace.String(),
-		TraceParent:  x.parent,
+	q := metering.Request{
+		ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, Alias: x.req.Model, Stream: x.stream,
+		Timings: x.rec, TraceID: x.trace.String(), TraceParent: x.parent,
 	}
-	if x.tally.Visible {
-		rec.StreamMs = float64(x.tally.Last.Sub(x.tally.First).Microseconds()) / 1000
-	}
-	if len(x.rep.Attempts) > 1 {
-		rec.Route = x.rep.Route()
-	}
-	if x.rep.Rule != "" {
-		rec.RoutedTo = x.rep.Alias
-	}
-	if !x.rep.FirstToken.IsZero() {
-		rec.TTFT = x.rep.FirstToken.Sub(x.start)
-	}
-	s.opt.Prices.Charge(rec, x.tally.Usage(x.req), &x.rep)
-	if !x.ttfw.IsZero() {
-		rec.TTFW = x.ttfw.Sub(x.start)
-	}
+	rec := s.opt.Prices.Build(q, &x.rep, &x.tally, x.tally.Usage(x.req), x.ending(r))
+	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
+}
+
+// ending is how the request ended, for its record.
+func (x *exchange) ending(r *http.Request) metering.Ending {
 	switch {
 	case x.err == nil && x.tally.Finish == chat.FinishTimeout:
-		rec.Status = metering.StatusTimeout
+		return metering.Ending{Status: metering.StatusTimeout}
 	case x.err == nil:
-		rec.Status = metering.StatusComplete
-		rec.UsageMissing = x.tally.Reported == nil && !x.rep.Cached
+		return metering.Ending{Status: metering.StatusComplete}
 	case errors.Is(x.err, chat.ErrShutdown):
-		rec.Status = metering.StatusInterrupted
-		rec.ErrorCode, rec.Error = conversation.ShutdownCode, chat.ErrShutdown.Error()
+		return metering.Ending{Status: metering.StatusInterrupted, ErrorCode: string(chat.CategoryShuttingDown), Error: chat.ErrShutdown.Error()}
 	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
-		rec.Status = metering.StatusCancelled
-	default:
-		ce := chat.AsError(x.err)
-		rec.Status = metering.StatusError
-		if ce.Category == chat.CategoryTimeout {
-			rec.Status = metering.StatusTimeout
-		}
-		rec.ErrorCode = string(ce.Category)
-		rec.Error = ce.Error()
+		return metering.Ending{Status: metering.StatusCancelled}
 	}
-	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
+	ce := chat.AsError(x.err)
+	e := metering.Ending{Status: metering.StatusError, ErrorCode: string(ce.Category), Error: ce.Error()}
+	if ce.Category == chat.CategoryTimeout {
+		e.Status = metering.StatusTimeout
+	}
+	return e
 }
 
 // maxCoalesce bounds how much a stream holds back while later chunks that
