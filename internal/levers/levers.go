@@ -3,7 +3,8 @@
 // smaller model where it is good enough (routing rules), cache (replay a
 // complete answer as a stream), share identical requests in flight (one
 // upstream stream, many subscribers), and mark the stable prompt prefix for
-// provider prompt caching. *Levers is used exactly like the router.
+// provider prompt caching. *Levers is used like the router, with a report
+// of its own (Report) that holds the router's.
 package levers
 
 import (
@@ -191,10 +192,11 @@ func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
 // Health implements the router's Health.
 func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
 
-// StreamReport routes req through the levers to the router. What the
-// levers decide from the request alone is decided here; a request they
-// leave alone gets the router's stream itself, so the levers add no frame
-// to the path of its chunks.
+// StreamReport routes req through the levers to the router, filling rep
+// (nil: none wanted) with what both did. What the levers decide from the
+// request alone is decided here; a request they leave alone gets the
+// router's stream itself, so the levers add no frame to the path of its
+// chunks.
 func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
 	if rep == nil {
 		rep = &Report{}
