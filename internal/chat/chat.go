@@ -118,10 +118,36 @@ type Request struct {
 	// Extra holds request fields this package does not model; adapters
 	// speaking the same wire format pass them through unchanged.
 	Extra map[string]json.RawMessage
-	// Meta carries per-request hints for providers that understand them
-	// (the sim reads its fault directives here). Never sent upstream.
-	Meta map[string]string
+	// Hints are what the client asked of the gateway besides the request
+	// itself. Never sent upstream.
+	Hints Hints
 }
+
+// Hints are a request's asks of the gateway itself, from the client's
+// headers: they steer the levers (the response cache, routing rules) and
+// the simulated provider.
+type Hints struct {
+	// Tenant scopes the response cache: tenants never share answers.
+	Tenant string
+	// Cache is the client's cache policy.
+	Cache CachePolicy
+	// Hint is the client's routing hint (X-Firstword-Hint), e.g. "fast";
+	// RouteTag its route tag (X-Firstword-Route-Tag). Routing rules
+	// match them.
+	Hint, RouteTag string
+	// Sim is a directive for the simulated provider (X-Firstword-Sim).
+	Sim string
+}
+
+// CachePolicy is what the client says of the response cache.
+type CachePolicy string
+
+const (
+	CacheDefault CachePolicy = ""         // the alias's configuration decides
+	CacheBypass  CachePolicy = "bypass"   // read nothing (Cache-Control: no-cache); the answer is still stored
+	CacheNoStore CachePolicy = "no-store" // store nothing (Cache-Control: no-store)
+	CacheOn      CachePolicy = "on"       // cache even a non-deterministic request (X-Firstword-Cache: on)
+)
 
 // Clone returns a copy of r that can be changed without changing r. Slices
 // of messages and tools are copied; their elements' contents are shared.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -49,24 +50,28 @@ type fakeRouter struct {
 	unknown string
 	// levers sets what the levers in front of the router report (a
 	// cache hit, a shared stream, a routing rule).
-	levers func(*router.Report)
+	levers func(*levers.Report)
 
 	mu     sync.Mutex
 	reqs   []*chat.Request
 	causes []error // context.Cause of each stream's ctx as it ended
 }
 
-func (r *fakeRouter) Timeout(alias string) (time.Duration, bool) {
+func (r *fakeRouter) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
 	if alias == r.unknown {
-		return 0, false
+		return time.Time{}, router.ErrUnknownModel
 	}
-	if r.timeout == 0 {
-		return time.Minute, true
+	timeout := r.timeout
+	if timeout == 0 {
+		timeout = time.Minute
 	}
-	return r.timeout, true
+	if client > 0 && client < timeout {
+		timeout = client
+	}
+	return arrival.Add(timeout), nil
 }
 
-func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		r.mu.Lock()
 		r.reqs = append(r.reqs, req)

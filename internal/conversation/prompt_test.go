@@ -59,10 +59,10 @@ func TestPrompt(t *testing.T) {
 				}
 				return tt.system
 			}})
-			turn := &Turn{s: s, in: Input{Model: "chat", Meta: map[string]string{"sim": "echo"}}}
+			turn := &Turn{s: s, in: Input{Model: "chat", Hints: chat.Hints{Sim: "echo"}}}
 			req := turn.prompt("Returns?", &gathered{history: tt.history, texts: tt.texts})
-			if req.Model != "chat" || req.Meta["sim"] != "echo" {
-				t.Errorf("model %q, meta %v", req.Model, req.Meta)
+			if req.Model != "chat" || req.Hints.Sim != "echo" {
+				t.Errorf("model %q, hints %+v", req.Model, req.Hints)
 			}
 			if diff := cmp.Diff(tt.want, req.Messages); diff != "" {
 				t.Errorf("messages (-want +got):\n%s", diff)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
-	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -96,7 +96,7 @@ type SourceReport struct {
 // refuse and failContext end through finish too: one place saves the
 // message, sends the last event and meters the turn.
 func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.in.Budget.Start().Add(t.timeout), chat.ErrDeadline)
+	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.deadline, chat.ErrDeadline)
 	defer cancelDeadline()
 	// The work runs under runCtx, which the guard's block and the
 	// client's refusing an event cancel with their cause. ctx is left
@@ -145,7 +145,7 @@ type run struct {
 	yield  func(Event) bool
 	cancel context.CancelCauseFunc // cancels the work (runCtx)
 
-	rep        router.Report
+	rep        levers.Report
 	tally      metering.Tally
 	text       string // delivered
 	sentTokens chat.TokenCount
@@ -285,7 +285,7 @@ func (r *run) afterStream(ctx, runCtx context.Context, guard *remoteVerdict) {
 
 // stopModel records the model's stages from the router's report.
 func (r *run) stopModel(start time.Time) {
-	RecordAttempts(r.t.in.Budget, &r.rep, start, time.Now())
+	r.rep.AddStages(r.t.in.Budget, start, time.Now())
 }
 
 func verdictNote(v Verdict) string {
@@ -480,38 +480,15 @@ func (r *run) req() *chat.Request {
 // any sharing (see metering.Prices.Charge).
 func (r *run) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 	t := r.t
-	rec := t.in.Budget
-	total := rec.TTC()
-	if total == 0 {
-		total = time.Since(rec.Start())
+	if t.s.opt.Meter == nil {
+		return
 	}
-	mr := &metering.Record{
-		RequestID: t.in.RequestID, Time: rec.Start(), Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID,
-		Alias: t.in.Model, Deployment: r.rep.Deployment, Model: r.rep.Model, Stream: true,
-		Status: meterStatus(m.Status), FinishReason: m.FinishReason,
-		TTFW: rec.TTFW(), Total: total, Attempts: r.rep.Tries(),
-		Fallbacks: r.rep.Fallbacks(), ErrorCode: m.ErrorCode, Error: m.ErrorMessage,
-		Hedged: r.rep.Hedged(), Retries: r.rep.Retries(), Gaps: &r.tally.Gaps, Timings: rec,
-		TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
+	q := metering.Request{
+		ID: t.in.RequestID, Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID, Alias: t.in.Model, Stream: true,
+		Timings: t.in.Budget, TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
 	}
-	if r.tally.Visible {
-		mr.StreamMs = float64(r.tally.Last.Sub(r.tally.First).Microseconds()) / 1000
-	}
-	if !r.rep.FirstToken.IsZero() {
-		mr.TTFT = r.rep.FirstToken.Sub(rec.Start())
-	}
-	if len(r.rep.Attempts) > 1 {
-		mr.Route = r.rep.Route()
-	}
-	t.s.opt.Prices.Charge(mr, u, &r.rep)
-	mr.UsageMissing = m.Status == store.StatusComplete && r.tally.Reported == nil && !r.rep.Cached
-	mr.Cached, mr.Coalesced, mr.Rule = r.rep.Cached, r.rep.Coalesced, r.rep.Rule
-	if mr.Rule != "" {
-		mr.RoutedTo = r.rep.Alias
-	}
-	if t.s.opt.Meter != nil {
-		t.s.opt.Meter.Record(ctx, mr)
-	}
+	e := metering.Ending{Status: meterStatus(m.Status), ErrorCode: m.ErrorCode, Error: m.ErrorMessage}
+	t.s.opt.Meter.Record(ctx, t.s.opt.Prices.Build(q, &r.rep, &r.tally, u, e))
 }
 
 func meterStatus(s store.Status) metering.Status {
@@ -677,5 +654,5 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: "Context for this question:\n\n" + strings.Join(g.texts, "\n\n")})
 	}
 	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: text, CacheBreakpoint: len(g.texts) == 0})
-	return &chat.Request{Model: t.in.Model, Messages: msgs, Meta: t.in.Meta}
+	return &chat.Request{Model: t.in.Model, Messages: msgs, Hints: t.in.Hints}
 }

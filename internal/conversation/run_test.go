@@ -15,8 +15,8 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
-	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -290,7 +290,7 @@ func TestRunEndings(t *testing.T) {
 			// A cache hit costs nothing; the client still sees the
 			// answer's usage.
 			name:   "done from the cache",
-			setup:  setup{router: &fakeRouter{script: answer, levers: func(rep *router.Report) { rep.Cached, rep.BillShare = true, 0 }}},
+			setup:  setup{router: &fakeRouter{script: answer, levers: func(rep *levers.Report) { rep.Cached, rep.BillShare = true, 0 }}},
 			events: []Event{delta("Hel"), delta("lo"), done(func(d *Done) { d.Usage, d.Cached = chat.Usage{InputTokens: 10, OutputTokens: 2}, true })},
 			saved: saved(func(m *store.Message) {
 				m.Status, m.Content, m.FinishReason, m.Deployment, m.InputTokens, m.OutputTokens = store.StatusComplete, "Hello", "stop", "dep", 10, 2
@@ -305,7 +305,7 @@ func TestRunEndings(t *testing.T) {
 			// A stream shared by two requests, routed by a rule: each is
 			// billed its half.
 			name: "done, shared and routed by a rule",
-			setup: setup{router: &fakeRouter{script: answer, levers: func(rep *router.Report) {
+			setup: setup{router: &fakeRouter{script: answer, levers: func(rep *levers.Report) {
 				rep.Coalesced, rep.BillShare, rep.BillPart = true, 0.5, [2]int{0, 2}
 				rep.Rule, rep.Requested, rep.Alias = "short", "chat", "chat-small"
 			}}},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
@@ -25,8 +26,10 @@ import (
 
 // Router is what the pipeline needs of the router.
 type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
-	Timeout(alias string) (time.Duration, bool)
+	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
+	// Deadline is router.Router.Deadline: when a request for alias must
+	// end, or why the alias is not served.
+	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
 }
 
 // Verdict is a guard's decision on a message.
@@ -142,8 +145,8 @@ type Input struct {
 	Message             string
 	// Timeout is the client's tighter deadline (0: the alias's).
 	Timeout time.Duration
-	// Meta carries provider hints (the sim's directives).
-	Meta   map[string]string
+	// Hints are the client's hints to the levers and providers.
+	Hints  chat.Hints
 	Budget *budget.Recorder
 	// TraceID and TraceParent identify the request's trace.
 	TraceID, TraceParent string
@@ -163,13 +166,14 @@ const maxMessageBytes = 256 << 10
 // Turn is a prepared chat turn: the user's message is stored and the
 // assistant's placeholder exists. Run streams it.
 type Turn struct {
-	s            *Service
-	in           Input
-	conv         *store.Conversation
-	user         *store.Message
-	assistant    *store.Message
-	created      bool
-	timeout      time.Duration
+	s         *Service
+	in        Input
+	conv      *store.Conversation
+	user      *store.Message
+	assistant *store.Message
+	created   bool
+	// deadline ends the turn: the router's, from the request's arrival.
+	deadline     time.Time
 	historyUntil int // messages with Seq below this are history
 	// local is the local guard's verdict, taken before anything was
 	// stored, so that no stored copy (message, title) holds what it
@@ -188,23 +192,16 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	if len(in.Message) > maxMessageBytes || !utf8.ValidString(in.Message) {
 		return nil, ErrMessageTooBig
 	}
-	timeout, ok := s.opt.Router.Timeout(in.Model)
-	if !ok {
-		// Why, when the router can say (a PROVIDER/MODEL name while
-		// models_passthrough is off, say).
-		if r, ok := s.opt.Router.(interface {
-			Resolve(string) (time.Duration, error)
-		}); ok {
-			if _, err := r.Resolve(in.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
-				return nil, errors.Join(ErrUnknownModel, err)
-			}
+	deadline, err := s.opt.Router.Deadline(in.Model, in.Budget.Start(), in.Timeout)
+	if err != nil {
+		if errors.Is(err, router.ErrUnknownModel) {
+			return nil, ErrUnknownModel
 		}
-		return nil, ErrUnknownModel
+		// Why, when the router says more (a PROVIDER/MODEL name while
+		// models_passthrough is off, say).
+		return nil, errors.Join(ErrUnknownModel, err)
 	}
-	if in.Timeout > 0 && in.Timeout < timeout {
-		timeout = in.Timeout
-	}
-	t := &Turn{s: s, in: in, timeout: timeout}
+	t := &Turn{s: s, in: in, deadline: deadline}
 	// The local guard is microseconds: it runs first, so that redactions
 	// reach the store and the model in either guard mode.
 	content := in.Message

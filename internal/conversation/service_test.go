@@ -134,8 +134,8 @@ func TestPrepare(t *testing.T) {
 				t.Fatalf("Prepare: %v", err)
 			}
 			meta := turn.Meta()
-			if meta.Created != tt.created || meta.Model != "chat" || turn.timeout != tt.timeout {
-				t.Errorf("meta %+v, timeout %v; want created %v, model chat, timeout %v", meta, turn.timeout, tt.created, tt.timeout)
+			if timeout := turn.deadline.Sub(in.Budget.Start()); meta.Created != tt.created || meta.Model != "chat" || timeout != tt.timeout {
+				t.Errorf("meta %+v, deadline arrival+%v; want created %v, model chat, arrival+%v", meta, timeout, tt.created, tt.timeout)
 			}
 			c, err := st.GetConversation(t.Context(), in.TenantID, meta.ConversationID)
 			if err != nil {
@@ -177,7 +177,9 @@ type resolvingRouter struct {
 
 var errPassthroughOff = errors.New("models_passthrough is off")
 
-func (r resolvingRouter) Resolve(string) (time.Duration, error) { return 0, r.err }
+func (r resolvingRouter) Deadline(string, time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, r.err
+}
 
 func TestTitle(t *testing.T) {
 	tests := []struct{ msg, want string }{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
@@ -38,7 +39,7 @@ func benchServer(b *testing.B, p provider.Provider, observed bool) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt := Options{Router: r, Meter: metering.NewMemory(100)}
+	opt := Options{Router: noLevers(r), Meter: metering.NewMemory(100)}
 	if observed {
 		m := metrics.New(r.Health)
 		w := window.New(5*time.Minute, window.Targets{}, 50)
@@ -46,6 +47,12 @@ func benchServer(b *testing.B, p provider.Provider, observed bool) *Server {
 		opt.Streams = m
 	}
 	return New(opt)
+}
+
+// noLevers puts r behind levers that leave every request alone (no cache,
+// no coalescing, no rules), as the surfaces expect a router to be.
+func noLevers(r *router.Router) *levers.Levers {
+	return levers.New(levers.Options{Inner: r, Unlisted: &levers.Alias{}})
 }
 
 type windowMeter struct{ w *window.Window }

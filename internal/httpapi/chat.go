@@ -64,7 +64,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
 		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}
-	in.Meta = requestMeta(r, p.TenantID)
+	in.Hints = requestHints(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
 		return s.prepareError(err, body.Model)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/tracing"
@@ -30,7 +30,7 @@ type exchange struct {
 	start   time.Time
 	req     *chat.Request
 	stream  bool
-	rep     router.Report
+	rep     levers.Report
 	tally   metering.Tally
 	ttfw    time.Time // first visible byte flushed
 	err     error
@@ -243,33 +243,30 @@ func (s *Server) withinLimits(req *chat.Request) error {
 	return nil
 }
 
-// begin checks the alias and derives the request's context: its deadline
-// is the alias's timeout from when the request arrived, or the client's
-// tighter X-Request-Timeout; every attempt inside shares it. An unknown
-// model is a 404.
+// begin checks the alias and derives the request's context, ending at
+// the router's deadline for it (the alias's timeout from when the request
+// arrived, or the client's tighter X-Request-Timeout); every attempt
+// inside shares it. An unknown model is a 404.
 func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
-	timeout, ok := s.opt.Router.Timeout(x.req.Model)
-	if !ok {
-		// A PROVIDER/MODEL name may be refused for a reason of its own
-		// (models_passthrough is off, too many names in use): say it.
-		var why error
-		if r, ok := s.opt.Router.(interface {
-			Resolve(string) (time.Duration, error)
-		}); ok {
-			if _, err := r.Resolve(x.req.Model); err != nil && !errors.Is(err, router.ErrUnknownModel) {
-				why = err
-			}
-		}
-		return nil, nil, modelNotFound(x.req.Model, why)
+	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(r.Header))
+	if err != nil {
+		return nil, nil, modelNotFound(x.req.Model, notServed(err))
 	}
-	if d := clientDeadline(r.Header); d > 0 && d < timeout {
-		timeout = d
-	}
-	x.req.Meta = requestMeta(r, x.tenant)
-	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), x.start.Add(timeout), chat.ErrDeadline)
+	x.req.Hints = requestHints(r, x.tenant)
+	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), deadline, chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
 	return ctx, func(err error) { cancel(err); cancelDeadline() }, nil
+}
+
+// notServed is why the router does not serve a model, when it is more
+// than not knowing it: a PROVIDER/MODEL name may be refused for a reason
+// of its own (models_passthrough is off, too many names in use).
+func notServed(err error) error {
+	if errors.Is(err, router.ErrUnknownModel) {
+		return nil
+	}
+	return err
 }
 
 // commitHeaders are set when the response commits: the route, and the
@@ -299,7 +296,7 @@ func msString(d time.Duration) string {
 }
 
 // routeHeaders says which deployment served and how it got there.
-func routeHeaders(h http.Header, rep *router.Report) {
+func routeHeaders(h http.Header, rep *levers.Report) {
 	if rep.Deployment != "" {
 		h.Set("X-Firstword-Deployment", rep.Deployment)
 	}
@@ -497,72 +494,37 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 // finish meters and logs the request.
 func (s *Server) finish(r *http.Request, x *exchange) {
 	end := time.Now()
-	conversation.RecordAttempts(x.rec, &x.rep, x.routeAt, end)
+	x.rep.AddStages(x.rec, x.routeAt, end)
 	if !x.ttfw.IsZero() {
 		x.rec.FirstWord(x.ttfw)
 	}
 	x.rec.Complete(end)
-	rec := &metering.Record{
-		RequestID:    x.id,
-		Time:         x.start,
-		Surface:      x.surface,
-		Tenant:       x.tenant,
-		User:         x.user,
-		Alias:        x.req.Model,
-		Deployment:   x.rep.Deployment,
-		Model:        x.rep.Model,
-		Stream:       x.stream,
-		FinishReason: string(x.tally.Finish),
-		Cached:       x.rep.Cached,
-		Coalesced:    x.rep.Coalesced,
-		Rule:         x.rep.Rule,
-		Total:        end.Sub(x.start),
-		Attempts:     x.rep.Tries(),
-		Fallbacks:    x.rep.Fallbacks(),
-		Hedged:       x.rep.Hedged(),
-		Retries:      x.rep.Retries(),
-		Gaps:         &x.tally.Gaps,
-		Timings:      x.rec,
-		TraceID:      x.trace.String(),
-		TraceParent:  x.parent,
+	q := metering.Request{
+		ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, Alias: x.req.Model, Stream: x.stream,
+		Timings: x.rec, TraceID: x.trace.String(), TraceParent: x.parent,
 	}
-	if x.tally.Visible {
-		rec.StreamMs = float64(x.tally.Last.Sub(x.tally.First).Microseconds()) / 1000
-	}
-	if len(x.rep.Attempts) > 1 {
-		rec.Route = x.rep.Route()
-	}
-	if x.rep.Rule != "" {
-		rec.RoutedTo = x.rep.Alias
-	}
-	if !x.rep.FirstToken.IsZero() {
-		rec.TTFT = x.rep.FirstToken.Sub(x.start)
-	}
-	s.opt.Prices.Charge(rec, x.tally.Usage(x.req), &x.rep)
-	if !x.ttfw.IsZero() {
-		rec.TTFW = x.ttfw.Sub(x.start)
-	}
+	rec := s.opt.Prices.Build(q, &x.rep, &x.tally, x.tally.Usage(x.req), x.ending(r))
+	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
+}
+
+// ending is how the request ended, for its record.
+func (x *exchange) ending(r *http.Request) metering.Ending {
 	switch {
 	case x.err == nil && x.tally.Finish == chat.FinishTimeout:
-		rec.Status = metering.StatusTimeout
+		return metering.Ending{Status: metering.StatusTimeout}
 	case x.err == nil:
-		rec.Status = metering.StatusComplete
-		rec.UsageMissing = x.tally.Reported == nil && !x.rep.Cached
+		return metering.Ending{Status: metering.StatusComplete}
 	case errors.Is(x.err, chat.ErrShutdown):
-		rec.Status = metering.StatusInterrupted
-		rec.ErrorCode, rec.Error = conversation.ShutdownCode, chat.ErrShutdown.Error()
+		return metering.Ending{Status: metering.StatusInterrupted, ErrorCode: string(chat.CategoryShuttingDown), Error: chat.ErrShutdown.Error()}
 	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
-		rec.Status = metering.StatusCancelled
-	default:
-		ce := chat.AsError(x.err)
-		rec.Status = metering.StatusError
-		if ce.Category == chat.CategoryTimeout {
-			rec.Status = metering.StatusTimeout
-		}
-		rec.ErrorCode = string(ce.Category)
-		rec.Error = ce.Error()
+		return metering.Ending{Status: metering.StatusCancelled}
 	}
-	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
+	ce := chat.AsError(x.err)
+	e := metering.Ending{Status: metering.StatusError, ErrorCode: string(ce.Category), Error: ce.Error()}
+	if ce.Category == chat.CategoryTimeout {
+		e.Status = metering.StatusTimeout
+	}
+	return e
 }
 
 // maxCoalesce bounds how much a stream holds back while later chunks that

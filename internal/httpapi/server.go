@@ -28,8 +28,10 @@ import (
 
 // Router is what the handlers need of the router.
 type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
-	Timeout(alias string) (time.Duration, bool)
+	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
+	// Deadline is router.Router.Deadline: when a request for alias must
+	// end, or why the alias is not served.
+	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
 	Aliases() []string
 	Health() []router.Status
 }
@@ -213,31 +215,27 @@ func clientGone(r *http.Request) bool {
 	return ctx.Err() != nil && context.Cause(ctx) != chat.ErrShutdown
 }
 
-// requestMeta carries the request's hints to the levers and providers:
-// the tenant (which scopes the response cache), the client's cache policy
+// requestHints are the request's hints to the levers and providers: the
+// tenant (which scopes the response cache), the client's cache policy
 // (Cache-Control: no-cache reads nothing from the cache, no-store stores
 // nothing; X-Firstword-Cache: on caches a non-deterministic request), a
 // routing hint (X-Firstword-Hint), a route tag (X-Firstword-Route-Tag), and
 // a directive for the simulated provider (X-Firstword-Sim).
-func requestMeta(r *http.Request, tenant string) map[string]string {
-	m := map[string]string{levers.MetaTenant: tenant}
+func requestHints(r *http.Request, tenant string) chat.Hints {
+	h := chat.Hints{
+		Tenant:   tenant,
+		Hint:     r.Header.Get("X-Firstword-Hint"),
+		RouteTag: r.Header.Get("X-Firstword-Route-Tag"),
+		Sim:      r.Header.Get("X-Firstword-Sim"),
+	}
 	cc := strings.ToLower(r.Header.Get("Cache-Control"))
 	switch {
 	case strings.Contains(cc, "no-cache"):
-		m[levers.MetaCache] = "bypass"
+		h.Cache = chat.CacheBypass
 	case strings.Contains(cc, "no-store"):
-		m[levers.MetaCache] = "no-store"
+		h.Cache = chat.CacheNoStore
 	case strings.EqualFold(r.Header.Get("X-Firstword-Cache"), "on"):
-		m[levers.MetaCache] = "on"
+		h.Cache = chat.CacheOn
 	}
-	if v := r.Header.Get("X-Firstword-Hint"); v != "" {
-		m[levers.MetaHint] = v
-	}
-	if v := r.Header.Get("X-Firstword-Route-Tag"); v != "" {
-		m[levers.MetaRoute] = v
-	}
-	if v := r.Header.Get("X-Firstword-Sim"); v != "" {
-		m["sim"] = v
-	}
-	return m
+	return h
 }

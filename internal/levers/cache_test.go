@@ -15,7 +15,6 @@ import (
 
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 )
 
 // TestKeyCacheable checks which requests may be cached (and coalesced):
@@ -33,12 +32,12 @@ func TestKeyCacheable(t *testing.T) {
 		want bool
 	}{
 		{name: "cache off", a: Alias{}},
-		{name: "cache off, the client opted in", a: Alias{}, req: func(r *chat.Request) { r.Temperature, r.Meta = nil, map[string]string{MetaCache: "on"} }, want: true},
+		{name: "cache off, the client opted in", a: Alias{}, req: func(r *chat.Request) { r.Temperature, r.Hints.Cache = nil, chat.CacheOn }, want: true},
 		{name: "deterministic", a: on, want: true},
 		{name: "no temperature", a: on, req: func(r *chat.Request) { r.Temperature = nil }},
 		{name: "some temperature", a: on, req: func(r *chat.Request) { r.Temperature = new(0.7) }},
 		{name: "some temperature, non-deterministic cached", a: all, req: func(r *chat.Request) { r.Temperature = new(0.7) }, want: true},
-		{name: "some temperature, the client opted in", a: on, req: func(r *chat.Request) { r.Temperature, r.Meta = new(0.7), map[string]string{MetaCache: "on"} }, want: true},
+		{name: "some temperature, the client opted in", a: on, req: func(r *chat.Request) { r.Temperature, r.Hints.Cache = new(0.7), chat.CacheOn }, want: true},
 		{name: "two choices", a: all, req: func(r *chat.Request) { r.N = 2 }},
 		{name: "an extra field that is not JSON", a: all, req: func(r *chat.Request) { r.Extra = map[string]json.RawMessage{"x": json.RawMessage("{")} }},
 	}
@@ -63,7 +62,7 @@ func TestKeyCoversTheAnswer(t *testing.T) {
 	a.Cache.Enabled, a.Cache.Nondeterministic = true, true
 	base := func() *chat.Request {
 		r := question("chat", "Hi")
-		r.Meta = map[string]string{MetaTenant: "t1"}
+		r.Hints.Tenant = "t1"
 		return r
 	}
 	tests := []struct {
@@ -72,10 +71,10 @@ func TestKeyCoversTheAnswer(t *testing.T) {
 		same   bool
 	}{
 		{name: "nothing", change: func(*chat.Request) {}, same: true},
-		{name: "the routing hint", change: func(r *chat.Request) { r.Meta[MetaHint] = "fast" }, same: true},
-		{name: "the route tag", change: func(r *chat.Request) { r.Meta[MetaRoute] = "faq" }, same: true},
-		{name: "the cache policy", change: func(r *chat.Request) { r.Meta[MetaCache] = "on" }, same: true},
-		{name: "the tenant", change: func(r *chat.Request) { r.Meta[MetaTenant] = "t2" }},
+		{name: "the routing hint", change: func(r *chat.Request) { r.Hints.Hint = "fast" }, same: true},
+		{name: "the route tag", change: func(r *chat.Request) { r.Hints.RouteTag = "faq" }, same: true},
+		{name: "the cache policy", change: func(r *chat.Request) { r.Hints.Cache = chat.CacheOn }, same: true},
+		{name: "the tenant", change: func(r *chat.Request) { r.Hints.Tenant = "t2" }},
 		{name: "the alias", change: func(r *chat.Request) { r.Model = "small" }},
 		{name: "the message", change: func(r *chat.Request) { r.Messages[0].Content = "Hello" }},
 		{name: "a cache breakpoint", change: func(r *chat.Request) { r.Messages[0].CacheBreakpoint = true }},
@@ -86,7 +85,7 @@ func TestKeyCoversTheAnswer(t *testing.T) {
 		{name: "stop", change: func(r *chat.Request) { r.Stop = []string{"."} }},
 		{name: "the seed", change: func(r *chat.Request) { r.Seed = new(int64(7)) }},
 		{name: "the response format", change: func(r *chat.Request) { r.ResponseFormat = json.RawMessage(`{"type":"json_object"}`) }},
-		{name: "a sim directive", change: func(r *chat.Request) { r.Meta["sim"] = "echo" }},
+		{name: "a sim directive", change: func(r *chat.Request) { r.Hints.Sim = "echo" }},
 	}
 	l := New(Options{})
 	want, _ := l.key(base(), a)
@@ -166,12 +165,10 @@ func TestCachePolicy(t *testing.T) {
 				var log strings.Builder
 				r := &scripted{script: tt.script}
 				l := cachedLevers(r, c, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime})))
-				ask := func(policy string, leaveAfter int) ([]chat.Chunk, *router.Report, error) {
+				ask := func(policy string, leaveAfter int) ([]chat.Chunk, *Report, error) {
 					req := question("chat", "Hi")
-					if policy != "" {
-						req.Meta = map[string]string{MetaCache: policy}
-					}
-					rep := &router.Report{}
+					req.Hints.Cache = chat.CachePolicy(policy)
+					rep := &Report{}
 					chunks, _, err := read(t.Context(), l, req, rep, leaveAfter)
 					// The write is in the background; the next request
 					// comes after it.
@@ -350,7 +347,7 @@ func TestReplay(t *testing.T) {
 				if tt.end > 0 {
 					time.AfterFunc(tt.end, func() { cancel(tt.cause) })
 				}
-				rep := &router.Report{}
+				rep := &Report{}
 				got, at, err := read(ctx, l, req, rep, 0)
 				if diff := cmp.Diff(tt.want, got); diff != "" {
 					t.Errorf("chunks (-want +got):\n%s", diff)

@@ -30,7 +30,7 @@ type flight struct {
 }
 
 // coalesce joins the flight for key, starting it if there is none.
-func (l *Levers) coalesce(ctx context.Context, p *plan, rep *router.Report, store bool, yield func(chat.Chunk, error) bool) {
+func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool, yield func(chat.Chunk, error) bool) {
 	key := p.key
 	l.mu.Lock()
 	f := l.flights[key]
@@ -113,16 +113,13 @@ func (f *flight) broadcast() {
 }
 
 // follow delivers the flight's chunks to one subscriber, from the first.
-func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat.Chunk, error) bool) {
-	// What the levers decided for this subscriber stays its own: the
-	// flight may be another alias's whose rule chose the same one.
-	coalesced, rule, requested := rep.Coalesced, rep.Rule, rep.Requested
+func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk, error) bool) {
+	// The route is the flight's; what the levers decided for this
+	// subscriber (the rest of rep) stays its own: the flight may be
+	// another alias's whose rule chose the same one.
 	copyReport := func() {
-		share, part := rep.BillShare, rep.BillPart
-		*rep = f.snap
+		rep.Report = f.snap
 		rep.Attempts = slices.Clone(f.snap.Attempts)
-		rep.Coalesced, rep.BillShare, rep.BillPart = coalesced, share, part
-		rep.Rule, rep.Requested = rule, requested
 	}
 	leave := func() {
 		f.mu.Lock()
@@ -184,38 +181,23 @@ func (f *flight) follow(ctx context.Context, rep *router.Report, yield func(chat
 	}
 }
 
-// delivered tracks what one subscriber was sent, to end its stream as the
-// router ends one at its deadline.
-type delivered struct {
-	visible  bool
-	open     []int // choices begun and not finished
-	finished bool  // a choice finished
-}
+// delivered tallies what one subscriber was sent (chat.Tally), to end its
+// stream as the router ends one at its deadline.
+type delivered struct{ chat.Tally }
 
-func (d *delivered) add(c *chat.Chunk) {
-	if c.Visible() {
-		d.visible = true
-		if !slices.Contains(d.open, c.Choice) {
-			d.open = append(d.open, c.Choice)
-		}
-	}
-	if c.FinishReason != "" {
-		d.open = slices.DeleteFunc(d.open, func(ch int) bool { return ch == c.Choice })
-		d.finished = true
-	}
-}
+func (d *delivered) add(c *chat.Chunk) { d.Add(c) }
 
 // end ends a stream whose ctx is done: when its deadline passed after the
 // first token, every open choice finishes with FinishTimeout and what was
 // sent is kept (usage is then estimated from it); otherwise, an error.
 func (d *delivered) end(ctx context.Context, yield func(chat.Chunk, error) bool) {
 	cause := context.Cause(ctx)
-	if !d.visible || !errors.Is(cause, chat.ErrDeadline) {
+	if !d.Visible || !errors.Is(cause, chat.ErrDeadline) {
 		yield(chat.Chunk{}, cause)
 		return
 	}
-	open := d.open
-	if len(open) == 0 && d.finished {
+	open := d.Open()
+	if len(open) == 0 && d.Finish != "" {
 		return // every choice finished: a finish reason is never sent twice
 	}
 	if len(open) == 0 {

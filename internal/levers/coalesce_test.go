@@ -14,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 )
 
 // subscriber is one client of identical requests.
@@ -63,7 +62,7 @@ func subscribe(t *testing.T, l *Levers, subs []subscriber) []heard {
 		}
 		wg.Go(func() {
 			time.Sleep(s.join)
-			rep := &router.Report{}
+			rep := &Report{}
 			chunks, _, err := read(ctx, l, question("chat", "Hi"), rep, s.leaveAfter)
 			out[i] = heard{Chunks: show(chunks), Err: err, Coalesced: rep.Coalesced, Share: rep.BillShare, Part: rep.BillPart}
 			if len(chunks) > 0 && (rep.Deployment != "dep" || rep.FirstToken.IsZero() || len(rep.Attempts) != 1) {
@@ -236,7 +235,7 @@ func TestCoalesceLeaveAfterTheEnd(t *testing.T) {
 		wg.Go(func() { leader, _, _ = read(t.Context(), l, question("chat", "Hi"), nil, 0) })
 		wg.Go(func() {
 			time.Sleep(50 * time.Millisecond)
-			for _, err := range l.StreamReport(t.Context(), question("chat", "Hi"), &router.Report{}) {
+			for _, err := range l.StreamReport(t.Context(), question("chat", "Hi"), &Report{}) {
 				if err != nil {
 					t.Errorf("the follower: %v", err)
 				}
@@ -285,7 +284,7 @@ func TestCoalesceStores(t *testing.T) {
 		a.Cache.Enabled = true
 		l := New(Options{Inner: r, Cache: c, Aliases: map[string]Alias{"chat": a}})
 		subscribe(t, l, []subscriber{{}, {join: 50 * time.Millisecond}})
-		rep := &router.Report{}
+		rep := &Report{}
 		chunks, _, err := read(t.Context(), l, question("chat", "Hi"), rep, 0)
 		if diff := cmp.Diff([]string{"Hel", "lo", "[stop]"}, show(chunks)); diff != "" || err != nil || !rep.Cached {
 			t.Errorf("after the flight: cached %v, %v (-want +got):\n%s", rep.Cached, err, diff)

@@ -84,8 +84,11 @@ func (s *scripted) StreamFallback(ctx context.Context, req, _ *chat.Request, rep
 	return s.StreamReport(ctx, req, rep)
 }
 
-func (s *scripted) Timeout(alias string) (time.Duration, bool) {
-	return time.Minute, alias != "unknown"
+func (s *scripted) Deadline(alias string, arrival time.Time, _ time.Duration) (time.Time, error) {
+	if alias == "unknown" {
+		return time.Time{}, router.ErrUnknownModel
+	}
+	return arrival.Add(time.Minute), nil
 }
 func (s *scripted) Aliases() []string { return []string{"chat", "small"} }
 func (s *scripted) Health() []router.Status {
@@ -141,7 +144,7 @@ func (c *mapCache) writes() int {
 // read streams req through l to its end, or until the client leaves
 // after leaveAfter chunks (0: never): the chunks, each delivered with the
 // time it took since the start, and the error.
-func read(ctx context.Context, l *Levers, req *chat.Request, rep *router.Report, leaveAfter int) ([]chat.Chunk, []time.Duration, error) {
+func read(ctx context.Context, l *Levers, req *chat.Request, rep *Report, leaveAfter int) ([]chat.Chunk, []time.Duration, error) {
 	start := time.Now()
 	var chunks []chat.Chunk
 	var at []time.Duration

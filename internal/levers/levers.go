@@ -3,7 +3,8 @@
 // smaller model where it is good enough (routing rules), cache (replay a
 // complete answer as a stream), share identical requests in flight (one
 // upstream stream, many subscribers), and mark the stable prompt prefix for
-// provider prompt caching. *Levers is used exactly like the router.
+// provider prompt caching. *Levers is used like the router, with a report
+// of its own (Report) that holds the router's.
 package levers
 
 import (
@@ -25,27 +26,15 @@ import (
 	"github.com/firstword/firstword/internal/router"
 )
 
-// Meta keys a surface sets on chat.Request.Meta for the levers.
-const (
-	// MetaTenant scopes cache keys, so tenants never share answers.
-	MetaTenant = "firstword.tenant"
-	// MetaCache is the client's cache policy: "bypass" (read nothing,
-	// from Cache-Control: no-cache), "no-store", or "on" (cache even a
-	// non-deterministic request, from X-Firstword-Cache: on).
-	MetaCache = "firstword.cache"
-	// MetaHint is the client's routing hint (X-Firstword-Hint), e.g. "fast".
-	MetaHint = "firstword.hint"
-	// MetaRoute is the request's route or tag (X-Firstword-Route-Tag).
-	MetaRoute = "firstword.route"
-)
-
 // Inner is the router the levers sit in front of.
 type Inner interface {
 	StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream
 	// StreamFallback routes req, and fallback if req's alias fails before
 	// the first token (see router.Router.StreamFallback).
 	StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *router.Report) chat.Stream
-	Timeout(alias string) (time.Duration, bool)
+	// Deadline is router.Router.Deadline: its error says the alias is
+	// not served.
+	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
 	Aliases() []string
 	Health() []router.Status
 }
@@ -181,21 +170,9 @@ func (l *Levers) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Timeout implements the router's Timeout.
-func (l *Levers) Timeout(alias string) (time.Duration, bool) { return l.opt.Inner.Timeout(alias) }
-
-// Resolve implements the router's Resolve: the alias's timeout, or why it
-// is not served (router.ErrUnknownModel when the router cannot say).
-func (l *Levers) Resolve(name string) (time.Duration, error) {
-	if r, ok := l.opt.Inner.(interface {
-		Resolve(string) (time.Duration, error)
-	}); ok {
-		return r.Resolve(name)
-	}
-	if d, ok := l.opt.Inner.Timeout(name); ok {
-		return d, nil
-	}
-	return 0, router.ErrUnknownModel
+// Deadline implements the router's Deadline.
+func (l *Levers) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
+	return l.opt.Inner.Deadline(alias, arrival, client)
 }
 
 // PassthroughModels implements the router's PassthroughModels (none when
@@ -215,38 +192,39 @@ func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
 // Health implements the router's Health.
 func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
 
-// StreamReport routes req through the levers to the router. What the
-// levers decide from the request alone is decided here; a request they
-// leave alone gets the router's stream itself, so the levers add no frame
-// to the path of its chunks.
-func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
+// StreamReport routes req through the levers to the router, filling rep
+// (nil: none wanted) with what both did. What the levers decide from the
+// request alone is decided here; a request they leave alone gets the
+// router's stream itself, so the levers add no frame to the path of its
+// chunks.
+func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
 	if rep == nil {
-		rep = &router.Report{}
+		rep = &Report{}
 	}
 	rep.BillShare = 1
 	p := l.plan(req, rep)
 	if !p.cached && !p.coalesce {
-		return l.route(ctx, p, rep)
+		return l.route(ctx, p, &rep.Report)
 	}
 	return func(yield func(chat.Chunk, error) bool) {
 		store := false
 		if p.cached {
-			policy := p.req.Meta[MetaCache]
-			if policy != "bypass" {
+			policy := p.req.Hints.Cache
+			if policy != chat.CacheBypass {
 				if e := l.lookup(ctx, p.key); e != nil {
 					l.replay(ctx, e, rep, yield)
 					return
 				}
 			}
-			store = policy != "no-store"
+			store = policy != chat.CacheNoStore
 		}
 		switch {
 		case p.coalesce:
 			l.coalesce(ctx, p, rep, store, yield)
 		case store:
-			l.forwardAndSave(ctx, p, rep, yield)
+			l.forwardAndSave(ctx, p, &rep.Report, yield)
 		default:
-			l.forward(ctx, p, rep, yield)
+			l.forward(ctx, p, &rep.Report, yield)
 		}
 	}
 }
@@ -266,10 +244,10 @@ type plan struct {
 
 // plan applies the routing rules and shaping of req's alias and decides
 // whether its answer is cached or coalesced.
-func (l *Levers) plan(req *chat.Request, rep *router.Report) *plan {
+func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
-		if _, served := l.opt.Inner.Timeout(req.Model); !served {
+		if _, err := l.opt.Inner.Deadline(req.Model, time.Time{}, 0); err != nil {
 			// Unknown: straight to the router, which answers for it.
 			return &plan{req: req}
 		}
@@ -340,10 +318,10 @@ func (r *Rule) matches(req *chat.Request) bool {
 	if r.MaxInputTokens > 0 && chat.EstimateInputTokens(req) > r.MaxInputTokens {
 		return false
 	}
-	if r.Hint != "" && req.Meta[MetaHint] != r.Hint {
+	if r.Hint != "" && req.Hints.Hint != r.Hint {
 		return false
 	}
-	if r.Route != "" && req.Meta[MetaRoute] != r.Route {
+	if r.Route != "" && req.Hints.RouteTag != r.Route {
 		return false
 	}
 	if len(r.Keywords) > 0 {
@@ -508,11 +486,11 @@ func lastTurns(msgs []chat.Message) (last, prev int) {
 // cached at all: deterministic (temperature 0, n 1) unless the alias or the
 // client opted in.
 func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
-	if !a.Cache.Enabled && req.Meta[MetaCache] != "on" {
+	if !a.Cache.Enabled && req.Hints.Cache != chat.CacheOn {
 		return "", false
 	}
 	deterministic := req.Temperature != nil && *req.Temperature == 0
-	if !deterministic && !a.Cache.Nondeterministic && req.Meta[MetaCache] != "on" {
+	if !deterministic && !a.Cache.Nondeterministic && req.Hints.Cache != chat.CacheOn {
 		return "", false
 	}
 	if req.Choices() > 1 {
@@ -532,8 +510,8 @@ func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
 		ResponseFormat    json.RawMessage
 		Extra             map[string]json.RawMessage
 		Sim               string
-	}{req.Meta[MetaTenant], req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
-		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Meta["sim"]}
+	}{req.Hints.Tenant, req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
+		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Hints.Sim}
 	b, err := json.Marshal(k)
 	if err != nil {
 		return "", false
@@ -612,7 +590,7 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 
 // replay streams a cached answer: immediately, or paced at
 // ReplayTokensPerSecond. It costs no upstream tokens.
-func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *router.Report, yield func(chat.Chunk, error) bool) {
+func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *Report, yield func(chat.Chunk, error) bool) {
 	now := time.Now()
 	rep.Cached = true
 	rep.Deployment, rep.Model, rep.FirstToken, rep.BillShare = e.Deployment, e.Model, now, 0

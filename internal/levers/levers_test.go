@@ -13,7 +13,7 @@ import (
 
 // TestPassthrough checks what the levers pass on as the router's: a name
 // the levers do not list goes to the router as it is, and the router's
-// timeouts, aliases and health.
+// deadlines, aliases and health.
 func TestPassthrough(t *testing.T) {
 	r := &scripted{script: hello}
 	l := New(Options{Inner: r, Aliases: map[string]Alias{"chat": {MaxTokens: 10}}})
@@ -25,11 +25,12 @@ func TestPassthrough(t *testing.T) {
 	if reqs, _, _ := r.calls(); len(reqs) != 1 || reqs[0] != req {
 		t.Errorf("the router was sent %v, want the request itself", reqs)
 	}
-	if d, ok := l.Timeout("chat"); d != time.Minute || !ok {
-		t.Errorf("Timeout(chat) = %v, %v", d, ok)
+	t0 := time.Unix(1e9, 0)
+	if d, err := l.Deadline("chat", t0, 0); d != t0.Add(time.Minute) || err != nil {
+		t.Errorf("Deadline(chat) = arrival+%v, %v", d.Sub(t0), err)
 	}
-	if _, ok := l.Timeout("unknown"); ok {
-		t.Error("Timeout(unknown) is served")
+	if _, err := l.Deadline("unknown", t0, 0); !errors.Is(err, router.ErrUnknownModel) {
+		t.Errorf("Deadline(unknown) = %v, want router.ErrUnknownModel", err)
 	}
 	if diff := cmp.Diff(r.Aliases(), l.Aliases()); diff != "" {
 		t.Errorf("Aliases (-want +got):\n%s", diff)
@@ -45,21 +46,21 @@ type resolving struct{ *scripted }
 
 var errPassthroughOff = errors.New("models_passthrough is off")
 
-func (r resolving) Resolve(name string) (time.Duration, error) {
+func (r resolving) Deadline(name string, arrival time.Time, _ time.Duration) (time.Time, error) {
 	if name == "openai/gpt-4o" {
-		return 0, errPassthroughOff
+		return time.Time{}, errPassthroughOff
 	}
-	return time.Second, nil
+	return arrival.Add(time.Second), nil
 }
 
 func (r resolving) PassthroughModels() []router.PassthroughModel {
 	return []router.PassthroughModel{{ID: "local/small", Provider: "local"}}
 }
 
-// TestResolve checks the router's Resolve and PassthroughModels through
-// the levers: the router's own when it has them, else the timeout (or
-// router.ErrUnknownModel) and none.
-func TestResolve(t *testing.T) {
+// TestDeadline checks the router's Deadline and PassthroughModels through
+// the levers: the router's deadline or why it does not serve a name; its
+// PROVIDER/MODEL names when it has the method, else none.
+func TestDeadline(t *testing.T) {
 	tests := []struct {
 		name   string
 		inner  Inner
@@ -76,8 +77,10 @@ func TestResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := New(Options{Inner: tt.inner})
-			if d, err := l.Resolve(tt.model); d != tt.want || !errors.Is(err, tt.err) {
-				t.Errorf("Resolve(%q) = %v, %v; want %v, %v", tt.model, d, err, tt.want, tt.err)
+			t0 := time.Unix(1e9, 0)
+			d, err := l.Deadline(tt.model, t0, 0)
+			if !errors.Is(err, tt.err) || err == nil && d.Sub(t0) != tt.want {
+				t.Errorf("Deadline(%q) = arrival+%v, %v; want arrival+%v, %v", tt.model, d.Sub(t0), err, tt.want, tt.err)
 			}
 			if diff := cmp.Diff(tt.models, l.PassthroughModels()); diff != "" {
 				t.Errorf("PassthroughModels (-want +got):\n%s", diff)

@@ -52,9 +52,11 @@ func (d *direct) StreamFallback(ctx context.Context, req, _ *chat.Request, rep *
 	return d.StreamReport(ctx, req, rep)
 }
 
-func (d *direct) Timeout(string) (time.Duration, bool) { return 0, false }
-func (d *direct) Aliases() []string                    { return []string{"support"} }
-func (d *direct) Health() []router.Status              { return nil }
+func (d *direct) Deadline(string, time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, router.ErrUnknownModel
+}
+func (d *direct) Aliases() []string       { return []string{"support"} }
+func (d *direct) Health() []router.Status { return nil }
 
 // fixture reads a stream from the Anthropic wire package's testdata (see
 // its SOURCES.md).
@@ -229,7 +231,7 @@ func TestPromptCacheMetering(t *testing.T) {
 		{InputTokens: 188107, OutputTokens: 393, CacheWriteTokens: 188086},
 		{InputTokens: 188107, OutputTokens: 393, CachedInputTokens: 188086},
 	} {
-		rep := &router.Report{}
+		rep := &levers.Report{}
 		resp, err := chat.Collect(l.StreamReport(context.Background(), req, rep))
 		if err != nil {
 			t.Fatal(err)
@@ -285,7 +287,7 @@ func TestPromptCachingConversation(t *testing.T) {
 				msgs := []chat.Message{{Role: chat.RoleSystem, Content: system}}
 				for k := range turns {
 					msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: fmt.Sprintf("Conversation %d, question %d: what about the tent I bought last spring?", c, k+1)})
-					rep := &router.Report{}
+					rep := &levers.Report{}
 					start := time.Now()
 					var ttft time.Duration
 					var col chat.Collector

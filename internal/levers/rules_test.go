@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -67,7 +68,7 @@ func ruleSetup(t *testing.T, c cache.Cache) (*Levers, *capture, *capture) {
 }
 
 // stream reads a request to the end: its text and error.
-func stream(t *testing.T, l *Levers, req *chat.Request, rep *router.Report) (string, error) {
+func stream(t *testing.T, l *Levers, req *chat.Request, rep *Report) (string, error) {
 	t.Helper()
 	text := ""
 	for c, err := range l.StreamReport(t.Context(), req, rep) {
@@ -96,7 +97,7 @@ func TestRuleTargetDownFallsBackToAskedAlias(t *testing.T) {
 			if deterministic {
 				req.Temperature = new(0.0)
 			}
-			var rep router.Report
+			var rep Report
 			text, err := stream(t, l, req, &rep)
 			if err != nil || text != "from openai" {
 				t.Fatalf("text %q, err %v: want chat's deployment to answer", text, err)
@@ -121,7 +122,7 @@ func TestRuleTargetDownFallsBackToAskedAlias(t *testing.T) {
 			if err := l.Flush(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			var again router.Report
+			var again Report
 			if text, err := stream(t, l, req, &again); err != nil || text != "from openai" || !again.Cached || again.Rule != "short-questions" {
 				t.Errorf("again: text %q, err %v, cached %v, rule %q", text, err, again.Cached, again.Rule)
 			}
@@ -134,7 +135,7 @@ func TestRuleTargetDownFallsBackToAskedAlias(t *testing.T) {
 func TestCoalescedKeepsItsRule(t *testing.T) {
 	l, _, _ := ruleSetup(t, nil)
 	req := &chat.Request{Model: "chat", Temperature: new(0.0), Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}
-	var rep router.Report
+	var rep Report
 	if _, err := stream(t, l, req, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestPassthroughNameGetsLevers(t *testing.T) {
 
 	l, up, _ := newLevers(nil)
 	for i, wantCached := range []bool{false, true} {
-		var rep router.Report
+		var rep Report
 		text, err := stream(t, l, ask("openai/gpt-4o-mini"), &rep)
 		if err != nil || text != "from openai" || rep.Cached != wantCached {
 			t.Errorf("request %d: text %q, err %v, cached %v", i+1, text, err, rep.Cached)
@@ -182,7 +183,7 @@ func TestPassthroughNameGetsLevers(t *testing.T) {
 	l, up, _ = newLevers(&capped)
 	req := ask("openai/gpt-4o-mini")
 	req.MaxTokens = 4000
-	if _, err := stream(t, l, req, &router.Report{}); err != nil {
+	if _, err := stream(t, l, req, &Report{}); err != nil {
 		t.Fatal(err)
 	}
 	got := up.requests()[0]
@@ -191,16 +192,17 @@ func TestPassthroughNameGetsLevers(t *testing.T) {
 		t.Errorf("sent model %q, max_tokens %d, messages (-want +got):\n%s", got.Model, got.MaxTokens, diff)
 	}
 
-	var rep router.Report
+	var rep Report
 	_, err := stream(t, l, ask("azure/gpt-4o"), &rep)
 	var ce *chat.Error
 	if !errors.As(err, &ce) || ce.Category != chat.CategoryNotFound {
 		t.Errorf("unknown provider: %v, want not found", err)
 	}
-	if _, err := l.Resolve("azure/gpt-4o"); !errors.Is(err, router.ErrUnknownModel) {
-		t.Errorf("Resolve: %v", err)
+	t0 := time.Unix(1e9, 0)
+	if _, err := l.Deadline("azure/gpt-4o", t0, 0); !errors.Is(err, router.ErrUnknownModel) {
+		t.Errorf("Deadline: %v", err)
 	}
-	if d, err := l.Resolve("openai/o3"); err != nil || d != router.DefaultTimeout {
-		t.Errorf("Resolve = %v, %v", d, err)
+	if d, err := l.Deadline("openai/o3", t0, 0); err != nil || d != t0.Add(router.DefaultTimeout) {
+		t.Errorf("Deadline = %v, %v", d, err)
 	}
 }

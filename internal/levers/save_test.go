@@ -35,9 +35,11 @@ func (f *fakeRouter) StreamFallback(ctx context.Context, req, _ *chat.Request, r
 	return f.StreamReport(ctx, req, rep)
 }
 
-func (f *fakeRouter) Timeout(string) (time.Duration, bool) { return 0, false }
-func (f *fakeRouter) Aliases() []string                    { return []string{"chat"} }
-func (f *fakeRouter) Health() []router.Status              { return nil }
+func (f *fakeRouter) Deadline(string, time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, router.ErrUnknownModel
+}
+func (f *fakeRouter) Aliases() []string       { return []string{"chat"} }
+func (f *fakeRouter) Health() []router.Status { return nil }
 
 // slowCache is a map whose writes take setDelay, or, when frozen, last
 // until their context ends.
@@ -84,10 +86,10 @@ func newLevers(r Inner, c cache.Cache, coalesce bool, writes int) *Levers {
 
 // ask streams a deterministic (so cacheable) question to the end and
 // returns the text, the report and how long the stream took.
-func ask(t *testing.T, l *Levers, question string) (string, *router.Report, time.Duration) {
+func ask(t *testing.T, l *Levers, question string) (string, *Report, time.Duration) {
 	t.Helper()
 	req := &chat.Request{Model: "chat", Temperature: new(0.0), Messages: []chat.Message{{Role: chat.RoleUser, Content: question}}}
-	rep := &router.Report{}
+	rep := &Report{}
 	start := time.Now()
 	text := ""
 	for c, err := range l.StreamReport(t.Context(), req, rep) {

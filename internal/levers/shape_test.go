@@ -6,7 +6,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 )
 
 // TestShapeCaps checks the answer cap (clients may ask for less, never
@@ -73,14 +72,14 @@ func TestShapeCaps(t *testing.T) {
 // must hold. Keywords are whole words of the last user message, in any
 // case.
 func TestRuleMatches(t *testing.T) {
-	ask := func(meta map[string]string, msgs ...chat.Message) *chat.Request {
-		return &chat.Request{Model: "chat", Meta: meta, Messages: msgs}
+	ask := func(hints chat.Hints, msgs ...chat.Message) *chat.Request {
+		return &chat.Request{Model: "chat", Hints: hints, Messages: msgs}
 	}
 	user := func(s string) chat.Message { return chat.Message{Role: chat.RoleUser, Content: s} }
 	assistant := func(s string) chat.Message { return chat.Message{Role: chat.RoleAssistant, Content: s} }
-	short := ask(nil, user("Where is my order?"))
+	short := ask(chat.Hints{}, user("Where is my order?"))
 	tokens := chat.EstimateInputTokens(short)
-	fast := map[string]string{MetaHint: "fast"}
+	fast := chat.Hints{Hint: "fast"}
 	tests := []struct {
 		name string
 		rule Rule
@@ -91,19 +90,19 @@ func TestRuleMatches(t *testing.T) {
 		{name: "prompt at the limit", rule: Rule{MaxInputTokens: tokens}, req: short, want: true},
 		{name: "prompt over the limit", rule: Rule{MaxInputTokens: tokens - 1}, req: short},
 		{name: "hint", rule: Rule{Hint: "fast"}, req: ask(fast, user("Hi")), want: true},
-		{name: "another hint", rule: Rule{Hint: "fast"}, req: ask(map[string]string{MetaHint: "smart"}, user("Hi"))},
+		{name: "another hint", rule: Rule{Hint: "fast"}, req: ask(chat.Hints{Hint: "smart"}, user("Hi"))},
 		{name: "no hint", rule: Rule{Hint: "fast"}, req: short},
-		{name: "route tag", rule: Rule{Route: "faq"}, req: ask(map[string]string{MetaRoute: "faq"}, user("Hi")), want: true},
-		{name: "another route tag", rule: Rule{Route: "faq"}, req: ask(map[string]string{MetaRoute: "billing"}, user("Hi"))},
-		{name: "keyword, any case, among punctuation", rule: Rule{Keywords: []string{"Refund"}}, req: ask(nil, user("I want a REFUND, please!")), want: true},
-		{name: "one of the keywords", rule: Rule{Keywords: []string{"invoice", "refund"}}, req: ask(nil, user("refund?")), want: true},
-		{name: "a keyword of digits", rule: Rule{Keywords: []string{"404"}}, req: ask(nil, user("Why a 404?")), want: true},
-		{name: "a keyword inside a word", rule: Rule{Keywords: []string{"refund"}}, req: ask(nil, user("refunding"))},
+		{name: "route tag", rule: Rule{Route: "faq"}, req: ask(chat.Hints{RouteTag: "faq"}, user("Hi")), want: true},
+		{name: "another route tag", rule: Rule{Route: "faq"}, req: ask(chat.Hints{RouteTag: "billing"}, user("Hi"))},
+		{name: "keyword, any case, among punctuation", rule: Rule{Keywords: []string{"Refund"}}, req: ask(chat.Hints{}, user("I want a REFUND, please!")), want: true},
+		{name: "one of the keywords", rule: Rule{Keywords: []string{"invoice", "refund"}}, req: ask(chat.Hints{}, user("refund?")), want: true},
+		{name: "a keyword of digits", rule: Rule{Keywords: []string{"404"}}, req: ask(chat.Hints{}, user("Why a 404?")), want: true},
+		{name: "a keyword inside a word", rule: Rule{Keywords: []string{"refund"}}, req: ask(chat.Hints{}, user("refunding"))},
 		{
 			name: "keywords of the last user message only", rule: Rule{Keywords: []string{"refund"}},
-			req: ask(nil, user("refund?"), assistant("A refund takes 5 days."), user("Thanks")),
+			req: ask(chat.Hints{}, user("refund?"), assistant("A refund takes 5 days."), user("Thanks")),
 		},
-		{name: "keywords and no user message", rule: Rule{Keywords: []string{"refund"}}, req: ask(nil, chat.Message{Role: chat.RoleSystem, Content: "refund"})},
+		{name: "keywords and no user message", rule: Rule{Keywords: []string{"refund"}}, req: ask(chat.Hints{}, chat.Message{Role: chat.RoleSystem, Content: "refund"})},
 		{name: "every condition holds", rule: Rule{Hint: "fast", Keywords: []string{"order"}, MaxInputTokens: tokens}, req: ask(fast, user("Where is my order?")), want: true},
 		{name: "one condition fails", rule: Rule{Hint: "fast", Keywords: []string{"refund"}}, req: ask(fast, user("Where is my order?"))},
 	}
@@ -129,22 +128,22 @@ func TestRulesRoute(t *testing.T) {
 	small := Alias{MaxTokens: 50, Brevity: "Be brief."}
 	tests := []struct {
 		name      string
-		meta      map[string]string
+		hints     chat.Hints
 		model     string
 		rule      string
 		requested string
 		maxTokens int
 	}{
 		{name: "no rule matches", model: "chat", maxTokens: 1000},
-		{name: "the first rule naming a known alias", meta: map[string]string{MetaHint: "fast"}, model: "small", rule: "rule2", requested: "chat", maxTokens: 50},
-		{name: "a named rule", meta: map[string]string{MetaRoute: "billing"}, model: "small", rule: "billing", requested: "chat", maxTokens: 50},
+		{name: "the first rule naming a known alias", hints: chat.Hints{Hint: "fast"}, model: "small", rule: "rule2", requested: "chat", maxTokens: 50},
+		{name: "a named rule", hints: chat.Hints{RouteTag: "billing"}, model: "small", rule: "billing", requested: "chat", maxTokens: 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &scripted{script: hello}
 			l := New(Options{Inner: r, Aliases: map[string]Alias{"chat": chatLevers, "small": small}})
-			req := &chat.Request{Model: "chat", Meta: tt.meta, Messages: []chat.Message{{Role: chat.RoleUser, Content: "Where is my order?"}}}
-			rep := &router.Report{}
+			req := &chat.Request{Model: "chat", Hints: tt.hints, Messages: []chat.Message{{Role: chat.RoleUser, Content: "Where is my order?"}}}
+			rep := &Report{}
 			if _, _, err := read(t.Context(), l, req, rep, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -12,43 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
-
-// TestTallyKeepsUsageSoFar: a stream that ends without the provider's
-// final usage is metered with what it reported before, plus an estimate
-// of the text after; its final usage replaces both.
-func TestTallyKeepsUsageSoFar(t *testing.T) {
-	req := &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}
-	start := chat.Chunk{Model: "m", UsageSoFar: &chat.Usage{InputTokens: 1234, OutputTokens: 1, CachedInputTokens: 1000}}
-	for _, tc := range []struct {
-		name   string
-		chunks []chat.Chunk
-		want   chat.Usage
-	}{
-		{"nothing reported", []chat.Chunk{{Model: "m"}, {Text: "Hello there"}},
-			chat.Usage{InputTokens: chat.EstimateInputTokens(req), OutputTokens: 3, Estimated: true}},
-		{"input reported, then text", []chat.Chunk{start, {Text: "Hello there"}},
-			chat.Usage{InputTokens: 1234, OutputTokens: 1 + 3, CachedInputTokens: 1000, Estimated: true}},
-		{"usage on a text chunk counts its text", []chat.Chunk{{Text: "Hello", UsageSoFar: &chat.Usage{InputTokens: 31, OutputTokens: 1}}, {Text: " world"}},
-			chat.Usage{InputTokens: 31, OutputTokens: 1 + 2, Estimated: true}},
-		{"reported up to the end", []chat.Chunk{{Text: "Hello world"}, {UsageSoFar: &chat.Usage{InputTokens: 31, OutputTokens: 7}}},
-			chat.Usage{InputTokens: 31, OutputTokens: 7}},
-		{"final usage wins", []chat.Chunk{start, {Text: "Hello there"}, {FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 1234, OutputTokens: 2}}},
-			chat.Usage{InputTokens: 1234, OutputTokens: 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var tl Tally
-			for i := range tc.chunks {
-				tl.Add(&tc.chunks[i])
-			}
-			if diff := cmp.Diff(tc.want, tl.Usage(req)); diff != "" {
-				t.Errorf("Usage (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
 
 // TestCharge: the answer is priced at the deployment that served it, each
 // attempt that did not give it at its own; both are shared alike.
@@ -65,24 +32,24 @@ func TestCharge(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name       string
-		rep        router.Report
+		rep        levers.Report
 		wantUsage  chat.Usage
 		wantCost   float64
 		wantSpent  []Spent
 		wantTotal  chat.Usage
 		wantTotalC float64
 	}{
-		{"served", router.Report{Deployment: "b/m", Attempts: attempts, BillShare: 1}, answer, (12*3 + 5*4) / 1e6,
+		{"served", lrep(router.Report{Deployment: "b/m", Attempts: attempts}, 1), answer, (12*3 + 5*4) / 1e6,
 			[]Spent{{"a/m", *lost, (900 + 3*2) / 1e6}, {"b/m", *timedOut, 20 * 3 / 1e6}},
 			chat.Usage{InputTokens: 920, OutputTokens: 3, Estimated: true}, (906 + 60) / 1e6},
-		{"nothing served", router.Report{Attempts: attempts[:2], BillShare: 1}, chat.Usage{}, 0,
+		{"nothing served", lrep(router.Report{Attempts: attempts[:2]}, 1), chat.Usage{}, 0,
 			[]Spent{{"a/m", *lost, 906 / 1e6}, {"b/m", *timedOut, 60 / 1e6}},
 			chat.Usage{InputTokens: 920, OutputTokens: 3, Estimated: true}, 966 / 1e6},
-		{"second of three sharers", router.Report{Deployment: "b/m", Attempts: attempts[:1], Coalesced: true, BillShare: 1.0 / 3, BillPart: [2]int{1, 3}},
+		{"second of three sharers", levers.Report{Report: router.Report{Deployment: "b/m", Attempts: attempts[:1]}, Coalesced: true, BillShare: 1.0 / 3, BillPart: [2]int{1, 3}},
 			chat.Usage{InputTokens: 4, OutputTokens: 2}, (4*3 + 2*4) / 1e6,
 			[]Spent{{"a/m", chat.Usage{InputTokens: 300, OutputTokens: 1}, (300 + 2) / 1e6}},
 			chat.Usage{InputTokens: 300, OutputTokens: 1}, 302 / 1e6},
-		{"cache hit", router.Report{Deployment: "b/m", Cached: true}, chat.Usage{}, 0, nil, chat.Usage{}, 0},
+		{"cache hit", levers.Report{Report: router.Report{Deployment: "b/m"}, Cached: true}, chat.Usage{}, 0, nil, chat.Usage{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Record
@@ -102,6 +69,11 @@ func TestCharge(t *testing.T) {
 	}
 }
 
+// lrep is the report of a request the levers left alone.
+func lrep(r router.Report, share float64) levers.Report {
+	return levers.Report{Report: r, BillShare: share}
+}
+
 // TestChargeSharedAddsUp: the parts of an attempt billed to the sharers of
 // one stream add up to the whole.
 func TestChargeSharedAddsUp(t *testing.T) {
@@ -109,8 +81,8 @@ func TestChargeSharedAddsUp(t *testing.T) {
 	var sum chat.Usage
 	for i := range 3 {
 		var r Record
-		Prices{}.Charge(&r, chat.Usage{}, &router.Report{Deployment: "b/m", BillShare: 1.0 / 3, BillPart: [2]int{i, 3},
-			Attempts: []router.Attempt{{Deployment: "a/m", Usage: &lost}}})
+		Prices{}.Charge(&r, chat.Usage{}, &levers.Report{Report: router.Report{Deployment: "b/m", Attempts: []router.Attempt{{Deployment: "a/m", Usage: &lost}}},
+			BillShare: 1.0 / 3, BillPart: [2]int{i, 3}})
 		u, _ := r.AttemptsTotal()
 		sum.InputTokens += u.InputTokens
 		sum.OutputTokens += u.OutputTokens

@@ -11,7 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/levers"
 )
 
 // Status is how a request ended.
@@ -135,18 +135,11 @@ type Meter interface {
 	Record(ctx context.Context, r *Record)
 }
 
-// Tally follows a stream as it is delivered, to meter it: the provider's
-// usage if it came, else what it reported before the stream ended (its
-// input, say) with an estimate of the rest, else an estimate of it all.
+// Tally follows a stream as it is delivered, to meter it: what chat.Tally
+// counts (the usage, reported or estimated, the finish), and when the
+// visible chunks came.
 type Tally struct {
-	Text int // bytes of visible text delivered
-	// outToks counts the text after SoFar (all of it without one).
-	outToks  chat.TokenCount
-	Reported *chat.Usage
-	// SoFar is the provider's last usage before its final count.
-	SoFar   *chat.Usage
-	Finish  chat.FinishReason
-	Visible bool
+	chat.Tally
 	// First and Last are when the first and last visible chunks were
 	// counted; Gaps the delays between visible chunks.
 	First, Last time.Time
@@ -163,35 +156,8 @@ func (t *Tally) Add(c *chat.Chunk) {
 			t.First = now
 		}
 		t.Last = now
-		t.Visible = true
-		t.Text += len(c.Text) + len(c.Refusal)
-		t.outToks.Add(c.Text)
-		t.outToks.Add(c.Refusal)
-		for _, tc := range c.ToolCalls {
-			t.outToks.Add(tc.Name)
-			t.outToks.Add(tc.Arguments)
-		}
 	}
-	if c.UsageSoFar != nil {
-		// Its counts include this chunk's text.
-		t.SoFar, t.outToks = c.UsageSoFar, chat.TokenCount{}
-	}
-	if c.Usage != nil {
-		t.Reported = c.Usage
-	}
-	if c.FinishReason != "" {
-		t.Finish = c.FinishReason
-	}
-}
-
-// Usage returns the provider's usage when it reported one, else what it
-// reported so far plus an estimate of the tokens delivered after, or an
-// estimate of it all (see chat.EstimateUsage), marked Estimated.
-func (t *Tally) Usage(req *chat.Request) chat.Usage {
-	if t.Reported != nil {
-		return *t.Reported
-	}
-	return chat.EstimateUsage(req, t.SoFar, &t.outToks)
+	t.Tally.Add(c)
 }
 
 // Memory keeps the last records and running totals. Safe for concurrent
@@ -334,7 +300,7 @@ func Billed(u chat.Usage, cached bool, share float64, part [2]int) chat.Usage {
 // at the deployment that served it; and the attempts of rep that did not
 // give the answer (Spent), each priced at its own deployment. A request
 // no deployment answered has no answer: what it cost is its attempts'.
-func (p Prices) Charge(r *Record, u chat.Usage, rep *router.Report) {
+func (p Prices) Charge(r *Record, u chat.Usage, rep *levers.Report) {
 	if rep.Deployment == "" {
 		u = chat.Usage{}
 	}

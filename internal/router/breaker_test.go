@@ -274,7 +274,7 @@ func TestSimDirectiveDoesNotOpen(t *testing.T) {
 				for range 5 {
 					req := ask(tt.text)
 					if tt.directive != "" {
-						req.Meta = map[string]string{"sim": tt.directive}
+						req.Hints.Sim = tt.directive
 					}
 					if res := route(t, r, context.Background(), req); res.err == nil {
 						t.Fatalf("the fault was not injected: route %s", res.rep.Route())

@@ -10,7 +10,7 @@ import (
 	"github.com/firstword/firstword/internal/provider"
 )
 
-// Why Resolve refuses a name.
+// Why Deadline refuses a name.
 var (
 	// ErrUnknownModel: the name is no alias, and no PROVIDER/MODEL name
 	// of a configured provider.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 )
 
@@ -58,8 +59,8 @@ const FellBackTo = ", fell back to "
 // Report is what the router did for one request.
 type Report struct {
 	// Alias is the alias routed to. When the request fell back from a
-	// rule's alias to the one asked for (Router.StreamFallback), it reads
-	// "RULE'S, fell back to ASKED" (see RuleTarget), as the
+	// routing rule's alias to the one asked for (Router.StreamFallback),
+	// it reads "RULE'S, fell back to ASKED" (see RuleTarget), as the
 	// X-Firstword-Rule header and the log's routed_to show it.
 	Alias string
 	// Fallback is the alias fallen back to ("" if none).
@@ -71,22 +72,6 @@ type Report struct {
 	Deadline   time.Time
 	FirstToken time.Time
 	Attempts   []Attempt
-
-	// Set by the levers in front of the router (see package levers):
-	// Cached: replayed from the response cache; Coalesced: shared another
-	// identical request's upstream stream; BillShare: the share of the
-	// upstream usage billed to this request (1 unless coalesced); Rule:
-	// the routing rule that chose the alias that served ("" if none).
-	Cached    bool
-	Coalesced bool
-	BillShare float64
-	// BillPart is this request's part of a shared stream's usage: part
-	// [0] of [1] equal parts ([1] is 0 when it was not shared).
-	BillPart [2]int
-	Rule     string
-	// Requested is the alias the client asked for, when a rule sent the
-	// request to another.
-	Requested string
 }
 
 // Tries counts attempts that reached a provider.
@@ -168,6 +153,35 @@ func (r *Report) Route() string {
 		}
 	}
 	return b.String()
+}
+
+// AddStages adds the router's work to a request's stages: routing (until
+// the first attempt started), each attempt as a group containing its time
+// to first token and, for the one that served, the generation. routeStart
+// is when the request was handed to the router; end closes attempts still
+// open. A nil rec records nothing.
+func (r *Report) AddStages(rec *budget.Recorder, routeStart, end time.Time) {
+	if rec == nil {
+		return
+	}
+	if len(r.Attempts) == 0 {
+		rec.Add("route", routeStart, end, "")
+		return
+	}
+	rec.Add("route", routeStart, r.Attempts[0].Start, "")
+	for _, a := range r.Attempts {
+		aend := a.End
+		if aend.IsZero() {
+			aend = end
+		}
+		rec.AddGroup("upstream "+a.Deployment, a.Start, aend, string(a.Outcome))
+		if a.FirstToken.IsZero() {
+			rec.Add("wait "+a.Deployment, a.Start, aend, string(a.Outcome))
+			continue
+		}
+		rec.Add("ttft", a.Start, a.FirstToken, a.Deployment)
+		rec.Add("generation", a.FirstToken, aend, a.Deployment)
+	}
 }
 
 func (r *Report) add(a Attempt) int {

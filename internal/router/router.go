@@ -199,22 +199,29 @@ func newAlias(ac Alias, health func(id string) *health) (*alias, error) {
 // Aliases returns the alias names, sorted.
 func (r *Router) Aliases() []string { return slices.Clone(r.names) }
 
-// Timeout returns an alias's overall timeout and whether the alias
-// exists: a configured one, or a PROVIDER/MODEL name Resolve serves.
-func (r *Router) Timeout(name string) (time.Duration, bool) {
-	d, err := r.Resolve(name)
-	return d, err == nil
-}
-
-// Resolve returns the overall timeout of the alias name, or why it is not
-// served: ErrUnknownModel, ErrPassthroughOff or ErrPassthroughFull (see
-// Passthrough). A PROVIDER/MODEL name's alias is made on first use.
-func (r *Router) Resolve(name string) (time.Duration, error) {
+// Deadline returns when a request for the alias name, arrived at arrival,
+// must end: the alias's timeout after arrival, or client after it when the
+// client asked for less (0: it did not). Every attempt, retry and fallback
+// shares it, and the surfaces end the request's context there: this is
+// the one place it is worked out. The error says why name is not served:
+// ErrUnknownModel, ErrPassthroughOff or ErrPassthroughFull (see
+// Passthrough); a PROVIDER/MODEL name's alias is made on first use.
+func (r *Router) Deadline(name string, arrival time.Time, client time.Duration) (time.Time, error) {
 	a, err := r.lookup(name)
 	if err != nil {
-		return 0, err
+		return time.Time{}, err
 	}
-	return a.Timeout, nil
+	return a.deadline(arrival, client), nil
+}
+
+// deadline is the alias's timeout after arrival, or the client's tighter
+// one (see Router.Deadline).
+func (a *alias) deadline(arrival time.Time, client time.Duration) time.Time {
+	timeout := a.Timeout
+	if client > 0 && client < timeout {
+		timeout = client
+	}
+	return arrival.Add(timeout)
 }
 
 // lookup finds the alias name: a configured one, else a PROVIDER/MODEL
@@ -300,14 +307,14 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	}
 	s.alias = a
 	start := time.Now()
-	deadline := start.Add(a.Timeout)
+	deadline := a.deadline(start, 0)
 	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	s.rep.Alias, s.rep.Deadline = a.Name, deadline
 	if d, ok := s.ctx.Deadline(); ok && !d.After(deadline) {
 		// The caller's context already ends at the deadline (the
-		// HTTP layer derives it from the same timeout): no need for
+		// surfaces end it at Deadline's): no need for
 		// another context, timer and cancellation link per request.
 		s.dctx, s.cancel = s.ctx, func() {}
 	} else {

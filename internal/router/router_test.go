@@ -171,6 +171,33 @@ func TestClientDeadlineTightens(t *testing.T) {
 	})
 }
 
+func TestDeadline(t *testing.T) {
+	r := newRouter(t, Alias{Timeout: 20 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "fast", 0)}})
+	arrival := time.Unix(1e9, 0)
+	for _, tc := range []struct {
+		name   string
+		model  string
+		client time.Duration
+		want   time.Duration // after arrival
+		err    error
+	}{
+		{"the alias's timeout", "chat", 0, 20 * time.Second, nil},
+		{"a tighter client timeout", "chat", 3 * time.Second, 3 * time.Second, nil},
+		{"a looser client timeout", "chat", time.Minute, 20 * time.Second, nil},
+		{"an unknown alias", "nope", 0, 0, ErrUnknownModel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.Deadline(tc.model, arrival, tc.client)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("Deadline(%q, %v) error = %v, want %v", tc.model, tc.client, err, tc.err)
+			}
+			if err == nil && got.Sub(arrival) != tc.want {
+				t.Errorf("Deadline(%q, %v) = arrival+%v, want arrival+%v", tc.model, tc.client, got.Sub(arrival), tc.want)
+			}
+		})
+	}
+}
+
 // flaky fails its first n calls with err, then serves from next.
 type flaky struct {
 	n     int32

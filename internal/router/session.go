@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"sync"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -283,151 +285,187 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // attempt runs one attempt and streams it to the caller if it produces a
 // first token in time.
-//
-// A stream's deepest moment is the write of a chunk, made under every
-// iterator's frame at once; so the loop here keeps to a small frame and
-// its rarer work (setting up, the first token, failures) is in methods
-// that return before the yield.
 func (s *session) attempt(d *deployment, retry bool) verdict {
-	a := s.open(d, retry)
+	a := s.open(d, retry, false)
 	defer a.close()
-	if p, ok := d.Provider.(provider.Puller); ok {
-		return a.pull(p)
+	a.first()
+	if !a.inTime() {
+		return s.beforeFirst(a.d, a.idx, a.ctx, a.err, &a.t)
 	}
-	for c, err := range d.Provider.Stream(a.ctx, a.req) {
-		if err != nil {
-			return a.failed(err)
-		}
-		if !a.started {
-			switch step, v := a.first(&c); step {
-			case stepHold:
-				continue
-			case stepReturn:
-				return v
-			}
-		}
-		a.t.add(&c)
-		if !s.yield(c, nil) {
-			return s.stopped(d, a.idx)
-		}
-	}
-	return a.ended()
+	return a.serve()
 }
 
-// pull is attempt's loop for a provider read chunk by chunk: one frame
-// instead of the iterator's and its loop body's.
-func (a *try) pull(p provider.Puller) verdict {
-	r := p.Pull(a.ctx, a.req)
-	defer r.Close()
+// try is one attempt: its upstream, read chunk by chunk, and what it
+// produced. Every attempt, hedged or not, goes the same way: first waits
+// for its first answer, inTime tells whether it came before the
+// first-token timer fired, and serve passes the winner on to the end.
+type try struct {
+	s      *session
+	d      *deployment
+	idx    int
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	ftt    time.Duration
+	up     provider.Reader
+
+	// What first read: the chunks with nothing visible before the first
+	// answer (held until the attempt wins), and the answer: a chunk
+	// (head), the end of a stream that showed nothing (empty), or the
+	// error that ended it.
+	pending []chat.Chunk
+	head    chat.Chunk
+	empty   bool
+	err     error
+
+	// For a hedged pair (see hedged): res reports that first returned,
+	// on the attempt's goroutine; done that it was received.
+	res  chan struct{}
+	done bool
+
+	// mu guards t while first may run on a hedge's goroutine: the
+	// session reads the tally of an attempt that lost the race while it
+	// may still be reading.
+	mu sync.Mutex
+	t  tally
+}
+
+// open starts an attempt on d: its context, first-token timer, report
+// and upstream request.
+func (s *session) open(d *deployment, retry, hedge bool) *try {
+	ftt := s.alias.firstTokenTimeout(d)
+	a := &try{s: s, d: d, ftt: ftt}
+	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
+	cancel := a.cancel
+	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
+	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback})
+	d.health.begin()
+	req := s.req.Clone()
+	req.Model = d.Model
+	a.up = pull(a.ctx, d.Provider, req)
+	return a
+}
+
+// close releases an attempt whose upstream is no longer read.
+func (a *try) close() {
+	a.up.Close()
+	a.timer.Stop()
+	a.cancel(nil)
+}
+
+// first reads the upstream until its first answer: a chunk that shows
+// something, ends a choice or carries the final usage; the end of a
+// stream that showed nothing; or an error. The chunks before it show
+// nothing: they are held (and tallied: they may carry usage the provider
+// reported).
+func (a *try) first() {
 	for {
-		c, err := r.Next()
+		c, err := a.up.Next()
+		if err == io.EOF {
+			a.empty = true
+			return
+		}
+		if err != nil {
+			a.err = err
+			return
+		}
+		answers := c.Visible() || c.FinishReason != "" || c.Usage != nil
+		a.mu.Lock()
+		a.t.add(c)
+		a.mu.Unlock()
+		if answers {
+			a.head = *c
+			return
+		}
+		a.pending = append(a.pending, *c)
+	}
+}
+
+// inTime reports whether the attempt's first answer came before its
+// first-token timer fired, stopping the timer. An answer that came as the
+// timer fired was produced all the same, too late: the attempt fails with
+// the timer's cause.
+func (a *try) inTime() bool {
+	if !a.timer.Stop() && a.err == nil && a.ctx.Err() != nil {
+		a.err = context.Cause(a.ctx)
+	}
+	return a.err == nil
+}
+
+// serve streams the attempt, which answered in time, to the caller: what
+// first held, its answer, then the rest of the upstream to its end.
+//
+// A stream's deepest moment is the write of a chunk, made under every
+// iterator's frame at once; so this loop keeps to a small frame, and its
+// rarer work (the endings) is in methods that return before the yield.
+func (a *try) serve() verdict {
+	s := a.s
+	s.won(a.d, a.idx)
+	for i := range a.pending {
+		if !s.yield(a.pending[i], nil) {
+			return s.stopped(a.d, a.idx)
+		}
+	}
+	a.pending = nil
+	if a.empty {
+		// An answer with nothing visible, e.g. an empty completion: a
+		// success all the same.
+		return a.ended()
+	}
+	if !s.yield(a.head, nil) {
+		return s.stopped(a.d, a.idx)
+	}
+	for {
+		c, err := a.up.Next()
 		if err == io.EOF {
 			return a.ended()
 		}
 		if err != nil {
-			return a.failed(err)
-		}
-		if !a.started {
-			switch step, v := a.first(c); step {
-			case stepHold:
-				continue
-			case stepReturn:
-				return v
-			}
+			return s.afterFirst(a.d, a.idx, &a.t, err)
 		}
 		a.t.add(c)
-		if !a.s.yield(*c, nil) {
-			return a.s.stopped(a.d, a.idx)
+		if !s.yield(*c, nil) {
+			return s.stopped(a.d, a.idx)
 		}
 	}
 }
 
 // ended closes an attempt whose stream ended without an error.
 func (a *try) ended() verdict {
-	if !a.started {
-		// An answer with nothing visible, e.g. an empty completion:
-		// a success all the same.
-		a.s.won(a.d, a.idx)
-	}
 	a.s.finish(a.d, a.idx, OutcomeOK, nil, false, false)
 	return verdictDone
 }
 
-// try is one attempt's state.
-type try struct {
-	s       *session
-	d       *deployment
-	idx     int
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	timer   *time.Timer
-	req     *chat.Request
-	pending []chat.Chunk // chunks with nothing visible before the first token
-	started bool
-	t       tally
-}
-
-// open starts an attempt on d: its context, first-token timer and report.
-func (s *session) open(d *deployment, retry bool) *try {
-	ftt := s.alias.firstTokenTimeout(d)
-	a := &try{s: s, d: d}
-	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
-	cancel := a.cancel
-	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
-	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Fallback: s.fallback})
-	d.health.begin()
-	a.req = s.req.Clone()
-	a.req.Model = d.Model
-	return a
-}
-
-func (a *try) close() {
-	a.timer.Stop()
-	a.cancel(nil)
-}
-
-// failed ends the attempt on a stream error.
-func (a *try) failed(err error) verdict {
-	if a.started {
-		return a.s.afterFirst(a.d, a.idx, &a.t, err)
+// pull returns p's answer to req as a reader: a provider.Puller's own, or
+// its stream's, pulled through iter.Pull2.
+func pull(ctx context.Context, p provider.Provider, req *chat.Request) provider.Reader {
+	if pl, ok := p.(provider.Puller); ok {
+		return pl.Pull(ctx, req)
 	}
-	return a.s.beforeFirst(a.d, a.idx, a.ctx, err, &a.t)
+	next, stop := iter.Pull2(iter.Seq2[chat.Chunk, error](p.Stream(ctx, req)))
+	return &seqReader{next: next, stop: stop}
 }
 
-type step int
-
-const (
-	stepYield  step = iota // yield the chunk
-	stepHold               // nothing visible yet: held until the first token
-	stepReturn             // end the attempt with the verdict
-)
-
-// first handles a chunk before the first token: chunks with nothing
-// visible are held (and tallied: they may carry usage the provider
-// reported); the first token stops the timer (unless it already fired),
-// wins the attempt and releases what was held.
-func (a *try) first(c *chat.Chunk) (step, verdict) {
-	if !c.Visible() && c.FinishReason == "" && c.Usage == nil {
-		a.t.add(c)
-		a.pending = append(a.pending, *c)
-		return stepHold, 0
-	}
-	if !a.timer.Stop() && a.ctx.Err() != nil {
-		// The first-token timer fired as the token arrived: it was
-		// produced all the same.
-		a.t.add(c)
-		return stepReturn, a.s.beforeFirst(a.d, a.idx, a.ctx, context.Cause(a.ctx), &a.t)
-	}
-	a.started = true
-	a.s.won(a.d, a.idx)
-	for i := range a.pending {
-		if !a.s.yield(a.pending[i], nil) {
-			return stepReturn, a.s.stopped(a.d, a.idx)
-		}
-	}
-	a.pending = nil
-	return stepYield, 0
+// seqReader reads a chat.Stream chunk by chunk.
+type seqReader struct {
+	next func() (chat.Chunk, error, bool)
+	stop func()
+	c    chat.Chunk
 }
+
+func (r *seqReader) Next() (*chat.Chunk, error) {
+	c, err, ok := r.next()
+	switch {
+	case !ok:
+		return nil, io.EOF
+	case err != nil:
+		return nil, err
+	}
+	r.c = c
+	return &r.c, nil
+}
+
+func (r *seqReader) Close() { r.stop() }
 
 // won records that attempt idx produced the first token.
 func (s *session) won(d *deployment, idx int) {
@@ -553,8 +591,8 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 
 // cut ends every open choice with FinishTimeout and estimated usage.
 func (s *session) cut(t *tally) {
-	open := t.open()
-	if len(open) == 0 && !t.finished.empty() {
+	open := t.Open()
+	if len(open) == 0 && t.Finish != "" {
 		// Every choice had finished; the deadline only cut the wait for
 		// the end of the stream (a usage chunk, [DONE]). A finish reason
 		// is never sent twice: the usage alone ends it.
@@ -575,78 +613,28 @@ func (s *session) cut(t *tally) {
 	}
 }
 
-// tally tracks what an attempt produced: what was passed to the caller,
-// for estimated usage when a stream is cut, and for an attempt that did
-// not give the answer, what it cost.
-type tally struct {
-	out      chat.TokenCount // text after soFar (all of it without one)
-	seen     choiceSet       // choices that showed something
-	finished choiceSet       // choices that ended
-	reported *chat.Usage
-	soFar    *chat.Usage // the provider's last usage before its final one
-	chunks   int         // chunks received: the upstream took the request
-}
+// tally tracks what an attempt produced (chat.Tally): what was passed to
+// the caller, for estimated usage when a stream is cut, and for an attempt
+// that did not give the answer, what it cost.
+type tally struct{ chat.Tally }
 
-// choiceSet is a set of choice indexes (below chat.MaxChoices).
-type choiceSet [chat.MaxChoices / 64]uint64
-
-func (s *choiceSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
-func (s *choiceSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
-func (s *choiceSet) empty() bool    { return *s == choiceSet{} }
-
+// add counts c, first dropping usage no provider could mean: the request
+// is then metered as if none came (estimated, and flagged as missing),
+// and the client is not shown it.
 func (t *tally) add(c *chat.Chunk) {
-	t.chunks++
 	if c.Usage != nil && !c.Usage.Plausible() {
-		// Dropped: the request is metered as if no usage came (estimated,
-		// and flagged as missing), and the client is not shown it.
 		c.Usage = nil
 	}
 	if c.UsageSoFar != nil && !c.UsageSoFar.Plausible() {
 		c.UsageSoFar = nil
 	}
-	if c.Choice < 0 || c.Choice >= chat.MaxChoices {
-		return
-	}
-	if c.Visible() {
-		t.seen.add(c.Choice)
-		t.out.Add(c.Text)
-		t.out.Add(c.Refusal)
-		for _, tc := range c.ToolCalls {
-			t.out.Add(tc.Name)
-			t.out.Add(tc.Arguments)
-		}
-	}
-	if c.UsageSoFar != nil {
-		// Its counts include this chunk's text.
-		t.soFar, t.out = c.UsageSoFar, chat.TokenCount{}
-	}
-	if c.FinishReason != "" {
-		t.finished.add(c.Choice)
-	}
-	if c.Usage != nil {
-		t.reported = c.Usage
-	}
-}
-
-// open returns the choices that showed something and did not end.
-func (t *tally) open() []int {
-	var out []int
-	for ch := range chat.MaxChoices {
-		if t.seen.has(ch) && !t.finished.has(ch) {
-			out = append(out, ch)
-		}
-	}
-	return out
+	t.Add(c)
 }
 
 // usage is the provider's usage, or what it reported so far with an
 // estimate of the rest (see chat.EstimateUsage).
 func (t *tally) usage(req *chat.Request) *chat.Usage {
-	if t.reported != nil {
-		u := *t.reported
-		return &u
-	}
-	u := chat.EstimateUsage(req, t.soFar, &t.out)
+	u := t.Usage(req)
 	return &u
 }
 
@@ -654,7 +642,7 @@ func (t *tally) usage(req *chat.Request) *chat.Usage {
 // or nil when nothing came back and the router did not give up on it
 // (see session.spend).
 func (t *tally) spent(req *chat.Request, gaveUp bool) *chat.Usage {
-	if t.chunks == 0 && !gaveUp {
+	if t.Chunks == 0 && !gaveUp {
 		return nil
 	}
 	return t.usage(req)

@@ -67,9 +67,7 @@ func (p *Provider) serveChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := pr.Request
-	if h := r.Header.Get("X-Firstword-Sim"); h != "" {
-		req.Meta = map[string]string{"sim": h}
-	}
+	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
 	ctx := r.Context()
 	if !pr.Stream {
 		resp, err := chat.Collect(p.Stream(ctx, req))

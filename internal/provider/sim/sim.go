@@ -357,7 +357,7 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 	}
 	var d Directive
 	var err error
-	if h := req.Meta["sim"]; h != "" {
+	if h := req.Hints.Sim; h != "" {
 		d, err = ParseDirective(h)
 	} else if tag, rest, ok := extractTag(user); ok {
 		d, err = ParseDirective(tag)

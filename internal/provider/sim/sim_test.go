@@ -430,7 +430,7 @@ func TestClientInducedFaults(t *testing.T) {
 					if fromConfig {
 						cfg.Fault = d.Fault
 					} else {
-						req.Meta = map[string]string{"sim": directive}
+						req.Hints.Sim = directive
 					}
 					ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Second, chat.ErrFirstTokenTimeout)
 					defer cancel()

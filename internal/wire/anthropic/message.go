@@ -38,7 +38,7 @@ type EncodeOptions struct {
 // with prompt caching, one text block each). Assistant tool calls become
 // tool_use blocks, tool messages tool_result blocks in a user turn, and
 // consecutive turns of the same role are merged, as the API wants user and
-// assistant to alternate. req.Extra and req.Meta are never sent.
+// assistant to alternate. req.Extra and req.Hints are never sent.
 func EncodeRequest(req *chat.Request, opts EncodeOptions) ([]byte, error) {
 	// Built apart from the encoding: building takes a 1.4 KiB frame, the
 	// encoder's reflection a deep stack, and a request is encoded under

@@ -51,7 +51,7 @@ func TestEncodeRequestGolden(t *testing.T) {
 		opts EncodeOptions
 	}{
 		{
-			// OpenAI-only fields, Extra and Meta are not sent; the
+			// OpenAI-only fields, Extra and Hints are not sent; the
 			// temperature is clamped to Anthropic's maximum, and top_p is
 			// not sent with it.
 			name: "encode_basic.json",
@@ -66,7 +66,7 @@ func TestEncodeRequestGolden(t *testing.T) {
 				Temperature: ptr(1.5), TopP: ptr(0.9), Stop: []string{"END"}, User: "u-42",
 				N: 2, Seed: ptr(int64(7)), ResponseFormat: json.RawMessage(`{"type":"json_object"}`),
 				Extra: map[string]json.RawMessage{"logprobs": json.RawMessage("true")},
-				Meta:  map[string]string{"sim": "fail"},
+				Hints: chat.Hints{Sim: "fail"},
 			},
 		},
 		{

@@ -50,7 +50,7 @@ func TestEncodeUpstreamRequestGolden(t *testing.T) {
 			// The leading system messages become instructions, a later one
 			// a developer message; store is false and stream true; a small
 			// max_tokens is raised to the API's minimum; seed is dropped,
-			// Meta never sent; of Extra, reasoning_effort, verbosity and
+			// Hints never sent; of Extra, reasoning_effort, verbosity and
 			// the shared fields are mapped and the rest dropped.
 			name: "upstream_request_basic.json",
 			req: chat.Request{
@@ -70,7 +70,7 @@ func TestEncodeUpstreamRequestGolden(t *testing.T) {
 					"metadata": json.RawMessage(`{"trace": "t-1"}`), "store": json.RawMessage(`true`),
 					"logprobs": json.RawMessage(`true`), "frequency_penalty": json.RawMessage(`0.5`),
 				},
-				Meta: map[string]string{"sim": "fail"},
+				Hints: chat.Hints{Sim: "fail"},
 			},
 		},
 		{

@@ -1,4 +1,4 @@
-package conversation
+package router
 
 import (
 	"testing"
@@ -7,19 +7,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/firstword/firstword/internal/budget"
-	"github.com/firstword/firstword/internal/router"
 )
 
-// TestRecordAttempts checks the stages the router's work adds: the
+// TestAddStages checks the stages the router's work adds: the
 // routing until the first attempt, then each attempt as a group holding
 // its time to first token and generation, or its wait when it produced
 // none; an attempt still open ends at end.
-func TestRecordAttempts(t *testing.T) {
+func TestAddStages(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
 	tests := []struct {
 		name     string
-		attempts []router.Attempt
+		attempts []Attempt
 		want     []budget.StageTiming
 	}{
 		{
@@ -28,7 +27,7 @@ func TestRecordAttempts(t *testing.T) {
 		},
 		{
 			name:     "one attempt",
-			attempts: []router.Attempt{{Deployment: "a", Start: at(12), FirstToken: at(40), End: at(80), Outcome: router.OutcomeOK}},
+			attempts: []Attempt{{Deployment: "a", Start: at(12), FirstToken: at(40), End: at(80), Outcome: OutcomeOK}},
 			want: []budget.StageTiming{
 				{Name: "route", StartMs: 10, EndMs: 12},
 				{Name: "upstream a", StartMs: 12, EndMs: 80, Note: "ok", Group: true},
@@ -38,8 +37,8 @@ func TestRecordAttempts(t *testing.T) {
 		},
 		{
 			name: "a fallback, the second still open",
-			attempts: []router.Attempt{
-				{Deployment: "a", Start: at(12), End: at(30), Outcome: router.OutcomeFirstTokenTimeout},
+			attempts: []Attempt{
+				{Deployment: "a", Start: at(12), End: at(30), Outcome: OutcomeFirstTokenTimeout},
 				{Deployment: "b", Start: at(30), FirstToken: at(50)},
 			},
 			want: []budget.StageTiming{
@@ -55,11 +54,11 @@ func TestRecordAttempts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := budget.New(start)
-			RecordAttempts(rec, &router.Report{Attempts: tt.attempts}, at(10), at(90))
+			(&Report{Attempts: tt.attempts}).AddStages(rec, at(10), at(90))
 			if diff := cmp.Diff(tt.want, rec.Timings().Stages); diff != "" {
 				t.Errorf("stages (-want +got):\n%s", diff)
 			}
 		})
 	}
-	RecordAttempts(nil, &router.Report{}, start, start) // no recorder: nothing to do
+	(&Report{}).AddStages(nil, start, start) // no recorder: nothing to do
 }
