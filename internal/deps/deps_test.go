@@ -40,7 +40,7 @@ func TestImportRules(t *testing.T) {
 		"modernc.org/sqlite":                  {"internal/store/sqlite"},
 		"github.com/jackc/pgx":                {"internal/store/postgres"},
 		"github.com/prometheus/client_golang": {"internal/metrics"},
-		"github.com/redis/go-redis":           {"internal/cache/redis"},
+		"github.com/redis/go-redis":           {"internal/cache/redis", "internal/journal/redis"},
 		"go.opentelemetry.io/otel/sdk":        {"internal/tracing"},
 		"go.opentelemetry.io/otel/exporters":  {"internal/tracing"},
 		"github.com/maypok86/otter":           {"internal/cache"},
@@ -66,6 +66,7 @@ func TestImportRules(t *testing.T) {
 		"internal/conversation": {"internal/httpapi", "internal/cli"},
 		"internal/guard":        {"internal/httpapi", "internal/conversation", "internal/store", "internal/router"},
 		"internal/contextsrc":   {"internal/httpapi", "internal/conversation", "internal/store", "internal/router"},
+		"internal/journal":      {"internal/httpapi", "internal/conversation", "internal/store", "internal/router", "internal/cli"},
 	}
 	for pkg, imps := range pkgs {
 		p := internal(pkg)

@@ -1,10 +1,18 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/firstword/firstword/internal/bench"
 	"github.com/firstword/firstword/internal/config"
@@ -43,4 +51,94 @@ func BenchmarkStream(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkJournalFirstWord measures what the resume journal adds to
+// /v1/chat's first word: two gateways, the same but for resume.journal
+// (memory, the default, against redis, named by FIRSTWORD_TEST_REDIS_URL),
+// served in alternating rounds at concurrency 1 and 50, each request
+// timed from its send to its first delta. It reports each journal's p50
+// and p99 and the Redis journal's added p50 (ms). The store is SQLite in
+// memory and the sim answers at once, so the difference is the journal.
+//
+//	FIRSTWORD_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test -run '^$' -bench JournalFirstWord ./internal/gateway/
+func BenchmarkJournalFirstWord(b *testing.B) {
+	redisURL := os.Getenv("FIRSTWORD_TEST_REDIS_URL")
+	if redisURL == "" {
+		b.Skip("FIRSTWORD_TEST_REDIS_URL not set: skipping the Redis journal's benchmark")
+	}
+	const yaml = "providers:\n  sim: {type: sim}\nmodels:\n  chat: {timeout: 30s, deployments: [{provider: sim, model: small}]}\nresume: {journal: %s, url: %q}\n"
+	urls := map[string]string{}
+	for _, j := range []string{"memory", "redis"} {
+		cfg, err := config.Parse("bench.yaml", []byte(fmt.Sprintf(yaml, j, redisURL)), func(string) string { return "" })
+		if err != nil {
+			b.Fatal(err)
+		}
+		urls[j] = gatewaytest.Start(b, cfg).URL
+	}
+	for _, conc := range []int{1, 50} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			c := bench.NewClient(conc)
+			defer c.CloseIdleConnections()
+			ttfw := map[string][]time.Duration{}
+			perRound := max(conc*4, 40)
+			for range b.N {
+				for _, j := range []string{"memory", "redis"} {
+					ttfw[j] = append(ttfw[j], chatFirstWords(b, c, urls[j], conc, perRound)...)
+				}
+			}
+			p := func(ds []time.Duration, q float64) float64 {
+				slices.Sort(ds)
+				return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000
+			}
+			b.ReportMetric(p(ttfw["memory"], 0.5), "memory-p50-ms")
+			b.ReportMetric(p(ttfw["memory"], 0.99), "memory-p99-ms")
+			b.ReportMetric(p(ttfw["redis"], 0.5), "redis-p50-ms")
+			b.ReportMetric(p(ttfw["redis"], 0.99), "redis-p99-ms")
+			b.ReportMetric(p(ttfw["redis"], 0.5)-p(ttfw["memory"], 0.5), "added-p50-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// chatFirstWords sends n /v1/chat turns, conc at a time, and returns each
+// one's time from its send to its first delta.
+func chatFirstWords(b *testing.B, c *http.Client, url string, conc, n int) []time.Duration {
+	out := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				req, _ := http.NewRequest("POST", url+"/v1/chat", strings.NewReader(`{"message":"hi [sim ttft=0ms gap=0ms tokens=20]"}`))
+				req.Header.Set("Content-Type", "application/json")
+				start := time.Now()
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				br := bufio.NewReader(resp.Body)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						if out[i] == 0 {
+							b.Errorf("no delta: %v", err)
+						}
+						break
+					}
+					if line == "event: delta\n" && out[i] == 0 {
+						out[i] = time.Since(start)
+					}
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }

@@ -564,7 +564,7 @@ func TestChatOnPostgres(t *testing.T) {
 		t.Skip("FIRSTWORD_TEST_POSTGRES_URL not set: skipping /v1/chat on PostgreSQL")
 	}
 	t.Setenv("FW_PG_URL", url)
-	cfg := gatewaytest.MustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
+	cfg := gatewaytest.MustParseEnv(t, "store: {driver: postgres, url_env: FW_PG_URL}\nresume: {grace: 0s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n")
 	gw := gatewaytest.Start(t, cfg)
 	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=5ms gap=1ms tokens=12 fault=stall_mid after=6]"}, 6)
 	ans := storedAnswer(t, gw.URL, "", r.meta["conversation_id"].(string))

@@ -286,11 +286,22 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 	es.Header(func(h http.Header) { h.Set("X-Firstword-Protocol", ChatProtocol) })
 	last := after
 	buf := make([]byte, 0, 256)
-	err = s.opt.Journal.Follow(r.Context(), m.ID, after, func(ev journal.Event) bool {
+	follow := func(ev journal.Event) bool {
 		last = ev.Seq
 		buf = appendEvent(buf[:0], m.ID, ev)
 		return es.Write(buf) == nil
-	})
+	}
+	err = s.opt.Journal.Follow(r.Context(), m.ID, after, follow)
+	// An answer that has just begun may not have reached a shared
+	// journal yet (its first write is on its way): ask again, briefly.
+	for wait := 0; errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusStreaming && wait < 20; wait++ {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+		err = s.opt.Journal.Follow(r.Context(), m.ID, after, follow)
+	}
 	switch {
 	case errors.Is(err, journal.ErrNotFound) && !es.Committed():
 		var answered error

@@ -100,9 +100,10 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 			if rs := read.Val(); len(rs) > 0 {
 				msgs = rs[0].Messages
 			}
-			if len(msgs) == 0 {
+			if len(msgs) == 0 && len(last.Val()) > 0 {
 				// The cursor is past every entry: past the end, or past a
-				// cut the producer's live stream went beyond.
+				// cut the producer's live stream went beyond. (With no
+				// entry yet, a live producer has not written its first.)
 				switch e := decode(last.Val()[0]); {
 				case e.end:
 					return nil

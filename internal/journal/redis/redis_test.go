@@ -318,3 +318,36 @@ func BenchmarkAppendCaller(b *testing.B) {
 		}
 	}
 }
+
+// TestFollowBeforeTheFirstWrite: a follower that finds a producer's lease
+// but no event yet (it reached Redis between the two) waits for the
+// events instead of failing, and gets them.
+func TestFollowBeforeTheFirstWrite(t *testing.T) {
+	url := redisURL(t)
+	o := journal.Options{KeyPrefix: prefix(t), Lease: 3 * time.Second}
+	a, b := open(t, url, o), open(t, url, o)
+	const id = "msg_early"
+	if err := a.c.Set(t.Context(), a.keys(id).lease, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []journal.Event, 1)
+	errc := make(chan error, 1)
+	go func() {
+		var evs []journal.Event
+		errc <- b.Follow(t.Context(), id, -1, func(ev journal.Event) bool {
+			evs = append(evs, ev)
+			return true
+		})
+		got <- evs
+	}()
+	time.Sleep(100 * time.Millisecond) // the follower found the lease and no stream
+	w := a.Begin(id)
+	w.Append(journal.Event{Seq: 0, Kind: journal.KindMeta, Data: []byte(`{}`)})
+	w.End(journal.Event{Seq: 1, Kind: journal.KindDone, Data: []byte(`{}`)})
+	if err := <-errc; err != nil {
+		t.Fatalf("Follow = %v, want nil after the terminal event", err)
+	}
+	if evs := <-got; len(evs) != 2 || evs[1].Kind != journal.KindDone {
+		t.Errorf("followed %+v, want meta and done", evs)
+	}
+}
