@@ -120,7 +120,7 @@ func TestDocConfigsStart(t *testing.T) {
 			if err != nil {
 				t.Skipf("does not load (TestDocYAML reports it): %v", err)
 			}
-			if cfg.Store.Driver == "postgres" || cfg.Cache.Driver == "redis" {
+			if cfg.Store.Driver == "postgres" || cfg.Cache.Driver == "redis" || cfg.Resume.Journal == "redis" {
 				t.Skipf("skipped: this config needs PostgreSQL or Redis to start; TestDocYAML loads it")
 			}
 			s := newSession(t)
