@@ -443,7 +443,9 @@ func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
 		b.cmds = append(b.cmds,
 			pipe.PExpire(ctx, k.stream, j.o.Retention),
 			pipe.Del(ctx, k.lease, k.stop, k.att))
-	} else if b.begin {
+	} else if b.mk && len(b.adds) > 0 {
+		// The stream may be created here: give it a TTL at once, so that
+		// it goes even if this process dies before its first renewal.
 		b.cmds = append(b.cmds, pipe.PExpire(ctx, k.stream, j.o.Retention+j.o.Lease))
 	}
 }
