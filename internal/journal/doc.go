@@ -64,7 +64,8 @@
 // # Lease
 //
 // A producer on Redis holds a lease per answer (Lease, default 5 s),
-// renewed every Lease/3 by one pipeline for all of the process's answers.
+// renewed every Lease/3 by one pipeline for all of the process's answers,
+// on a goroutine of its own (a slow write does not delay it).
 // If the process dies, the lease lapses: followers get ErrLost within
 // Lease plus a follower's check interval (min(Lease/3, 500 ms)), and
 // Snapshot reports Lost. Closing a journal with answers still being
@@ -120,6 +121,7 @@
 // start, so a resume gets ErrTruncated rather than a gap (or, if the
 // first write's reply was lost with the server, writes the answer again
 // from its start). Follow and
-// Stop return ErrUnavailable while Redis is down; the producers' leases
-// lapse, so their answers read as lost until the producer writes again.
+// Stop return ErrUnavailable while Redis is down. A lease that lapsed
+// meanwhile is not taken again: the answer reads as lost (followers may
+// already have been told so) until its end is written.
 package journal

@@ -129,9 +129,10 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 		j.c.Close()
 		return nil, fmt.Errorf("journal/redis: subscribing: %w", err)
 	}
-	j.wg.Add(2)
+	j.wg.Add(3)
 	go j.listen()
 	go j.run()
+	go j.renewing()
 	return j, nil
 }
 

@@ -73,6 +73,22 @@ func TestCloseReleasesLeases(t *testing.T) {
 	}
 }
 
+// TestStreamsExpire: every stream the journal creates has a TTL from its
+// first write, even if its producer dies before renewing its lease.
+func TestStreamsExpire(t *testing.T) {
+	url := redisURL(t)
+	o := journal.Options{KeyPrefix: prefix(t), Lease: time.Hour}
+	j := open(t, url, o)
+	w := j.Begin("m")
+	eventually(t, "the lease taken", func() bool { return j.c.Exists(t.Context(), j.keys("m").lease).Val() == 1 })
+	w.Append(journal.Event{Seq: 0, Kind: journal.KindMeta, Data: []byte(`{}`)})
+	eventually(t, "the first event written", func() bool { return j.c.Exists(t.Context(), j.keys("m").stream).Val() == 1 })
+	w.(*writer).crash()
+	if ttl := j.c.PTTL(t.Context(), j.keys("m").stream).Val(); ttl <= 0 {
+		t.Fatalf("PTTL of the stream = %v, want a TTL", ttl)
+	}
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)

@@ -182,21 +182,13 @@ func (j *Journal) markDirty(w *writer) {
 
 // run is the journal's one writing goroutine: it writes what was queued
 // as soon as it is idle (what piles up during a write goes in the next
-// one), and renews the leases every Lease/3.
+// one).
 func (j *Journal) run() {
 	defer j.wg.Done()
-	tick := time.NewTicker(j.o.Lease / 3)
-	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
 		select {
 		case <-j.wake:
-		case <-tick.C:
-			j.renew()
-			continue
-		case <-j.kick:
-			j.renew()
-			continue
 		case <-j.closing:
 			j.shutdown()
 			return
@@ -205,8 +197,7 @@ func (j *Journal) run() {
 			backoff = 0
 			continue
 		}
-		// Redis is failing: wait before the retry, renewing meanwhile
-		// (which fails too, until it comes back).
+		// Redis is failing: wait before the retry.
 		backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
 		t := time.NewTimer(backoff)
 		select {
@@ -217,6 +208,23 @@ func (j *Journal) run() {
 			j.shutdown()
 			return
 		}
+	}
+}
+
+// renewing renews the leases every Lease/3, and when a follower left; on
+// its own goroutine, so that a slow write does not let a lease lapse.
+func (j *Journal) renewing() {
+	defer j.wg.Done()
+	tick := time.NewTicker(j.o.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-j.kick:
+		case <-j.closing:
+			return
+		}
+		j.renew()
 	}
 }
 
@@ -443,7 +451,9 @@ func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
 		b.cmds = append(b.cmds,
 			pipe.PExpire(ctx, k.stream, j.o.Retention),
 			pipe.Del(ctx, k.lease, k.stop, k.att))
-	} else if b.begin {
+	} else if b.mk && len(b.adds) > 0 {
+		// The stream may be created here: give it a TTL at once, so that
+		// it goes even if this process dies before its first renewal.
 		b.cmds = append(b.cmds, pipe.PExpire(ctx, k.stream, j.o.Retention+j.o.Lease))
 	}
 }
@@ -501,9 +511,13 @@ func (j *Journal) renew() {
 }
 
 // renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
-// stream TTL ms. Returns {stop requested, followers attached}.
+// stream TTL ms. Returns {stop requested, followers attached}. The lease
+// is only extended (XX): the end's write deletes it, and a renewal that
+// raced with that must not bring it back; one that lapsed (Redis
+// unreachable for longer than a lease) stays lapsed, since followers may
+// already have been told the answer is lost.
 var renewScript = goredis.NewScript(`
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'XX')
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
