@@ -149,11 +149,12 @@
     m.dataset.status = status;
     if (status === "error") m.classList.add("failed");
     if (status === "cancelled" || status === "timeout" || status === "interrupted") m.classList.add("cut");
-    if (info.error || labels[status]) {
+    const label = info.label || labels[status];
+    if (info.error || label) {
       const p = el("div", "problem" + (info.error ? "" : " warn"));
       p.setAttribute("role", info.error ? "alert" : "note");
       const partial = !!m.querySelector(".body").textContent;
-      p.appendChild(el("p", "says", info.error ? says(info.error, partial) : labels[status]));
+      p.appendChild(el("p", "says", info.error ? says(info.error, partial) : label));
       if (info.error && info.error.code === "guardrail_blocked") p.classList.add("refusal");
       if (info.error && !final.has(info.error.code) && info.retry) {
         const b = el("button", "retry", "Retry");
@@ -258,6 +259,7 @@
       conv: "", msgId: "", seq: -1, lastId: "", retryMs: 1000,
       live: false,    // a stream is being read
       stopped: false, // the user asked to stop
+      dropped: false, // its connection broke off at least once
       over: null,     // the turn's end, decided outside its stream (stop, leave)
       done: false,    // the turn has ended
       requestId: "",
@@ -380,6 +382,7 @@
       for (;;) {
         if (turn.over) return turn.over;
         if (wait) {
+          turn.dropped = true;
           if (Date.now() + wait - since > giveUpAfter) return (await fromStore(turn)) || lost(turn);
           reconnecting(turn, true);
           await sleep(wait, turn.abort.signal);
@@ -521,6 +524,9 @@
     const { m, body } = turn;
     if (!turn.text && !turn.floor && !info.error && info.status !== "cancelled") body.replaceChildren();
     info.requestId = turn.requestId;
+    // Cancelled without a stop: the gateway's grace window ended before
+    // the page got back.
+    if (info.status === "cancelled" && turn.dropped && !turn.stopped) info.label = "The connection was lost for too long, so the answer was stopped: this is the part that arrived.";
     finishMessage(m, info);
     delete m.dataset.streaming;
     if (state.turn !== turn) return;
@@ -685,6 +691,7 @@
     });
     $("messages").scrollTop = $("messages").scrollHeight;
     if (live && state.conv === id && !state.turn) attach(...live);
+    else if (live) finishMessage(live[0], storedInfo(live[1], live[2]));
     document.body.dataset.loaded = id;
     loadConversations();
   }
