@@ -110,6 +110,7 @@
     model_not_found: ["The chosen model is no longer available.", "Pick another one in the sidebar."],
     auth: ["The gateway could not sign in to the model's service.", "Ask whoever runs this gateway to check its keys."],
     network: ["The connection to the gateway was lost.", "Check your network, then try again."],
+    reconnect_failed: ["The connection to the gateway was lost and could not be restored.", "Reload the page once you are back online: the answer may have gone on without you."],
     internal: ["Something went wrong inside the gateway.", "Try again."],
   };
   // Errors where sending the same message again cannot help.
@@ -148,11 +149,12 @@
     m.dataset.status = status;
     if (status === "error") m.classList.add("failed");
     if (status === "cancelled" || status === "timeout" || status === "interrupted") m.classList.add("cut");
-    if (info.error || labels[status]) {
+    const label = info.label || labels[status];
+    if (info.error || label) {
       const p = el("div", "problem" + (info.error ? "" : " warn"));
       p.setAttribute("role", info.error ? "alert" : "note");
       const partial = !!m.querySelector(".body").textContent;
-      p.appendChild(el("p", "says", info.error ? says(info.error, partial) : labels[status]));
+      p.appendChild(el("p", "says", info.error ? says(info.error, partial) : label));
       if (info.error && info.error.code === "guardrail_blocked") p.classList.add("refusal");
       if (info.error && !final.has(info.error.code) && info.retry) {
         const b = el("button", "retry", "Retry");
@@ -206,31 +208,246 @@
 
   // ---- the event stream ---------------------------------------------------
 
-  // events parses a text/event-stream body into {event, data} objects.
+  // events parses a text/event-stream body into {event, data, id, retry}
+  // objects. A block with a retry field but no data yields just the retry.
   async function* events(body) {
     const reader = body.getReader();
     const dec = new TextDecoder();
     let buf = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-      let i;
-      while ((i = buf.indexOf("\n\n")) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        let event = "message", data = [];
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) continue;
-          const c = line.indexOf(":");
-          const name = c < 0 ? line : line.slice(0, c);
-          const val = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
-          if (name === "event") event = val;
-          if (name === "data") data.push(val);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let event = "message", data = [], id = "", retry = 0;
+          for (const line of block.split("\n")) {
+            if (line.startsWith(":")) continue;
+            const c = line.indexOf(":");
+            const name = c < 0 ? line : line.slice(0, c);
+            const val = c < 0 ? "" : line.slice(c + 1).replace(/^ /, "");
+            if (name === "event") event = val;
+            if (name === "data") data.push(val);
+            if (name === "id") id = val;
+            if (name === "retry" && /^\d+$/.test(val)) retry = Number(val);
+          }
+          if (data.length || retry) yield { event, data: data.length ? data.join("\n") : "", id, retry };
         }
-        if (data.length) yield { event, data: data.join("\n") };
       }
+    } finally {
+      reader.cancel().catch(() => {});
     }
+  }
+
+  // Reconnecting after a dropped stream: the first wait is the stream's
+  // retry hint, then each wait doubles up to maxWait; after giveUpAfter
+  // without getting back, the turn ends with what arrived.
+  const maxWait = 8000, giveUpAfter = 30000;
+
+  // A turn is one answer shown while it arrives: one this page asked for,
+  // or one it follows (a reload mid-answer, a second tab). Its events carry
+  // ids <message_id>:<n>; seq is the n of the last one applied, and lastId
+  // is what a resume hands back. floor: the length of the stored text on
+  // screen, which a replay from the start replaces once it has caught up.
+  function newTurn(m, retry) {
+    return {
+      abort: new AbortController(), m, body: m.querySelector(".body"), retry,
+      text: "", pending: "", frame: 0, floor: 0,
+      conv: "", msgId: "", seq: -1, lastId: "", retryMs: 1000,
+      live: false,    // a stream is being read
+      stopped: false, // the user asked to stop
+      dropped: false, // its connection broke off at least once
+      over: null,     // the turn's end, decided outside its stream (stop, leave)
+      done: false,    // the turn has ended
+      requestId: "",
+    };
+  }
+
+  // paint shows the text that arrived since the last frame. The page
+  // paints at most once a frame, and only this message.
+  function paint(turn) {
+    turn.frame = 0;
+    if (!turn.pending) return;
+    turn.text += turn.pending;
+    turn.pending = "";
+    if (turn.text.length < turn.floor) return;
+    fwMarkdown.render(turn.body, turn.text);
+    scrollDown();
+  }
+
+  // apply takes one event into the turn. It returns the turn's end on a
+  // last event, {again: true} when the stream asks to be resumed, {other:
+  // true} when the stream is another answer's, else null.
+  function apply(turn, ev) {
+    if (ev.retry) turn.retryMs = ev.retry;
+    if (!ev.data) return null;
+    let d;
+    try { d = JSON.parse(ev.data); } catch { return null; }
+    // A resume that could not read the journal says so with an error
+    // still "streaming", numbered after the last event it sent: not one
+    // of the answer's events, so its number is not taken.
+    if (ev.event === "error" && d.status === "streaming") return { again: true };
+    if (ev.id) {
+      const i = ev.id.lastIndexOf(":");
+      const msg = ev.id.slice(0, i), n = Number(ev.id.slice(i + 1));
+      if (turn.msgId && msg !== turn.msgId) return { other: true };
+      // Already shown: a resume never repeats an event, but a duplicate
+      // must not show twice if one ever did.
+      if (n <= turn.seq) return null;
+      turn.seq = n;
+      turn.lastId = ev.id;
+    }
+    if (ev.event === "meta") {
+      turn.conv = d.conversation_id;
+      turn.msgId = d.message_id;
+      turn.m.dataset.messageId = d.message_id;
+      if (state.turn === turn && state.conv !== d.conversation_id) {
+        state.conv = d.conversation_id;
+        history.replaceState(null, "", "#" + state.conv);
+        loadConversations();
+      }
+      if (turn.stopped) postStop(turn);
+    } else if (ev.event === "delta") {
+      turn.pending += d.text;
+      turn.m.dataset.streaming = "1";
+      if (!turn.frame) turn.frame = requestAnimationFrame(() => paint(turn));
+    } else if (ev.event === "done") {
+      return Object.assign({ retry: turn.retry }, d);
+    } else if (ev.event === "error") {
+      return Object.assign({ retry: turn.retry }, d, { error: { code: d.code, message: d.message }, status: d.status || "error" });
+    }
+    return null;
+  }
+
+  // follow reads a stream into the turn. It returns the turn's end, or
+  // null when the stream broke off before its last event (a dropped
+  // connection: the caller resumes).
+  async function follow(turn, resp) {
+    turn.live = true;
+    try {
+      for await (const ev of events(resp.body)) {
+        const r = apply(turn, ev);
+        if (r && r.again) return null;
+        if (r && r.other) return (await fromStore(turn)) || lost(turn);
+        if (r) return r;
+      }
+      return null;
+    } catch (e) {
+      if (turn.over) return turn.over;
+      return null;
+    } finally {
+      turn.live = false;
+    }
+  }
+
+  // reconnecting shows, quietly, that the answer's connection is being
+  // restored; the text so far stays as it is.
+  function reconnecting(turn, on) {
+    let r = turn.m.querySelector(".reconnecting");
+    if (!on) {
+      if (r) r.remove();
+      delete turn.m.dataset.reconnecting;
+      return;
+    }
+    if (r) return;
+    r = el("div", "reconnecting", "Reconnecting…");
+    r.setAttribute("role", "status");
+    turn.m.dataset.reconnecting = "1";
+    turn.body.after(r);
+  }
+
+  function sleep(ms, signal) {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+    });
+  }
+
+  // resume follows the turn's answer on GET /v1/conversations/{id}/stream,
+  // from the last event applied (Last-Event-ID), until its last event. It
+  // waits wait ms before its first try (0: attaching, at once), backs off
+  // after each failed one, and gives up after giveUpAfter without getting
+  // back.
+  async function resume(turn, wait) {
+    if (!turn.msgId) {
+      // The connection broke before the answer had an id: there is
+      // nothing to resume.
+      return { status: "error", error: { code: "network", message: "the connection closed before the answer began" }, retry: turn.retry };
+    }
+    let since = Date.now();
+    try {
+      for (;;) {
+        if (turn.over) return turn.over;
+        if (wait) {
+          turn.dropped = true;
+          if (Date.now() + wait - since > giveUpAfter) return (await fromStore(turn)) || lost(turn);
+          reconnecting(turn, true);
+          await sleep(wait, turn.abort.signal);
+          if (turn.over) return turn.over;
+        }
+        wait = Math.min(Math.max(wait * 2, turn.retryMs), maxWait);
+        let resp;
+        try {
+          resp = await api("/v1/conversations/" + encodeURIComponent(turn.conv) + "/stream", {
+            headers: Object.assign({ Accept: "text/event-stream" }, turn.lastId ? { "Last-Event-ID": turn.lastId } : {}),
+            signal: turn.abort.signal,
+          });
+        } catch (e) {
+          if (turn.over) return turn.over;
+          if (e && e.message === "unauthorized") return { status: "error" };
+          continue;
+        }
+        if (resp.status === 200) {
+          reconnecting(turn, false);
+          const seq = turn.seq;
+          const info = await follow(turn, resp);
+          if (info) return info;
+          if (turn.seq > seq) { since = Date.now(); wait = turn.retryMs; }
+          continue;
+        }
+        // Busy, failing, or on another server (409): try again.
+        if (resp.status >= 500 || resp.status === 409 || resp.status === 429) continue;
+        // 204 (nothing left to resume: the stored message is the whole
+        // answer), 404 (deleted), anything else: the store tells the end.
+        return (await fromStore(turn)) || lost(turn);
+      }
+    } finally {
+      reconnecting(turn, false);
+    }
+  }
+
+  // lost is the end of a turn whose stream could not be got back.
+  function lost(turn) {
+    return { status: "error", error: { code: "reconnect_failed", message: "the answer's stream could not be resumed after " + giveUpAfter / 1000 + " s (last event " + (turn.lastId || "none") + ")" } };
+  }
+
+  // storedInfo is what finishMessage needs, from a stored message.
+  function storedInfo(msg, retry) {
+    return {
+      status: msg.status, usage: msg.usage, cost: msg.cost, deployment: msg.deployment, model: msg.model,
+      timings: msg.timings, error: msg.error, retry, cached: msg.meta && msg.meta.cached, fallback: msg.meta && msg.meta.fallback,
+    };
+  }
+
+  // fromStore ends the turn with its stored message, when the stream
+  // cannot tell the rest; null while the answer is still being written or
+  // the store cannot be read.
+  async function fromStore(turn) {
+    let resp;
+    try { resp = await api("/v1/conversations/" + encodeURIComponent(turn.conv)); } catch { return null; }
+    if (resp.status === 404) return { status: "error", error: { code: "not_found", message: "the conversation was deleted" } };
+    if (!resp.ok) return null;
+    const c = await resp.json().catch(() => null);
+    const msg = c && (c.messages || []).find((x) => x.id === turn.msgId);
+    if (!msg || msg.status === "streaming") return null;
+    turn.pending = msg.content || "";
+    turn.text = "";
+    turn.floor = 0;
+    paint(turn);
+    return storedInfo(msg, turn.retry);
   }
 
   // send runs one turn. A message sent while another turn is in flight
@@ -253,69 +470,66 @@
     }
     const m = addAssistant(queued && u);
     scrollDown();
-    const abort = new AbortController();
-    const turn = state.turn = { abort, m, text: "", pending: "", frame: 0, stopped: false };
+    const turn = state.turn = newTurn(m, text);
+    turn.conv = state.conv || "";
     setBusy(true);
-    const body = m.querySelector(".body");
-    const paint = () => {
-      turn.frame = 0;
-      if (!turn.pending) return;
-      turn.text += turn.pending;
-      turn.pending = "";
-      fwMarkdown.render(body, turn.text);
-      scrollDown();
-    };
-    let info = { status: "error", retry: text };
-    let requestId = "";
+    let info = null;
     try {
       const resp = await api("/v1/chat", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
         body: JSON.stringify({ message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
-        signal: abort.signal,
+        signal: turn.abort.signal,
       });
-      requestId = resp.headers.get("X-Request-Id") || "";
-      if (!resp.ok) {
+      turn.requestId = resp.headers.get("X-Request-Id") || "";
+      if (resp.ok) {
+        info = await follow(turn, resp);
+      } else {
         const e = await resp.json().catch(() => ({}));
-        info.error = { code: (e.error && e.error.code) || String(resp.status), message: (e.error && e.error.message) || resp.statusText, status: resp.status };
+        info = { status: "error", retry: text, error: { code: (e.error && e.error.code) || String(resp.status), message: (e.error && e.error.message) || resp.statusText, status: resp.status } };
         if (info.error.code === "request_too_large" && !$("input").value) $("input").value = text;
-        throw null;
       }
-      for await (const ev of events(resp.body)) {
-        const d = JSON.parse(ev.data);
-        if (ev.event === "meta") {
-          if (state.conv !== d.conversation_id) {
-            state.conv = d.conversation_id;
-            history.replaceState(null, "", "#" + state.conv);
-            loadConversations();
-          }
-          m.dataset.messageId = d.message_id;
-        } else if (ev.event === "delta") {
-          // Text is appended as it arrives; the page paints at most once a
-          // frame, and only this message.
-          turn.pending += d.text;
-          m.dataset.streaming = "1";
-          if (!turn.frame) turn.frame = requestAnimationFrame(paint);
-        } else if (ev.event === "done") {
-          info = Object.assign({ retry: text }, d);
-        } else if (ev.event === "error") {
-          info = Object.assign({ retry: text }, d, { error: { code: d.code, message: d.message }, status: d.status || "error" });
-        }
-      }
-      if (!info.timings && !info.error) info = { status: "interrupted", retry: text };
     } catch (e) {
-      if (turn.stopped || (e && e.name === "AbortError")) {
-        info = { status: "cancelled" };
-      } else if (e && e.message !== "unauthorized" && !info.error) {
-        info = { status: "error", error: { code: "network", message: "the connection failed: " + e.message }, retry: text };
-      }
+      if (turn.over) info = turn.over;
+      else if (e && e.message === "unauthorized") info = { status: "error", retry: text };
+      else info = { status: "error", error: { code: "network", message: "the connection failed: " + (e && e.message) }, retry: text };
     }
-    info.requestId = requestId;
+    // A dropped connection is not the end of the answer: the gateway
+    // keeps it for a while, and the page picks it up where it broke off.
+    if (!info) info = await resume(turn, turn.retryMs);
+    end(turn, info);
+  }
+
+  // attach follows an answer that is still being written when the page
+  // opens its conversation (a reload mid-answer, a second tab): its stored
+  // text stays on screen until the replay from the answer's start has
+  // caught up with it, then the replay goes on live.
+  async function attach(m, msg, retry) {
+    const turn = state.turn = newTurn(m, retry);
+    turn.conv = state.conv;
+    turn.msgId = msg.id;
+    turn.floor = (msg.content || "").length;
+    m.dataset.streaming = "1";
+    setBusy(true);
+    end(turn, await resume(turn, 0));
+  }
+
+  // end shows how the turn ended and starts the next queued message.
+  function end(turn, info) {
+    if (turn.done) return;
+    turn.done = true;
     if (turn.frame) cancelAnimationFrame(turn.frame);
-    paint();
-    if (!turn.text && !info.error && info.status !== "cancelled") body.replaceChildren();
+    if (info.left) return;
+    paint(turn);
+    const { m, body } = turn;
+    if (!turn.text && !turn.floor && !info.error && info.status !== "cancelled") body.replaceChildren();
+    info.requestId = turn.requestId;
+    // Cancelled without a stop: the gateway's grace window ended before
+    // the page got back.
+    if (info.status === "cancelled" && turn.dropped && !turn.stopped) info.label = "The connection was lost for too long, so the answer was stopped: this is the part that arrived.";
     finishMessage(m, info);
     delete m.dataset.streaming;
+    if (state.turn !== turn) return;
     state.turn = null;
     setBusy(false);
     $("input").focus();
@@ -357,18 +571,62 @@
     for (const q of state.queue.splice(0)) takeBack(q.text);
   }
 
+  // stop asks the gateway to stop the answer, on the stop route (a
+  // dropped connection no longer stops it). The turn ends on the done
+  // event the stream then delivers, with status cancelled. Before the
+  // answer has an id (the meta event comes first) the stop waits for it.
   function stop() {
-    if (!state.turn) return;
-    state.turn.stopped = true;
-    // Aborting the request closes the connection: the server cancels the
-    // provider's stream and stores the partial answer as cancelled.
-    state.turn.abort.abort();
+    const turn = state.turn;
+    if (!turn || turn.stopped) return;
+    turn.stopped = true;
+    $("stop").disabled = true;
+    if (turn.msgId) postStop(turn);
+  }
+
+  async function postStop(turn) {
+    let resp = null, ans = {};
+    try {
+      resp = await api("/v1/conversations/" + encodeURIComponent(turn.conv) + "/stop", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
+      });
+      ans = await resp.json().catch(() => ({}));
+    } catch { resp = null; }
+    if (turn.done) return;
+    if (resp && resp.ok && turn.live) return; // the stream brings the end
+    let over;
+    if (resp && resp.ok) {
+      // The stream is gone (the page is reconnecting): the stop's
+      // answer ends the turn, with the stored message.
+      over = (await fromStore(turn)) || { status: ans.status === "streaming" ? "cancelled" : ans.status || "cancelled" };
+    } else if (resp && resp.status === 404) {
+      over = { status: "error", error: { code: "not_found", message: "the conversation was deleted" } };
+    } else {
+      // The stop could not be sent: let go of the answer here. The
+      // gateway cancels it when nobody resumes it within its grace window.
+      over = { status: "cancelled" };
+    }
+    if (turn.done) return;
+    turn.over = over;
+    turn.abort.abort();
+  }
+
+  // leave lets go of the turn on screen when another conversation opens.
+  // Leaving is not stopping: the answer goes on for the gateway's grace
+  // window, for this page (coming back) or another tab to follow.
+  function leave() {
+    const turn = state.turn;
+    if (!turn) return;
+    turn.over = { left: true };
+    turn.abort.abort();
+    state.turn = null;
+    setBusy(false);
   }
 
   // setBusy shows Stop during a turn. Send stays: what it sends then
   // waits for the answer to end.
   function setBusy(busy) {
     $("stop").hidden = !busy;
+    $("stop").disabled = false;
     $("send").title = busy ? "Sends when the current answer ends" : "";
     $("input").disabled = false;
   }
@@ -413,7 +671,7 @@
 
   async function openConversation(id) {
     unqueue();
-    if (state.turn) stop();
+    leave();
     state.conv = id;
     $("messages").replaceChildren();
     let resp;
@@ -421,27 +679,26 @@
     if (resp.status === 404) { notice("That conversation does not exist."); newChat(); return; }
     const c = await resp.json();
     setTitle(c.title || "Conversation");
-    let lastUser = "";
-    for (const msg of c.messages) {
-      if (msg.role === "user") { addUser(msg.content); lastUser = msg.content; continue; }
+    let lastUser = "", live = null;
+    c.messages.forEach((msg, i) => {
+      if (msg.role === "user") { addUser(msg.content); lastUser = msg.content; return; }
       const m = addAssistant();
       m.dataset.messageId = msg.id;
-      fwMarkdown.render(m.querySelector(".body"), msg.content);
-      let timings;
-      try { timings = msg.timings; } catch { timings = null; }
-      finishMessage(m, {
-        status: msg.status, usage: msg.usage, cost: msg.cost, deployment: msg.deployment, model: msg.model,
-        timings, error: msg.error, retry: lastUser, cached: msg.meta && msg.meta.cached, fallback: msg.meta && msg.meta.fallback,
-      });
-    }
+      if (msg.content) fwMarkdown.render(m.querySelector(".body"), msg.content);
+      // The answer still being written is followed live.
+      if (msg.status === "streaming" && i === c.messages.length - 1) live = [m, msg, lastUser];
+      else finishMessage(m, storedInfo(msg, lastUser));
+    });
     $("messages").scrollTop = $("messages").scrollHeight;
+    if (live && state.conv === id && !state.turn) attach(...live);
+    else if (live) finishMessage(live[0], storedInfo(live[1], live[2]));
     document.body.dataset.loaded = id;
     loadConversations();
   }
 
   function newChat() {
     unqueue();
-    if (state.turn) stop();
+    leave();
     state.conv = null;
     history.replaceState(null, "", location.pathname);
     setTitle("");
