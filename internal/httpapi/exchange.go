@@ -256,7 +256,14 @@ func (s *Server) withinLimits(req *chat.Request) error {
 // inside shares it. A background response's context does not end with
 // its client, only with the server. An unknown model is a 404.
 func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
-	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(r.Header))
+	h := r.Header
+	if x.background {
+		// The SDKs' timeout is how long they wait for the HTTP answer,
+		// not how long a background response may run.
+		h = h.Clone()
+		h.Del("X-Stainless-Timeout")
+	}
+	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(h))
 	if err != nil {
 		return nil, nil, modelNotFound(x.req.Model, notServed(err))
 	}
