@@ -41,6 +41,9 @@ type exchange struct {
 	trace   tracing.ID
 	routeAt time.Time // when the request was handed to the router
 	parent  string    // the client's traceparent
+
+	// background: the response outlives its request (background.go).
+	background bool
 }
 
 // newExchange starts a request's state on a: its ID, clock, stage
@@ -171,9 +174,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 	}
 	x.routeAt = time.Now()
 	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
-	if x.stream {
+	bs, bg := sf.(backgroundSurface)
+	switch {
+	case bg && x.background:
+		s.background(w, x, seq, bs)
+	case x.stream:
 		s.stream(w, r, x, seq, sf)
-	} else {
+	default:
 		s.complete(w, r, x, seq, sf)
 	}
 	s.finish(r, x)
@@ -246,17 +253,29 @@ func (s *Server) withinLimits(req *chat.Request) error {
 // begin checks the alias and derives the request's context, ending at
 // the router's deadline for it (the alias's timeout from when the request
 // arrived, or the client's tighter X-Request-Timeout); every attempt
-// inside shares it. An unknown model is a 404.
+// inside shares it. A background response's context does not end with
+// its client, only with the server. An unknown model is a 404.
 func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
-	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(r.Header))
+	h := r.Header
+	if x.background {
+		// The SDKs' timeout is how long they wait for the HTTP answer,
+		// not how long a background response may run.
+		h = h.Clone()
+		h.Del("X-Stainless-Timeout")
+	}
+	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(h))
 	if err != nil {
 		return nil, nil, modelNotFound(x.req.Model, notServed(err))
 	}
 	x.req.Hints = requestHints(r, x.tenant)
-	ctx, cancelDeadline := context.WithDeadlineCause(r.Context(), deadline, chat.ErrDeadline)
+	parent, release := r.Context(), context.CancelCauseFunc(func(error) {})
+	if x.background {
+		parent, release = detach(r)
+	}
+	ctx, cancelDeadline := context.WithDeadlineCause(parent, deadline, chat.ErrDeadline)
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
-	return ctx, func(err error) { cancel(err); cancelDeadline() }, nil
+	return ctx, func(err error) { cancel(err); cancelDeadline(); release(err) }, nil
 }
 
 // notServed is why the router does not serve a model, when it is more
@@ -516,7 +535,9 @@ func (x *exchange) ending(r *http.Request) metering.Ending {
 		return metering.Ending{Status: metering.StatusComplete}
 	case errors.Is(x.err, chat.ErrShutdown):
 		return metering.Ending{Status: metering.StatusInterrupted, ErrorCode: string(chat.CategoryShuttingDown), Error: chat.ErrShutdown.Error()}
-	case clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || errors.Is(x.err, context.Canceled):
+	case errors.Is(x.err, chat.ErrStopped): // a background response's cancel
+		return metering.Ending{Status: metering.StatusCancelled}
+	case clientGone(r) && !x.background, errors.Is(x.err, chat.ErrClientGone), errors.Is(x.err, context.Canceled):
 		return metering.Ending{Status: metering.StatusCancelled}
 	}
 	ce := chat.AsError(x.err)

@@ -30,8 +30,11 @@ func responsesAPIFor(s *Server) *api {
 				}
 				return nil, e
 			}
-			x.req, x.stream = pr.Request, pr.Stream
-			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix()}}, nil
+			x.req, x.stream, x.background = pr.Request, pr.Stream, pr.Background
+			if x.background && s.opt.Journal == nil {
+				return nil, invalid("background", "background mode is not available on this server (it keeps no journal of responses)")
+			}
+			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix(), Background: x.background}}, nil
 		},
 		answered: func(r *http.Request, sf surface) {
 			if sf, ok := sf.(*responsesSurface); ok {

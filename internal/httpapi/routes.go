@@ -18,6 +18,8 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/chat/completions", apiHandler{s, &openaiAPI})
 	s.mux.Handle("POST /v1/messages", apiHandler{s, &anthropicAPI})
 	s.mux.Handle("POST /v1/responses", apiHandler{s, s.responses})
+	s.mux.Handle("GET /v1/responses/{id}", route(s.getResponse))
+	s.mux.Handle("POST /v1/responses/{id}/cancel", route(s.cancelResponse))
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	if s.opt.Chat != nil && s.opt.Store != nil {
 		s.mux.Handle("POST /v1/chat", route(s.chat))

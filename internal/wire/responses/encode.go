@@ -20,6 +20,10 @@ type EventEncoder struct {
 	ID        string
 	Model     string
 	CreatedAt int64
+	// Background marks a background response (background: true): its
+	// response objects say "background":true and response.created has
+	// status queued, as OpenAI's do.
+	Background bool
 
 	seq     int
 	started bool
@@ -52,9 +56,13 @@ func (e *EventEncoder) Start(b []byte) []byte {
 	}
 	e.started, e.open = true, -1
 	for _, typ := range [...]string{"response.created", "response.in_progress"} {
+		status := "in_progress"
+		if e.Background && typ == "response.created" {
+			status = "queued"
+		}
 		b = e.event(b, typ)
 		b = append(b, `,"response":`...)
-		b = e.appendResponse(b, "in_progress", "", nil, nil)
+		b = e.appendResponse(b, status, "", nil, nil)
 		b = end(b)
 	}
 	return b
@@ -245,6 +253,25 @@ func (e *EventEncoder) Error(b []byte, ce *chat.Error, u *chat.Usage) []byte {
 	return end(b)
 }
 
+// Cancelled appends the end of a cancelled background response as OpenAI
+// ends one: response.failed, whose response has status cancelled and no
+// output (OpenAI clears it), with the usage of what was produced (u may be
+// nil).
+func (e *EventEncoder) Cancelled(b []byte, u *chat.Usage) []byte {
+	b = e.Start(b)
+	b = e.event(b, "response.failed")
+	b = append(b, `,"response":`...)
+	b = e.appendResponse(b, "cancelled", "", u, nil)
+	return end(b)
+}
+
+// Object appends the response object as it stands, with status, no usage
+// and the output items so far (none once cancelled): for a background
+// request's immediate answer.
+func (e *EventEncoder) Object(b []byte, status string) []byte {
+	return e.appendResponse(b, status, "", nil, nil)
+}
+
 // Status is the response status for a finish reason and, for an incomplete
 // one, the reason given in incomplete_details.
 func Status(r chat.FinishReason) (status, reason string) {
@@ -342,12 +369,18 @@ func (e *EventEncoder) appendResponse(b []byte, status, incomplete string, u *ch
 	b = append(b, status...)
 	b = append(b, `","model":`...)
 	b = openai.AppendString(b, e.Model)
+	if e.Background {
+		b = append(b, `,"background":true`...)
+	}
 	b = append(b, `,"output":[`...)
 	itemStatus := "completed"
 	if status == "failed" {
 		itemStatus = "incomplete"
 	}
 	for i := range e.items {
+		if status == "cancelled" {
+			break
+		}
 		if i > 0 {
 			b = append(b, ',')
 		}

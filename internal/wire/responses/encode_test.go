@@ -210,3 +210,35 @@ func TestEncodeRefusal(t *testing.T) {
 		t.Errorf("whole response: %s", whole)
 	}
 }
+
+// TestEncodeBackground: a background response's objects say so, its
+// response.created is queued, and a cancelled one ends as OpenAI ends
+// one: response.failed with status cancelled and no output, with the
+// usage of what was produced.
+func TestEncodeBackground(t *testing.T) {
+	e := &EventEncoder{ID: "resp_6", Model: "m", CreatedAt: 1700000000, Background: true}
+	queued := e.Object(nil, "queued")
+	b := e.Chunk(nil, &chat.Chunk{Text: "partial"})
+	b = e.Cancelled(b, &chat.Usage{InputTokens: 3, OutputTokens: 1})
+	golden(t, "background_cancelled.sse", b)
+	evs := events(t, b)
+	if evs[0]["response"].(map[string]any)["status"] != "queued" || evs[1]["response"].(map[string]any)["status"] != "in_progress" {
+		t.Errorf("created %v, in_progress %v", evs[0]["response"], evs[1]["response"])
+	}
+	last := evs[len(evs)-1]
+	resp := last["response"].(map[string]any)
+	if last["type"] != "response.failed" || resp["status"] != "cancelled" || len(resp["output"].([]any)) != 0 || resp["error"] != nil || resp["background"] != true {
+		t.Errorf("last event: %v", last)
+	}
+	if u, _ := resp["usage"].(map[string]any); u["output_tokens"] != 1.0 {
+		t.Errorf("usage = %v, want what was produced", resp["usage"])
+	}
+	var q map[string]any
+	if err := json.Unmarshal(queued, &q); err != nil || q["status"] != "queued" || q["background"] != true || q["id"] != "resp_6" {
+		t.Errorf("queued object %s (%v)", queued, err)
+	}
+	// Not in the background: the objects are as before.
+	if b := (&EventEncoder{ID: "resp_7"}).Start(nil); strings.Contains(string(b), "background") || strings.Contains(string(b), "queued") {
+		t.Errorf("a foreground stream's start: %s", b)
+	}
+}

@@ -24,6 +24,10 @@ import (
 type ParsedRequest struct {
 	Request *chat.Request
 	Stream  bool
+	// Background: the response is produced whatever becomes of the
+	// request's connection, and can be read back by its id (OpenAI's
+	// background mode).
+	Background bool
 }
 
 // RequestError is a client error in a request, naming the parameter in
@@ -35,6 +39,8 @@ type request struct {
 	Input              json.RawMessage `json:"input"`
 	Instructions       *string         `json:"instructions"`
 	Stream             bool            `json:"stream"`
+	Background         bool            `json:"background"`
+	Store              *bool           `json:"store"`
 	MaxOutputTokens    *int            `json:"max_output_tokens"`
 	Temperature        *float64        `json:"temperature"`
 	TopP               *float64        `json:"top_p"`
@@ -133,6 +139,11 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 	if r.PreviousResponseID != nil && *r.PreviousResponseID != "" {
 		return nil, reqbody.Errorf("previous_response_id", "not supported: firstword keeps no responses; send the whole conversation in input")
 	}
+	// A background response is kept to be read back, which store: false
+	// forbids; OpenAI refuses the pair too.
+	if r.Background && r.Store != nil && !*r.Store {
+		return nil, reqbody.Errorf("background", "background mode requires store=true: a background response is kept (for about 10 minutes) so that it can be polled, resumed and cancelled")
+	}
 	if len(r.Conversation) > 0 && string(r.Conversation) != "null" {
 		return nil, reqbody.Errorf("conversation", "not supported: firstword keeps no conversations on this API; send the whole conversation in input (or use POST /v1/chat)")
 	}
@@ -175,7 +186,7 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 			return nil, err
 		}
 	}
-	return &ParsedRequest{Request: req, Stream: r.Stream}, nil
+	return &ParsedRequest{Request: req, Stream: r.Stream, Background: r.Background}, nil
 }
 
 func hasNonSystem(ms []chat.Message) bool {

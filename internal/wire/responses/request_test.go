@@ -127,13 +127,27 @@ func TestParseRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pr.Stream != tt.stream {
-				t.Errorf("stream = %v, want %v", pr.Stream, tt.stream)
+			if pr.Stream != tt.stream || pr.Background {
+				t.Errorf("stream = %v, background = %v; want %v, false", pr.Stream, pr.Background, tt.stream)
 			}
 			if d := cmp.Diff(tt.want, *pr.Request); d != "" {
 				t.Errorf("request (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestParseBackground: background is read, with store left out or true;
+// the refusal with store false is among parseBad.
+func TestParseBackground(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","input":"x","background":true}`,
+		`{"model":"m","input":"x","background":true,"store":true,"stream":true}`,
+	} {
+		pr, err := ParseRequest([]byte(body), nil)
+		if err != nil || !pr.Background {
+			t.Errorf("%s: %+v, %v; want background", body, pr, err)
+		}
 	}
 }
 
@@ -165,6 +179,8 @@ var parseBad = []struct {
 	{`{"model":"m","input":"x","tool_choice":"sometimes"}`, "tool_choice", "not one of"},
 	{`{"model":"m","input":"x","text":{"format":{"type":"xml"}}}`, "text.format.type", "not one of"},
 	{`{"model":"m","input":"x"} {}`, "", "data after"},
+	{`{"model":"m","input":"x","background":true,"store":false}`, "background", "requires store=true"},
+	{`{"model":"m","input":"x","background":"yes"}`, "", "background: expected boolean, got string"},
 }
 
 func TestParseRequestErrors(t *testing.T) {
