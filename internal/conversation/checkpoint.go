@@ -19,6 +19,8 @@ type checkpointer struct {
 	interval time.Duration
 	every    int
 
+	// mu guards the state shared by the stream's goroutine (update) and the
+	// saver's (save); the database write itself is made outside it.
 	mu      sync.Mutex
 	content string
 	tokens  int
@@ -26,6 +28,9 @@ type checkpointer struct {
 	dirty   bool
 	lastAt  time.Time
 
+	// kick asks for a save now (buffered: a pending kick covers later ones);
+	// stopped is closed once to end the saver; done is closed by the saver
+	// when it has returned.
 	kick    chan struct{}
 	stopped chan struct{}
 	done    chan struct{}
@@ -40,6 +45,8 @@ func newCheckpointer(st store.Store, id string, interval time.Duration, every in
 }
 
 // update records the text delivered so far.
+// update is called on the stream's goroutine for every delta: it only
+// swaps the text under the lock and never waits on the saver.
 func (c *checkpointer) update(content string, tokens int) {
 	c.mu.Lock()
 	c.content, c.tokens, c.dirty = content, tokens, true
@@ -47,12 +54,15 @@ func (c *checkpointer) update(content string, tokens int) {
 	c.mu.Unlock()
 	if due {
 		select {
+		// A kick already pending will save this text too: never block the stream.
 		case c.kick <- struct{}{}:
 		default:
 		}
 	}
 }
 
+// run is the saver's goroutine: a save at every tick (a touch when
+// silent) and whenever update kicks it.
 func (c *checkpointer) run() {
 	defer close(c.done)
 	t := time.NewTicker(c.interval)
@@ -82,9 +92,14 @@ func (c *checkpointer) save() {
 		c.mu.Unlock()
 		return
 	}
+	// Marked clean before the write: an update during the write is saved
+	// next time. A failed write is not retried at once: the next save (new
+	// text, or the touch) or the turn's final save covers it.
 	content, tokens := c.content, c.tokens
 	c.dirty, c.saved, c.lastAt = false, tokens, time.Now()
 	c.mu.Unlock()
+	// Not the request's context: a checkpoint is wanted even as the client
+	// leaves; its own timeout keeps a slow database from holding stop.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	c.st.CheckpointMessage(ctx, c.id, content, tokens, time.Now().UTC())
@@ -93,6 +108,7 @@ func (c *checkpointer) save() {
 // stop ends the background saver and waits for it; the final state is
 // written by the caller.
 func (c *checkpointer) stop() {
+	// Once: stream calls stop and defers it too.
 	c.once.Do(func() { close(c.stopped) })
 	<-c.done
 }

@@ -96,6 +96,8 @@ type SourceReport struct {
 // refuse and failContext end through finish too: one place saves the
 // message, sends the last event and meters the turn.
 func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
+	// The turn's deadline (the router's, from Prepare), with its cause:
+	// classify tells a deadline from a closed request by it.
 	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.deadline, chat.ErrDeadline)
 	defer cancelDeadline()
 	// The work runs under runCtx, which the guard's block and the
@@ -107,6 +109,8 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	r := &run{t: t, yield: yield, cancel: cancelRun}
 
 	// The local guard ran in Prepare, before anything was stored.
+	// No goroutine, no source and no model has started yet: a block here
+	// ends the turn with nothing to cancel.
 	if v := t.local; v != nil {
 		if v.Blocked {
 			r.refuse(ctx, *v)
@@ -114,10 +118,14 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 		}
 		r.flags = v.Flags
 	}
+	// Started before gather, so the remote guard and the context sources run
+	// at once: the turn waits for the slower, not the sum.
 	guard := r.startGuard(runCtx)
 	g, err := t.gather(runCtx, t.user.Content)
 	r.sources, r.citations = g.reports, g.citations
 	switch {
+	// First: the block cancelled the sources, so their error (if any) is its
+	// echo, and the refusal must not turn into a context failure.
 	case blockedByGuard(runCtx):
 		// The remote guard blocked the message while the context was
 		// gathered, cancelling what was still running.
@@ -127,6 +135,8 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 		guard.wait() // its stage belongs in the saved timings
 		r.failContext(ctx, err)
 		return
+	// Otherwise (parallel mode) the guard may still be out while the model
+	// runs: stream holds its first text back for the verdict.
 	case t.s.opt.GuardBefore:
 		if v := guard.wait(); v.Blocked {
 			r.refuse(ctx, v)
@@ -145,6 +155,9 @@ type run struct {
 	yield  func(Event) bool
 	cancel context.CancelCauseFunc // cancels the work (runCtx)
 
+	// Everything below is written on Run's goroutine only; the remote
+	// guard's goroutine only reads cancel (it writes to the budget recorder,
+	// which locks, and cancels runCtx).
 	rep        levers.Report
 	tally      metering.Tally
 	text       string // delivered
@@ -172,6 +185,8 @@ func (g *remoteVerdict) wait() Verdict {
 		return Verdict{}
 	}
 	if !g.done {
+		// Once received, the guard's stage is in the recorder: its goroutine
+		// adds it before it sends (Run's context-failure path waits for that).
 		g.v, g.done = <-g.ch, true
 	}
 	return g.v
@@ -200,6 +215,8 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 	}
 	rv := &remoteVerdict{ch: make(chan Verdict, 1)}
 	go func() {
+		// Under runCtx: when the turn ends (Run cancels runCtx on return) a
+		// guard call still out is abandoned, and its goroutine ends.
 		gctx, cancel := context.WithTimeout(runCtx, s.opt.GuardTimeout)
 		defer cancel()
 		start := time.Now()
@@ -211,6 +228,9 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 			}
 		}
 		t.in.Budget.Add("guard", start, time.Now(), verdictNote(v))
+		// Cancelled before the send: whoever receives a block finds runCtx
+		// already cancelled, and the model and the sources stop without waiting
+		// for the turn's goroutine to notice.
 		if v.Blocked {
 			r.cancel(errBlocked)
 		}
@@ -226,19 +246,29 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	t, s := r.t, r.t.s
 	cp := newCheckpointer(s.opt.Store, t.assistant.ID, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
+	// Deferred as well as called below: the blocked path returns from
+	// inside the loop (stop is idempotent).
 	defer cp.stop()
 	var sent strings.Builder
 	modelStart := time.Now()
+	// Under runCtx: a guard's block or the client's leaving cancels the model
+	// at once. r.rep is the router's to write between chunks, and read here
+	// only when the loop body runs or the loop is over.
 	for c, err := range s.opt.Router.StreamReport(runCtx, r.prompt, &r.rep) {
 		if err != nil {
 			r.err = err
 			break
 		}
+		// Every chunk is tallied, text or not: the usage and the finish reason
+		// come in chunks without text.
 		r.tally.Add(&c)
 		delta := c.Text + c.Refusal
 		if delta == "" {
 			continue
 		}
+		// Parallel mode: the first text waits here for the verdict, with the
+		// router's stream paused under it; after that, pending is false and
+		// nothing waits.
 		if guard.pending() {
 			if v := guard.wait(); v.Blocked {
 				// Blocked while the model's first text was held back:
@@ -251,15 +281,24 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 		}
 		if !r.yield(Event{Kind: "delta", Text: delta}) {
 			r.gone = true
+			// The client refused an event: everything still running for it (the
+			// guard, the model through the break) stops.
 			r.cancel(chat.ErrClientGone)
 			break
 		}
+		// After the yield: the first word is when the client got it (only the
+		// first call counts).
 		t.in.Budget.FirstWord(time.Now())
 		sent.WriteString(delta)
 		r.sentTokens.Add(delta)
+		// The checkpoint gets exactly what was delivered, never what the model
+		// produced beyond it.
 		cp.update(sent.String(), r.sentTokens.Tokens())
 	}
 	r.stopModel(modelStart)
+	// Before finish saves the message: stop waits for a checkpoint in
+	// flight, so none runs after the turn (the store also ignores one of a
+	// finished message).
 	cp.stop()
 	r.text = sent.String()
 	r.afterStream(ctx, runCtx, guard)
@@ -274,6 +313,9 @@ func (r *run) afterStream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	case blockedByGuard(runCtx):
 		r.refuse(ctx, guard.wait())
 		return
+	// An answer without text (or a failure before any) never waited for
+	// the verdict: a block still refuses it. A client that left is not
+	// waited for.
 	case guard.pending() && !r.gone:
 		if v := guard.wait(); v.Blocked {
 			r.refuse(ctx, v)
@@ -349,8 +391,12 @@ func (e ending) String() string { return endingNames[e] }
 // wins.
 func (r *run) classify(ctx context.Context) ending {
 	switch {
+	// A client that refused an event before the shutdown is gone, not
+	// interrupted: its turn is cancelled, as it would have been anyway.
 	case !r.gone && errors.Is(context.Cause(ctx), chat.ErrShutdown):
 		return endShutdown
+	// An error while ctx ended other than by the deadline or the shutdown:
+	// the request was closed, and the error is only that cancellation.
 	case r.gone || r.err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), chat.ErrDeadline):
 		return endGone
 	case r.err == nil && r.tally.Finish == chat.FinishTimeout:
@@ -373,6 +419,8 @@ func (r *run) finish(ctx context.Context) {
 	m, u := r.message()
 	code, retryable := r.settle(m, r.classify(ctx))
 	rec.Complete(time.Now()) // provisional: the last event follows the save
+	// The saved timings need an end; the event's are completed again after
+	// the save, which they then include.
 	m.Timings = rec.JSON()
 	m.Meta = r.meta()
 	m.UpdatedAt = time.Now().UTC()
@@ -383,6 +431,8 @@ func (r *run) finish(ctx context.Context) {
 	end := rec.Begin("persist")
 	if err := s.opt.Store.FinishMessage(pctx, m); err != nil {
 		s.opt.Log.Error("saving the answer", "request_id", t.in.RequestID, "message_id", m.ID, "err", err)
+		// A done event promises a saved answer: an answer that could not be
+		// saved is reported as an error instead.
 		if m.Status == store.StatusComplete {
 			m.Status, code = store.StatusError, "store_unavailable"
 			m.ErrorMessage = "the answer could not be saved"
@@ -390,11 +440,15 @@ func (r *run) finish(ctx context.Context) {
 	}
 	end("")
 	// Metered after the last event, which it does not delay.
+	// Deferred after cancel, so it runs first: pctx is still live for it.
 	defer r.meter(pctx, u, m)
+	// Nobody reads a last event after the client left.
 	if r.gone || m.Status == store.StatusCancelled {
 		return
 	}
 	rec.Complete(time.Now())
+	// Done for a complete answer and for one cut at the deadline (timeout
+	// without an error: what was sent is the answer); error otherwise.
 	if m.Status == store.StatusComplete || m.Status == store.StatusTimeout && r.err == nil {
 		r.yield(Event{Kind: "done", Done: &Done{
 			MessageID: m.ID, Status: m.Status, FinishReason: m.FinishReason, Model: t.in.Model,
@@ -417,6 +471,9 @@ func (r *run) message() (m *store.Message, u chat.Usage) {
 	m.Deployment = r.rep.Deployment
 	m.FinishReason = string(r.tally.Finish)
 	u = r.tally.Usage(r.req())
+	// No provider counts: the output is estimated from the text delivered,
+	// not from all the model produced (the client may have left, or the text
+	// been held back and refused).
 	if r.tally.Reported == nil && r.tally.SoFar == nil {
 		u.OutputTokens = r.sentTokens.Tokens()
 	}
@@ -464,6 +521,8 @@ func (r *run) meta() []byte {
 	if len(r.flags) > 0 {
 		meta["guard_flags"] = r.flags
 	}
+	// Cannot fail: the values are plain strings, numbers, bools and slices
+	// of structs of them.
 	b, _ := json.Marshal(meta)
 	return b
 }
@@ -473,6 +532,8 @@ func (r *run) req() *chat.Request {
 	if r.prompt != nil {
 		return r.prompt
 	}
+	// No prompt was built (a refusal, a context failure): the estimate is of
+	// the message alone.
 	return &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: r.t.in.Message}}}
 }
 
@@ -522,6 +583,10 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 	g := &gathered{}
 	start := time.Now()
 	defer func() { rec.AddGroup("context", start, time.Now(), "") }()
+	// gctx ends at the first required failure (or the history's), stopping
+	// the other sources: the turn fails anyway. Each goroutine writes only
+	// its own slot of results and reports; Wait orders those writes before
+	// the reads below.
 	grp, gctx := errgroup.WithContext(ctx)
 	results := make([]struct {
 		text  string
@@ -557,6 +622,7 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 			note := ""
 			if err != nil {
 				switch {
+				// Cancelled by another's failure or the turn's end, not its own fault.
 				case gctx.Err() != nil:
 					r.Status = "cancelled"
 				case sctx.Err() != nil:
@@ -568,6 +634,8 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 			}
 			rec.Add(src.Name, st, time.Now(), note)
 			if err != nil {
+				// A required source cancelled by another's failure returns nil: the
+				// error reported is the one that caused it.
 				if !src.Optional && gctx.Err() == nil {
 					return fmt.Errorf("%s: %w", src.Name, err)
 				}
@@ -604,10 +672,14 @@ func historyWithin(msgs []store.Message, until, budget int) []store.Message {
 	used := 0
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
+		// This turn's own messages (and any after them) are not history; an
+		// answer that showed nothing adds nothing.
 		if m.Seq >= until || m.Content == "" {
 			continue
 		}
 		n := chat.EstimateTokens(m.Content) + 4
+		// Stop at the first that does not fit, not skip it: the history stays
+		// a contiguous tail of the conversation.
 		if used+n > budget {
 			break
 		}

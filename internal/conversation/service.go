@@ -192,6 +192,9 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	if len(in.Message) > maxMessageBytes || !utf8.ValidString(in.Message) {
 		return nil, ErrMessageTooBig
 	}
+	// Before anything is stored: an unknown model is the client's error,
+	// and leaves no conversation behind. The deadline counts from the
+	// request's arrival (the recorder's start), not from now.
 	deadline, err := s.opt.Router.Deadline(in.Model, in.Budget.Start(), in.Timeout)
 	if err != nil {
 		if errors.Is(err, router.ErrUnknownModel) {
@@ -210,6 +213,8 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 		v := g.CheckLocal(in.Message)
 		in.Budget.Add("guard.local", start, time.Now(), verdictNote(v))
 		t.local = &v
+		// A redacted message is stored (and sent to the model) redacted; a
+		// blocked one as the user wrote it.
 		if v.Text != "" && !v.Blocked {
 			content = v.Text
 		}
@@ -223,6 +228,8 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	// the conversation when it is new): one wait for the database.
 	if in.ConversationID != "" {
 		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
+		// Another user's conversation is reported as not found, not forbidden:
+		// its existence is not revealed.
 		if errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations {
 			return nil, ErrNotFound
 		}
@@ -245,6 +252,8 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 		}
 		t.created = true
 	}
+	// The store set Seq in the write: history is what came before this
+	// message, even if other turns add messages meanwhile.
 	t.historyUntil = t.user.Seq
 	return t, nil
 }

@@ -19,6 +19,11 @@ var errEveryoneLeft = errors.New("every client of the shared stream left")
 type flight struct {
 	cancel context.CancelCauseFunc
 
+	// mu guards everything below. The flight's goroutine appends under it;
+	// each subscriber copies a chunk out under it and yields outside it, so
+	// a slow client never holds up the upstream or the other subscribers.
+	// The chunks are kept until the flight is dropped: a subscriber that
+	// joins late replays the answer from its first chunk.
 	mu     sync.Mutex
 	chunks []chat.Chunk
 	err    error
@@ -32,11 +37,18 @@ type flight struct {
 // coalesce joins the flight for key, starting it if there is none.
 func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool, yield func(chat.Chunk, error) bool) {
 	key := p.key
+	// l.mu is held until the subscriber is counted: fly removes the flight
+	// from the map under l.mu too, so a subscriber that found it there is
+	// counted before fly can mark the flight done, and is among final.
 	l.mu.Lock()
 	f := l.flights[key]
 	leader := f == nil
 	if leader {
 		f = &flight{wake: make(chan struct{})}
+		// The leader's context without its cancellation: the stream must go on
+		// if the leader leaves while others read. Its deadline is kept, with the
+		// deadline's cause, so the upstream still ends at the leader's deadline
+		// (each subscriber also ends at its own, in follow).
 		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 		if d, ok := ctx.Deadline(); ok {
 			var cancelDeadline context.CancelFunc
@@ -46,6 +58,8 @@ func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool,
 		}
 		f.cancel = cancel
 		l.flights[key] = f
+		// The flight's goroutine: it alone reads the upstream and writes the
+		// router's report; it ends when the stream ends or every subscriber left.
 		go l.fly(fctx, p, f, store)
 	}
 	f.mu.Lock()
@@ -60,6 +74,7 @@ func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool,
 
 // fly pulls the upstream into the flight, then stores a complete answer.
 func (l *Levers) fly(ctx context.Context, p *plan, f *flight, store bool) {
+	// Releases fctx (and its deadline timer) when the upstream is done.
 	defer f.cancel(nil)
 	var rep router.Report
 	published := false
@@ -69,6 +84,9 @@ func (l *Levers) fly(ctx context.Context, p *plan, f *flight, store bool) {
 			f.err = err
 		} else {
 			f.chunks = append(f.chunks, c)
+			// Subscribers never see the live report, which the router writes on this
+			// goroutine: they copy a snapshot, published once the first token came
+			// and again when the flight ends.
 			if !published && !rep.FirstToken.IsZero() {
 				f.snap, published = snapshot(&rep), true
 			}
@@ -94,6 +112,8 @@ func (l *Levers) fly(ctx context.Context, p *plan, f *flight, store bool) {
 	delete(l.flights, p.key)
 	l.mu.Unlock()
 	f.mu.Lock()
+	// final: the subscribers attached now share the bill; one that left
+	// before is billed nothing, and none can join any more.
 	f.done, f.snap, f.final = true, snapshot(&rep), f.subs
 	f.broadcast()
 	f.mu.Unlock()
@@ -107,6 +127,9 @@ func snapshot(rep *router.Report) router.Report {
 }
 
 // broadcast wakes every subscriber. Call with mu held.
+//
+// A closed channel, unlike a sync.Cond, can be waited on in a select
+// together with the subscriber's ctx.
 func (f *flight) broadcast() {
 	close(f.wake)
 	f.wake = make(chan struct{})
@@ -140,6 +163,7 @@ func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk,
 	for {
 		f.mu.Lock()
 		if i < len(f.chunks) {
+			// Read under the lock: the flight's goroutine appends concurrently.
 			c := f.chunks[i]
 			i++
 			if !f.snap.FirstToken.IsZero() {
@@ -169,12 +193,16 @@ func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk,
 			}
 			return
 		}
+		// Taken under the lock that saw nothing new: a change after the unlock
+		// closes this very channel, so no wake-up is missed.
 		wake := f.wake
 		f.mu.Unlock()
 		select {
 		case <-wake:
 		case <-ctx.Done():
 			leave()
+			// Its own deadline or its client ended this subscriber only; the flight
+			// goes on for the others.
 			sent.end(ctx, yield)
 			return
 		}

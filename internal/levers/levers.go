@@ -111,6 +111,8 @@ const writeTimeout = 2 * time.Second
 type Levers struct {
 	opt Options
 
+	// writes is a semaphore: save takes a slot without waiting (or drops the
+	// write), the write's goroutine gives it back, and Flush takes them all.
 	writes  chan struct{} // a slot per cache write in flight
 	dropped atomic.Uint64
 
@@ -201,6 +203,8 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Repor
 	if rep == nil {
 		rep = &Report{}
 	}
+	// Billed in full unless a cache hit or a shared stream says otherwise
+	// (see replay, follow).
 	rep.BillShare = 1
 	p := l.plan(req, rep)
 	if !p.cached && !p.coalesce {
@@ -247,6 +251,7 @@ type plan struct {
 func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
+		// Asked only whether the router serves the name; the time is unused.
 		if _, err := l.opt.Inner.Deadline(req.Model, time.Time{}, 0); err != nil {
 			// Unknown: straight to the router, which answers for it.
 			return &plan{req: req}
@@ -256,6 +261,8 @@ func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
 	var fallback *chat.Request
 	if to, rule := l.pick(req, a); to != "" {
 		rep.Rule, rep.Requested = rule, req.Model
+		// The fallback is shaped by the levers of the alias asked for, the
+		// request routed by those of the rule's alias.
 		fallback = shape(req, a)
 		req = req.Clone()
 		req.Model = to
@@ -288,6 +295,8 @@ func (l *Levers) forwardAndSave(ctx context.Context, p *plan, rep *router.Report
 			return
 		}
 	}
+	// Reached only when the stream ended by itself: after an error or a
+	// client that left, the answer is incomplete and is not saved.
 	l.save(ctx, p.key, p.req.Model, p.alias, rep, kept)
 }
 
@@ -525,6 +534,8 @@ func (l *Levers) lookup(ctx context.Context, key string) *cache.Entry {
 	l.mu.Lock()
 	e := l.pending[key]
 	l.mu.Unlock()
+	// An answer still being written is served from memory: the cache may
+	// not have it yet.
 	if e != nil && time.Now().Before(e.Expires) {
 		return e
 	}
@@ -571,16 +582,20 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 		return
 	}
 	l.mu.Lock()
+	// Visible before the write starts, so a hit is possible at once.
 	l.pending[key] = e
 	l.mu.Unlock()
 	go func() {
 		defer func() { <-l.writes }()
+		// The write outlives the request, within its own bound.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
 		if err := l.opt.Cache.Set(wctx, key, e); err != nil {
 			l.opt.Log.Warn("cache write", "err", err)
 		}
 		l.mu.Lock()
+		// A later answer for the same key may have replaced e meanwhile: only
+		// one's own entry is removed.
 		if l.pending[key] == e {
 			delete(l.pending, key)
 		}
@@ -615,6 +630,7 @@ func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *Report, yield 
 			case <-t.C:
 			}
 		}
+		// Unpaced, the whole answer is at hand: the writer may batch chunks.
 		c.More = gap == 0 && i < len(e.Chunks)-1
 		sent.add(&c)
 		if !yield(c, nil) {

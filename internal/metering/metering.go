@@ -148,6 +148,9 @@ type Tally struct {
 
 // Add counts a chunk that was delivered to the client.
 func (t *Tally) Add(c *chat.Chunk) {
+	// Only visible chunks time the stream: a usage or role chunk is no gap
+	// the reader saw. Visible is read before chat.Tally.Add sets it, so the
+	// first visible chunk starts the stream instead of closing a gap.
 	if c.Visible() {
 		now := time.Now()
 		if t.Visible {
@@ -199,6 +202,7 @@ func (m *Memory) Record(_ context.Context, r *Record) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.recent) < m.size {
+		// A ring of the last size records: next is the oldest once it is full.
 		m.recent = append(m.recent, *r)
 	} else {
 		m.recent[m.next] = *r
@@ -301,6 +305,8 @@ func Billed(u chat.Usage, cached bool, share float64, part [2]int) chat.Usage {
 // give the answer (Spent), each priced at its own deployment. A request
 // no deployment answered has no answer: what it cost is its attempts'.
 func (p Prices) Charge(r *Record, u chat.Usage, rep *levers.Report) {
+	// Nothing was delivered from an answer: any usage tallied (an estimate
+	// of the prompt, say) was spent by the attempts, which are billed below.
 	if rep.Deployment == "" {
 		u = chat.Usage{}
 	}
@@ -311,6 +317,8 @@ func (p Prices) Charge(r *Record, u chat.Usage, rep *levers.Report) {
 		if a.Usage == nil {
 			continue
 		}
+		// Shared as the answer is: subscribers of one shared stream split its
+		// spent attempts too, so each attempt is billed once in all.
 		b := Billed(*a.Usage, rep.Cached, rep.BillShare, rep.BillPart)
 		r.Spent = append(r.Spent, Spent{Deployment: a.Deployment, Usage: b, Cost: p.Cost(a.Deployment, b)})
 	}

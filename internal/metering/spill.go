@@ -66,6 +66,7 @@ func openSpill(path string) (s *spillFile, torn int, err error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// The file is made when first needed, in an outage: make sure
 		// now that it can be, so that a bad path shows at start.
+		// O_EXCL: the probe never truncates a file made meanwhile.
 		probe, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return nil, 0, fmt.Errorf("spill file %s: %w", path, err)
@@ -98,6 +99,8 @@ func openSpill(path string) (s *spillFile, torn int, err error) {
 			return nil, 0, fmt.Errorf("spill file: %w", err)
 		}
 	}
+	// Cut before anything is appended: a torn line followed by good ones
+	// would make the next row undecodable too.
 	if good < off {
 		torn = 1
 		if err := f.Truncate(good); err != nil {
@@ -107,6 +110,7 @@ func openSpill(path string) (s *spillFile, torn int, err error) {
 	}
 	s.f, s.size = f, good
 	if s.rows == 0 {
+		// A file with no row left is removed, as after a full replay.
 		return s, torn, s.reset()
 	}
 	return s, torn, nil
@@ -126,6 +130,8 @@ func (s *spillFile) append(rows []*store.Usage) (int, error) {
 		return 0, encErr
 	}
 	_, err := s.f.Write(buf.Bytes())
+	// Synced per batch: rows in the file survive a crash of the process and
+	// of the machine; the caller counts them spilled only after this.
 	if err == nil {
 		err = s.f.Sync()
 	}
@@ -169,6 +175,9 @@ func (s *spillFile) next(max int) (rows []*store.Usage, end int64, lines, bad in
 	if err := s.open(); err != nil {
 		return nil, 0, 0, 0, err
 	}
+	// A section from the replay offset: reading moves no shared file offset
+	// (appends go to the end with O_APPEND), and stops at size, the end of
+	// the last whole line.
 	r := bufio.NewReader(io.NewSectionReader(s.f, s.read, s.size-s.read))
 	end = s.read
 	for lines < max {
@@ -199,6 +208,9 @@ func (s *spillFile) next(max int) (rows []*store.Usage, end int64, lines, bad in
 // Once all are, the file is removed: only then, so that a crash before it
 // loses nothing (it replays them again instead).
 func (s *spillFile) consumed(end int64, lines int) error {
+	// The file is not rewritten as it is replayed: only the offset moves.
+	// A crash replays it from the start again; the store ignores request
+	// IDs it already has.
 	s.read, s.rows = end, s.rows-lines
 	if s.read >= s.size {
 		return s.reset()

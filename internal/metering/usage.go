@@ -143,6 +143,7 @@ func NewUsageWriter(st UsageStore, opt UsageOptions) (*UsageWriter, error) {
 		ran: make(chan struct{}), spilled: make(chan struct{}),
 		linger: time.NewTimer(time.Hour),
 	}
+	// Made stopped, and reused for every batch: no timer per batch.
 	w.linger.Stop()
 	if torn > 0 {
 		// The last append of a process that died mid-write.
@@ -150,12 +151,17 @@ func NewUsageWriter(st UsageStore, opt UsageOptions) (*UsageWriter, error) {
 		log.Warn("usage spill file ended in a partial row; dropped it", "path", opt.SpillPath)
 	}
 	w.inSpill.Store(int64(sf.rows))
+	// Rows left from an earlier run are older than any recorded now: new
+	// rows queue behind them, through the file.
 	w.diverting = sf.rows > 0
 	if sf.rows > 0 {
 		log.Info("replaying usage rows spilled by an earlier run", "path", opt.SpillPath, "rows", sf.rows)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.giveUp = cancel
+	// Two goroutines: the writer (run) alone takes rows off the queue and
+	// the file's front; the spiller alone appends to the file while running.
+	// Record only adds, under mu, and wakes them.
 	go w.run(ctx)
 	go w.spiller()
 	return w, nil
@@ -191,6 +197,8 @@ func (w *UsageWriter) Record(_ context.Context, r *Record) {
 		w.mu.Unlock()
 		w.spillLate(u)
 		return
+	// While diverting, a row must not overtake the spilled rows by taking a
+	// free place in the queue: it goes behind them, to the file.
 	case !w.diverting && w.queue.len() < w.opt.Queue:
 		if w.queue.len() == 0 {
 			w.oldest = time.Now()
@@ -203,6 +211,7 @@ func (w *UsageWriter) Record(_ context.Context, r *Record) {
 		w.dropLocked(1, "the queue is full and there is no spill file")
 		w.mu.Unlock()
 		return
+	// Dropped rather than wait: Record must never hold a request.
 	case len(w.pending) >= pendingMax:
 		w.dropLocked(1, "the spill file is slower than the traffic")
 		w.mu.Unlock()
@@ -233,14 +242,21 @@ func (w *UsageWriter) Close() error {
 	w.closeOnce.Do(func() {
 		w.mu.Lock()
 		w.closed = true
+		// From here Record spills rows itself (spillLate).
 		w.mu.Unlock()
 		close(w.closing)
+		// When the budget is spent, giveUp cancels the writer's ctx: a write in
+		// flight fails, and run returns with its rows still queued.
 		budget := time.AfterFunc(w.opt.ShutdownBudget, w.giveUp)
 		<-w.ran
 		budget.Stop()
 		w.giveUp()
+		// The spiller stops only after the writer: while the writer drains, the
+		// spiller may still have to put rows in the file for it to replay.
 		close(w.stopSpill)
 		<-w.spilled
+		// Both goroutines are gone: only spillLeftovers (and late rows, under
+		// fmu) touch the queue and the file now.
 		w.closeErr = w.spillLeftovers()
 	})
 	return w.closeErr
@@ -275,6 +291,7 @@ func (w *UsageWriter) run(ctx context.Context) {
 func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 	for {
 		var wait time.Duration
+		// Lock order: fmu, then mu, everywhere both are taken.
 		w.fmu.Lock()
 		w.mu.Lock()
 		if ctx.Err() != nil {
@@ -286,6 +303,8 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 		case w.queue.len() > 0:
 			wait = usageLinger - time.Since(w.oldest)
 			if w.queue.len() >= usageBatch || w.closed || w.oldest.IsZero() || wait <= 0 {
+				// Peeked, not popped: the rows stay at the head until written
+				// (consume), so a failed write or a shutdown keeps them in order.
 				rows := w.queue.peek(usageBatch)
 				w.mu.Unlock()
 				w.fmu.Unlock()
@@ -293,6 +312,8 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 			}
 		case w.spill.rows > 0:
 			w.mu.Unlock()
+			// Read with fmu only: Record, which takes mu alone, is not held up by
+			// the disk.
 			rows, end, lines, bad, err := w.spill.next(usageBatch)
 			w.fmu.Unlock()
 			if err != nil {
@@ -312,12 +333,14 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 		case len(w.pending) > 0:
 			// The file is replayed: the rows waiting for it are the next
 			// in order, and the queue is empty.
+			// Still bounded by Queue; what does not fit keeps the writer diverting.
 			n := min(len(w.pending), w.opt.Queue)
 			for _, u := range w.pending[:n] {
 				w.queue.push(u)
 			}
 			w.pending = append(w.pending[:0], w.pending[n:]...)
 			w.diverting = len(w.pending) > 0
+			// Zero: the moved rows are written at once, without a linger.
 			w.oldest = time.Time{}
 			w.mu.Unlock()
 			w.fmu.Unlock()
@@ -358,6 +381,8 @@ func (w *UsageWriter) next(ctx context.Context) ([]*store.Usage, source, bool) {
 func (w *UsageWriter) write(ctx context.Context, rows []*store.Usage, src *source) bool {
 	closing := w.closing
 	for attempt := 0; ; attempt++ {
+		// A retry takes the queue's head afresh: rows recorded during the wait
+		// join the batch. Rows from the file are retried as they were.
 		if attempt > 0 && !src.file {
 			w.mu.Lock()
 			rows = w.queue.peek(usageBatch)
@@ -423,6 +448,7 @@ func (w *UsageWriter) sleep(ctx context.Context, d time.Duration) bool {
 func (w *UsageWriter) consume(src source) {
 	if !src.file {
 		w.mu.Lock()
+		// Only the writer pops, so the head is still the batch just written.
 		w.queue.pop(src.n)
 		// What is left arrived during the write: gathered as if it had
 		// arrived now, as a full batch or after the linger.
@@ -452,6 +478,9 @@ func (w *UsageWriter) spiller() {
 		}
 		w.fmu.Lock()
 		w.mu.Lock()
+		// The spiller takes the pending rows as they are; Record starts a new
+		// slice. fmu is held across the append, so the writer cannot replay the
+		// file half-written.
 		rows := w.pending
 		w.pending = nil
 		w.mu.Unlock()
@@ -491,6 +520,8 @@ func (w *UsageWriter) spillLate(u *store.Usage) {
 		w.mu.Unlock()
 		return
 	}
+	// After Close is done with the file, each late row opens it again (the
+	// append does) and closes it behind itself.
 	if w.appendSpill([]*store.Usage{u}) == nil && w.finished {
 		w.spill.close(nil)
 	}
@@ -504,6 +535,8 @@ func (w *UsageWriter) spillLeftovers() error {
 	defer w.fmu.Unlock()
 	w.finished = true
 	w.mu.Lock()
+	// The queue is older than the file's rows, pending newer: close puts
+	// front ahead of the file's rows, the pending go at the end.
 	front, pending := w.queue.drain(), w.pending
 	w.pending = nil
 	w.mu.Unlock()
@@ -574,6 +607,7 @@ func (q *fifo) peek(n int) []*store.Usage {
 
 func (q *fifo) pop(n int) {
 	n = min(n, q.len())
+	// Cleared so the popped rows can be collected while the slice lives on.
 	clear(q.s[q.head : q.head+n])
 	q.head += n
 	switch {

@@ -94,6 +94,10 @@ const (
 type health struct {
 	cfg BreakerConfig
 
+	// Every field below is guarded by mu: the deployment's requests run
+	// concurrently, and a request reads its view while others end attempts.
+	// probing: the one half-open probe is out; no other request may probe
+	// until it ends (end clears it, whatever its result).
 	mu          sync.Mutex
 	state       string
 	openedAt    time.Time
@@ -137,9 +141,11 @@ func (h *health) allow(now time.Time, eject bool) bool {
 		if now.Sub(h.openedAt) < h.cfg.Cooldown {
 			return !eject
 		}
+		// The cooldown is over: this request is the probe.
 		h.state = StateHalfOpen
 		h.probing = true
 	case StateHalfOpen:
+		// The probe is out: the others are treated as while open.
 		if h.probing {
 			return !eject
 		}
@@ -162,6 +168,8 @@ func (h *health) view(now time.Time) view {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v := view{score: h.score(), cooling: h.cooldown.After(now), until: h.cooldown}
+	// Past its cooldown with no probe out, an open circuit is as good as
+	// closed for ordering: the next request through it is the probe.
 	if (h.state == StateOpen && now.Sub(h.openedAt) < h.cfg.Cooldown) || (h.state == StateHalfOpen && h.probing) {
 		v.open, v.opened, v.reopen = true, h.openedAt, h.openedAt.Add(h.cfg.Cooldown)
 	}
@@ -185,6 +193,8 @@ func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
 	if ttft > 0 {
 		h.observe(now, ttft.Seconds())
 	}
+	// Neutral outcomes leave the breaker as it was, but a neutral probe
+	// frees the probe slot: another request may probe next.
 	if neutral {
 		if h.state == StateHalfOpen {
 			h.probing = false
@@ -193,6 +203,8 @@ func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
 	}
 	h.window = append(h.window, outcomeAt{now, failed})
 	cut := 0
+	// The window is appended in (about) time order: the expired are at
+	// its head.
 	for cut < len(h.window) && now.Sub(h.window[cut].at) > h.cfg.Window {
 		cut++
 	}
@@ -201,6 +213,8 @@ func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
 		h.consecutive = 0
 		if h.state != StateClosed {
 			h.state = StateClosed
+			// A recovered deployment starts a fresh error-rate window: the failures
+			// that opened it must not open it again at once.
 			h.window = h.window[:0]
 		}
 		h.probing = false
@@ -217,6 +231,8 @@ func (h *health) end(now time.Time, ttft time.Duration, failed, neutral bool) {
 		h.trip(now)
 		return
 	}
+	// The rate only counts with enough outcomes: two failures in three
+	// requests is no evidence.
 	if len(h.window) >= h.cfg.MinRequests {
 		bad := 0
 		for _, o := range h.window {
@@ -241,6 +257,9 @@ func (h *health) observe(now time.Time, v float64) {
 	if h.ewmaAt.IsZero() || v > h.ewma {
 		h.ewma = v // peak: jump up at once
 	} else {
+		// A faster sample pulls the average down with a weight that grows with
+		// the time since the last one: an old peak fades with a time constant
+		// of ewmaTau, however often samples come.
 		w := math.Exp(-float64(now.Sub(h.ewmaAt)) / float64(ewmaTau))
 		h.ewma = h.ewma*w + v*(1-w)
 	}
@@ -275,6 +294,9 @@ func (h *health) quantile(q float64) (time.Duration, int) {
 	if n == 0 {
 		return 0, 0
 	}
+	// Re-sorting the ring (512 samples) for every request would put a sort
+	// on the hot path: the sorted copy is refreshed every 16 new samples, or
+	// at every change while there are few.
 	if h.dirty > 0 && (h.dirty >= 16 || len(h.sorted) < 64) {
 		h.sorted = append(h.sorted[:0], h.samples...)
 		slices.Sort(h.sorted)
@@ -318,6 +340,7 @@ type Status struct {
 }
 
 func (h *health) status(now time.Time) Status {
+	// Before the lock: quantile takes h.mu itself.
 	p50, n := h.quantile(0.5)
 	p95, _ := h.quantile(0.95)
 	p99, _ := h.quantile(0.99)

@@ -101,11 +101,15 @@ func (p *passthrough) resolve(r *Router, name string) (*alias, error) {
 	if !ok {
 		return nil, ErrUnknownModel
 	}
+	// Asked before the lock and on every lookup, even for a name already
+	// made: turning the policy off takes effect for names in use too.
 	if p.Allow != nil && !p.Allow() {
 		return nil, ErrPassthroughOff
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Under the lock: two first requests for one name make one alias, with
+	// one health.
 	if a := p.names[name]; a != nil {
 		return a, nil
 	}

@@ -184,6 +184,9 @@ func (r *Report) AddStages(rec *budget.Recorder, routeStart, end time.Time) {
 	}
 }
 
+// add appends an attempt and returns its index. Callers keep the index,
+// never a pointer: a later append may move the slice, and a pointer would
+// then update a stale copy.
 func (r *Report) add(a Attempt) int {
 	r.Attempts = append(r.Attempts, a)
 	return len(r.Attempts) - 1

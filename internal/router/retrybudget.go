@@ -13,6 +13,9 @@ type retryBudget struct {
 	ratio     float64 // retries allowed per request
 	minPerSec float64 // always allowed, so low traffic can still retry
 
+	// buckets is a ring of one-second buckets: the window is the last 10
+	// seconds. A bucket holds the second it counts (sec); a stale one is
+	// reset when its slot comes round again, so nothing needs a timer.
 	mu      sync.Mutex
 	buckets [10]struct {
 		sec           int64
@@ -20,6 +23,8 @@ type retryBudget struct {
 	}
 }
 
+// newRetryBudget applies the defaults: 0.2 retries per request, at least
+// one retry a second.
 func newRetryBudget(ratio, minPerSec float64) *retryBudget {
 	if ratio <= 0 {
 		ratio = 0.2
@@ -33,6 +38,8 @@ func newRetryBudget(ratio, minPerSec float64) *retryBudget {
 func (b *retryBudget) bucket(now time.Time) int {
 	sec := now.Unix()
 	i := int(sec % int64(len(b.buckets)))
+	// The slot counts another second (10 or more ago, or none yet): start
+	// it afresh.
 	if b.buckets[i].sec != sec {
 		b.buckets[i].sec, b.buckets[i].reqs, b.buckets[i].retries = sec, 0, 0
 	}
@@ -54,15 +61,22 @@ func (b *retryBudget) tryRetry(now time.Time) bool {
 	sec := now.Unix()
 	reqs, retries := 0, 0
 	for _, bk := range b.buckets {
+		// Slots not touched for a whole window hold an old second: skipped,
+		// since only a slot's own access resets it.
 		if sec-bk.sec < int64(len(b.buckets)) {
 			reqs += bk.reqs
 			retries += bk.retries
 		}
 	}
+	// The floor (minPerSec over the window) lets low traffic retry: with
+	// a handful of requests the ratio alone would allow about one retry
+	// per window.
 	allowed := max(b.ratio*float64(reqs), b.minPerSec*float64(len(b.buckets)))
 	if float64(retries) >= allowed {
 		return false
 	}
+	// Counted in the current second's slot (i), so it leaves the window as
+	// the requests it was weighed against do.
 	b.buckets[i].retries++
 	return true
 }

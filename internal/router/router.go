@@ -124,6 +124,8 @@ func New(cfg Config) (*Router, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
+	// PCG takes two words; the second is the seed mixed with the golden
+	// ratio's bits, so one configured seed gives reproducible shuffles.
 	r := &Router{
 		aliases: map[string]*alias{},
 		health:  map[string]*health{},
@@ -134,6 +136,9 @@ func New(cfg Config) (*Router, error) {
 		if _, dup := r.aliases[ac.Name]; dup {
 			return nil, fmt.Errorf("router: alias %q defined twice", ac.Name)
 		}
+		// Deployments of one ID share one health across aliases: the same
+		// upstream fails or recovers for every alias at once. The first alias to
+		// name an ID sets its breaker settings.
 		a, err := newAlias(ac, func(id string) *health {
 			h := r.health[id]
 			if h == nil {
@@ -305,8 +310,13 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	} else if err != nil {
 		return &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q is not served: %v", s.req.Model, err)}
 	}
+	// The lookup is repeated here (the surface's Deadline did one): the
+	// stream may be called without it, and a PROVIDER/MODEL alias is made on
+	// first use.
 	s.alias = a
 	start := time.Now()
+	// From now, not from the request's arrival: a caller that asked Deadline
+	// already ended ctx at the earlier time, which wins just below.
 	deadline := a.deadline(start, 0)
 	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -320,6 +330,8 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	} else {
 		s.dctx, s.cancel = context.WithDeadlineCause(s.ctx, deadline, chat.ErrDeadline)
 	}
+	// Once per request, not per walk: a fallback is not a second request for
+	// the retry budget.
 	s.r.budget.request(start)
 	return nil
 }
@@ -332,10 +344,12 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 // score; open ones go by the end of their cooldown, soonest first. The
 // common case, every circuit closed, allocates no more than the clone.
 func (r *Router) order(a *alias, now, deadline time.Time) (try, skip []*deployment, spare int) {
+	// a.deps is shared by every request of the alias: each orders a copy.
 	deps := slices.Clone(a.deps)
 	if len(deps) == 1 {
 		return deps, nil, 0
 	}
+	// On the stack for up to 8 deployments: ordering allocates nothing more.
 	var buf [8]cand
 	cs := buf[:0]
 	for _, d := range deps {
@@ -345,6 +359,9 @@ func (r *Router) order(a *alias, now, deadline time.Time) (try, skip []*deployme
 		cs = append(cs, c)
 	}
 	spare = eject(cs, a.maxEjected, deadline)
+	// The shuffle breaks ties at random (the sorts below are stable), and
+	// makes the first two of each group two random choices. r.rng is not
+	// safe for concurrent use, hence the lock.
 	r.mu.Lock()
 	r.rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
 	r.mu.Unlock()
@@ -365,6 +382,10 @@ func (r *Router) order(a *alias, now, deadline time.Time) (try, skip []*deployme
 		for j < len(cs) && cs[j].d.Priority == cs[i].d.Priority && cs[j].rank == cs[i].rank {
 			j++
 		}
+		// Two random choices, not the best score: requests ordering at the
+		// same moment would all pick the same best one and pile onto it
+		// before its score (outstanding, latency) caught up; the better of
+		// two random ones spreads the load while still avoiding the slow.
 		if group := cs[i:j]; len(group) > 1 && (group[0].rank == rankClosed || group[0].rank == rankCooling) {
 			// group is shuffled; compare its first two.
 			if group[1].v.score < group[0].v.score {
@@ -385,6 +406,7 @@ func (r *Router) order(a *alias, now, deadline time.Time) (try, skip []*deployme
 	n := len(cs)
 	for i, c := range cs {
 		deps[i] = c.d
+		// rankSkipped sorts last: the skipped form the tail, from n.
 		if c.rank == rankSkipped && i < n {
 			n = i
 		}
@@ -431,6 +453,8 @@ func eject(cs []cand, k int, deadline time.Time) (spare int) {
 			opened++
 		}
 	}
+	// Each round skips the most recently opened not skipped yet: it is the
+	// least likely to have recovered; the longest open is nearest its probe.
 	for range min(opened, k) {
 		last := -1
 		for i, c := range cs {
@@ -461,6 +485,8 @@ func eject(cs []cand, k int, deadline time.Time) (spare int) {
 			return 0 // open ones are tried: none to spare
 		}
 	}
+	// What is left of k, keeping one usable deployment: admit spends it on
+	// deployments found open later (see session.spare).
 	return max(0, min(k-opened, usable-1))
 }
 
@@ -470,6 +496,7 @@ func (r *Router) jitter(d time.Duration) time.Duration {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// In (0, d]: full jitter, never zero.
 	return time.Duration(r.rng.Int64N(int64(d)) + 1)
 }
 
@@ -485,6 +512,9 @@ func (a *alias) firstTokenTimeout(d *deployment) time.Duration {
 		if minSamples <= 0 {
 			minSamples = 20
 		}
+		// Few samples make a noisy p99: until there are enough, the static
+		// timeout holds. Min and Max keep a very fast or very slow history from
+		// setting a timeout that fails every request or waits forever.
 		if p99, n := d.health.quantile(0.99); n >= minSamples {
 			v := time.Duration(float64(p99) * ad.Multiplier)
 			if ad.Min > 0 && v < ad.Min {
@@ -505,6 +535,8 @@ func (a *alias) hedgeDelay(d *deployment, ftt time.Duration) time.Duration {
 	if delay <= 0 {
 		p95, n := d.health.quantile(0.95)
 		if n < 20 {
+			// Nothing measured yet: half the first-token timeout leaves the backup
+			// time to answer before the primary's own timer fires.
 			delay = ftt / 2
 		} else {
 			delay = p95

@@ -14,6 +14,11 @@ import (
 )
 
 // session is one request's walk through the deployments.
+//
+// Ownership: a session lives on the goroutine that ranges over the
+// router's stream, and everything in it (and the Report it fills) is read
+// and written there only; a hedge's goroutine touches nothing but its own
+// attempt (see race).
 type session struct {
 	r     *Router
 	alias *alias
@@ -65,7 +70,10 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 		s.abort(err)
 		return
 	}
+	// start made dctx; it is released when the stream ends, however it ends.
 	defer s.cancel()
+	// At most two walks: fallBack clears next, so the second walk's failure
+	// ends the stream.
 	for {
 		v := s.walk()
 		if v == verdictDone {
@@ -84,7 +92,11 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 // caller ends the stream in both cases.
 func (s *session) walk() verdict {
 	a := s.alias
+	// The order is taken once per walk, not per pass: later passes retry the
+	// same deployments in the same order, and what changed meanwhile (a circuit
+	// that opened, a Retry-After) is caught by admit.
 	order, skip, spare := s.r.order(a, time.Now(), s.rep.Deadline)
+	// Made here, not in start: fallBack replaces it with the fallback alias's.
 	if s.marks == nil {
 		s.marks = map[*deployment]mark{}
 	}
@@ -93,6 +105,8 @@ func (s *session) walk() verdict {
 		s.skipOpen(d, s.marks[d]&tried != 0)
 	}
 	attempts := 0
+	// A pass goes once over the order; later passes are retries, after a
+	// backoff. Skipped deployments (admit said no) do not count as attempts.
 	for pass := 0; attempts < a.MaxAttempts; pass++ {
 		progressed := false
 		for i := 0; i < len(order) && attempts < a.MaxAttempts; i++ {
@@ -110,9 +124,14 @@ func (s *session) walk() verdict {
 			progressed = true
 			s.marks[d] |= tried
 			var v verdict
+			// Hedge only a first try, with a next deployment not tried yet and room
+			// left for a second attempt: a hedge is never a retry (retries must go
+			// through the retry budget) and never exceeds MaxAttempts.
 			if a.Hedge.Enabled && !retry && i+1 < len(order) && attempts < a.MaxAttempts && s.marks[order[i+1]]&tried == 0 {
 				var usedBackup bool
 				v, usedBackup = s.hedged(d, order[i+1])
+				// The backup was this pass's next deployment: it counts as an attempt
+				// and is not tried again in this pass.
 				if usedBackup {
 					attempts++
 					s.marks[order[i+1]] |= tried
@@ -125,6 +144,8 @@ func (s *session) walk() verdict {
 				return v
 			}
 		}
+		// Nothing could be tried in a whole pass (every deployment broken, open
+		// or refused by the retry budget): another pass would do the same.
 		if !progressed {
 			break
 		}
@@ -147,6 +168,9 @@ func (s *session) fallBack(v verdict) bool {
 	if err != nil {
 		return false
 	}
+	// The fallback alias has deployments of its own (other pointers), some of
+	// them the same upstream: a deployment broken or tried for the first alias
+	// is so for the second, matched by ID.
 	marks := map[*deployment]mark{}
 	for _, d := range a.deps {
 		for old, m := range s.marks {
@@ -174,6 +198,8 @@ func (s *session) abort(err error) {
 // skips is recorded as an attempt that did not start. stop means the
 // request's deadline passed or the caller left while waiting.
 func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
+	// Checked first: once the deadline passed or the caller left, no wait and
+	// no report entry for the deployment.
 	if s.dctx.Err() != nil {
 		return false, true
 	}
@@ -185,10 +211,13 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 	if pass > 0 {
 		wait = max(wait, s.backoff(pass))
 	}
+	// A wait that ends at or after the deadline leaves no time for the
+	// attempt: skip it now rather than sleep into the deadline.
 	if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
 		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry, Fallback: s.fallback})
 		return false, false
 	}
+	// Before the sleep: a retry refused by the budget does not wait first.
 	if retry && !s.r.budget.tryRetry(now) {
 		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true, Fallback: s.fallback})
 		return false, false
@@ -196,6 +225,9 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 	if wait > 0 && !sleep(s.dctx, wait) {
 		return false, true
 	}
+	// Asked after the wait, with the time after it: the circuit may have
+	// opened meanwhile, or its half-open probe been taken. Without a spare
+	// left, allow lets an open deployment through (panic routing).
 	if !d.health.allow(time.Now(), s.spare > 0) {
 		// It opened, or another request took its probe, since order.
 		s.spare--
@@ -210,6 +242,8 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 func (s *session) skipOpen(d *deployment, retry bool) {
 	now := time.Now()
 	s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeCircuitOpen, Retry: retry, Fallback: s.fallback})
+	// An upstream's own error, if any came, says more than "circuit open":
+	// this is only the error of last resort.
 	if s.lastErr == nil {
 		s.lastErr = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: d.ID, Message: "circuit open: the deployment is failing", Retryable: true}
 	}
@@ -245,12 +279,18 @@ func induced(err error) bool {
 // gone reports whether the caller went away (as opposed to the request's
 // deadline passing, which the caller's context may also carry).
 func (s *session) gone() bool {
+	// The surfaces end the caller's context at the deadline too, so its error
+	// alone does not say the client left: a deadline's cause is ErrDeadline
+	// (or, from a plain WithDeadline, DeadlineExceeded).
 	err := s.ctx.Err()
 	return err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(s.ctx), chat.ErrDeadline)
 }
 
 // fail ends a request that no deployment served.
 func (s *session) fail() {
+	// The first match wins: a caller that left gets its own cause, whatever
+	// else happened; then the deadline; then the last upstream error, which is
+	// the most specific failure the request met.
 	switch {
 	case s.gone():
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
@@ -265,6 +305,9 @@ func (s *session) fail() {
 
 func (s *session) backoff(pass int) time.Duration {
 	a := s.alias
+	// Exponential, capped; the shift is bounded and a result that overflowed
+	// (d <= 0) takes the cap. jitter draws uniformly from (0, d]: full jitter,
+	// so retries of many requests do not fall in step.
 	d := a.BackoffBase << min(pass-1, 16)
 	if d > a.BackoffMax || d <= 0 {
 		d = a.BackoffMax
@@ -273,6 +316,7 @@ func (s *session) backoff(pass int) time.Duration {
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
+	// A timer, not time.After: it is stopped (and freed) when ctx ends first.
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -287,6 +331,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // first token in time.
 func (s *session) attempt(d *deployment, retry bool) verdict {
 	a := s.open(d, retry, false)
+	// Whatever the verdict, the upstream is released when the attempt ends.
 	defer a.close()
 	a.first()
 	if !a.inTime() {
@@ -333,13 +378,21 @@ type try struct {
 // open starts an attempt on d: its context, first-token timer, report
 // and upstream request.
 func (s *session) open(d *deployment, retry, hedge bool) *try {
+	// The timer starts before the request is sent: the first-token timeout
+	// covers connecting and sending as well as the upstream's thinking. It
+	// cancels only this attempt's context, with a cause that failedBeforeFirst
+	// tells from the request's deadline.
 	ftt := s.alias.firstTokenTimeout(d)
 	a := &try{s: s, d: d, ftt: ftt}
 	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
 	cancel := a.cancel
 	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
 	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback})
+	// Counted as outstanding (for the balancing score) until finish ends it:
+	// every attempt opened is finished exactly once.
 	d.health.begin()
+	// Each attempt gets its own copy: its Model is the deployment's, and the
+	// request as asked stays intact for the other attempts and the fallback.
 	req := s.req.Clone()
 	req.Model = d.Model
 	a.up = pull(a.ctx, d.Provider, req)
@@ -348,6 +401,8 @@ func (s *session) open(d *deployment, retry, hedge bool) *try {
 
 // close releases an attempt whose upstream is no longer read.
 func (a *try) close() {
+	// Close first, aborting the upstream request; cancel(nil) keeps an
+	// earlier cause (a timeout, a lost hedge) if there was one.
 	a.up.Close()
 	a.timer.Stop()
 	a.cancel(nil)
@@ -369,10 +424,15 @@ func (a *try) first() {
 			a.err = err
 			return
 		}
+		// What counts as the first token: a role-only or empty delta does not,
+		// so a provider that sends one at once cannot beat its first-token timer
+		// with nothing to show.
 		answers := c.Visible() || c.FinishReason != "" || c.Usage != nil
 		a.mu.Lock()
 		a.t.add(c)
 		a.mu.Unlock()
+		// Copied, here and into pending: the reader's chunk is valid only
+		// until its next call.
 		if answers {
 			a.head = *c
 			return
@@ -386,6 +446,9 @@ func (a *try) first() {
 // timer fired was produced all the same, too late: the attempt fails with
 // the timer's cause.
 func (a *try) inTime() bool {
+	// Stop fails if the timer fired. The attempt's context may also have
+	// ended with the request's (the deadline, the caller): the cause says
+	// which, and failedBeforeFirst tells them apart.
 	if !a.timer.Stop() && a.err == nil && a.ctx.Err() != nil {
 		a.err = context.Cause(a.ctx)
 	}
@@ -400,12 +463,15 @@ func (a *try) inTime() bool {
 // rarer work (the endings) is in methods that return before the yield.
 func (a *try) serve() verdict {
 	s := a.s
+	// From here on the caller sees this deployment's chunks: no failure can
+	// fall back any more (afterFirst).
 	s.won(a.d, a.idx)
 	for i := range a.pending {
 		if !s.yield(a.pending[i], nil) {
 			return s.stopped(a.d, a.idx)
 		}
 	}
+	// The held chunks were passed on: drop them, they may be many.
 	a.pending = nil
 	if a.empty {
 		// An answer with nothing visible, e.g. an empty completion: a
@@ -423,6 +489,8 @@ func (a *try) serve() verdict {
 		if err != nil {
 			return s.afterFirst(a.d, a.idx, &a.t, err)
 		}
+		// No lock: a hedge's goroutine has reported before serve runs. Tallied
+		// before the yield, so a cut at the deadline counts what was passed on.
 		a.t.add(c)
 		if !s.yield(*c, nil) {
 			return s.stopped(a.d, a.idx)
@@ -439,6 +507,8 @@ func (a *try) ended() verdict {
 // pull returns p's answer to req as a reader: a provider.Puller's own, or
 // its stream's, pulled through iter.Pull2.
 func pull(ctx context.Context, p provider.Provider, req *chat.Request) provider.Reader {
+	// A Puller is read directly; any other provider's iterator is pulled
+	// through a coroutine, which Close (stop) must release.
 	if pl, ok := p.(provider.Puller); ok {
 		return pl.Pull(ctx, req)
 	}
@@ -461,6 +531,8 @@ func (r *seqReader) Next() (*chat.Chunk, error) {
 	case err != nil:
 		return nil, err
 	}
+	// Kept in the reader: Next returns a pointer without an allocation per
+	// chunk, valid until the next call as the Reader contract allows.
 	r.c = c
 	return &r.c, nil
 }
@@ -473,6 +545,8 @@ func (s *session) won(d *deployment, idx int) {
 	at := &s.rep.Attempts[idx]
 	at.FirstToken = now
 	at.Outcome = OutcomeOK // serving; changed if it fails later
+	// The request's first token is the winner's: a report read mid-stream
+	// names the deployment serving.
 	s.rep.FirstToken = now
 	s.rep.Deployment = d.ID
 	s.rep.Model = d.Model
@@ -492,6 +566,8 @@ func (s *session) finish(d *deployment, idx int, o Outcome, err error, failed, n
 		}
 	}
 	var ttft time.Duration
+	// Only a real first token is a latency sample: a failure's time says
+	// nothing about how fast the deployment answers.
 	if !at.FirstToken.IsZero() {
 		ttft = at.FirstToken.Sub(at.Start)
 	}
@@ -504,10 +580,14 @@ func (s *session) finish(d *deployment, idx int, o Outcome, err error, failed, n
 // if nothing came back: the upstream may have read the prompt. One that
 // ended on an error before anything came back is not.
 func (s *session) spend(idx int, t *tally) {
+	// spend reads the outcome finish wrote: call it after finish.
 	at := &s.rep.Attempts[idx]
 	at.Usage = t.spent(s.req, at.Outcome != OutcomeError)
 }
 
+// stopped ends an attempt the caller broke out of: no error is yielded
+// (yield must not be called again after it returned false), and leaving
+// says nothing of the deployment.
 func (s *session) stopped(d *deployment, idx int) verdict {
 	s.finish(d, idx, OutcomeCancelled, nil, false, true)
 	return verdictDone
@@ -517,6 +597,8 @@ func (s *session) stopped(d *deployment, idx int) verdict {
 // seen nothing, so another deployment may still serve the request. t is
 // what the attempt produced, for what it cost.
 func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err error, t *tally) verdict {
+	// Checked first: when the caller left, the attempt's error is only the
+	// echo of that, and the deployment is not blamed.
 	if s.gone() {
 		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
 		s.spend(idx, t)
@@ -532,10 +614,15 @@ func (s *session) beforeFirst(d *deployment, idx int, actx context.Context, err 
 // while the caller waits, and says what to do next.
 func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context, err error) verdict {
 	switch {
+	// Whatever the upstream said, once the deadline passed the deadline is the
+	// cause (its error is usually the cancelled read): nobody is blamed and no
+	// other deployment may be tried.
 	case s.dctx.Err() != nil:
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		return verdictNoFallback
 	case errors.Is(context.Cause(actx), chat.ErrFirstTokenTimeout):
+		// A timeout the request asked for (a sim delay) is not the deployment's
+		// fault; another deployment may still answer in time, hence verdictNext.
 		asked := induced(err)
 		err = &chat.Error{Category: chat.CategoryTimeout, Provider: d.ID, Retryable: true, Err: chat.ErrFirstTokenTimeout,
 			Message: fmt.Sprintf("no first token within %s", s.rep.Attempts[idx].FirstTokenTimeout)}
@@ -547,6 +634,8 @@ func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context
 	if ce.Provider == "" {
 		ce.Provider = d.ID
 	}
+	// Kept for fail: if nothing else serves, the client gets the last
+	// upstream error, not a generic one.
 	s.lastErr = ce
 	if ce.RetryAfter > 0 && !ce.ClientInduced {
 		// A Retry-After the request asked for (a sim directive) holds
@@ -579,6 +668,8 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 	case s.gone():
 		s.finish(d, idx, OutcomeCancelled, context.Cause(s.ctx), false, true)
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
+	// Cut, not failed: what was written is the answer, ended with
+	// FinishTimeout and estimated usage.
 	case s.dctx.Err() != nil:
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		s.cut(t)
@@ -602,6 +693,7 @@ func (s *session) cut(t *tally) {
 	if len(open) == 0 {
 		open = []int{0}
 	}
+	// Usage goes on the last chunk only, so it is counted once.
 	for i, ch := range open {
 		c := chat.Chunk{Choice: ch, FinishReason: chat.FinishTimeout}
 		if i == len(open)-1 {
