@@ -147,10 +147,17 @@ func (f *flight) follow(ctx context.Context, rep *Report, yield func(chat.Chunk,
 	leave := func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.subs--
 		if f.done {
+			// It was attached at the end, so it is one of the final
+			// subscribers: billed its part, as if it had read on,
+			// for the parts to add up to the one upstream answer.
+			copyReport()
+			rep.BillShare = 1 / float64(f.final)
+			rep.BillPart = [2]int{f.final - f.subs, f.final}
+			f.subs--
 			return
 		}
+		f.subs--
 		if f.subs == 0 {
 			// The last one pays for what the upstream did.
 			f.cancel(errEveryoneLeft)

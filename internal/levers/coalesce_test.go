@@ -225,17 +225,20 @@ func bills(hs []heard) []bill {
 
 // TestCoalesceLeaveAfterTheEnd: a subscriber that stops reading after the
 // flight finished (it was still reading what the flight holds) takes
-// nothing from the others, and cancels nothing.
+// nothing from the others, and cancels nothing; it was there at the end,
+// so it is billed its part, and the parts add up to the one upstream
+// answer.
 func TestCoalesceLeaveAfterTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &scripted{script: hello}
 		l := coalescing(r)
 		var wg sync.WaitGroup
 		var leader []chat.Chunk
-		wg.Go(func() { leader, _, _ = read(t.Context(), l, question("chat", "Hi"), nil, 0) })
+		var leaderRep, followerRep Report
+		wg.Go(func() { leader, _, _ = read(t.Context(), l, question("chat", "Hi"), &leaderRep, 0) })
 		wg.Go(func() {
 			time.Sleep(50 * time.Millisecond)
-			for _, err := range l.StreamReport(t.Context(), question("chat", "Hi"), &Report{}) {
+			for _, err := range l.StreamReport(t.Context(), question("chat", "Hi"), &followerRep) {
 				if err != nil {
 					t.Errorf("the follower: %v", err)
 				}
@@ -251,6 +254,12 @@ func TestCoalesceLeaveAfterTheEnd(t *testing.T) {
 		reqs, _, causes := r.calls()
 		if len(reqs) != 1 || len(causes) != 1 || causes[0] != nil || len(l.flights) != 0 {
 			t.Errorf("%d requests to the router, ended with %v, %d flights left; want 1, nil, 0", len(reqs), causes, len(l.flights))
+		}
+		if s := leaderRep.BillShare + followerRep.BillShare; s != 1 || leaderRep.BillPart[0] == followerRep.BillPart[0] || followerRep.BillPart[1] != 2 {
+			t.Errorf("billed %v %v and %v %v: want a half each, parts 0 and 1 of 2", leaderRep.BillShare, leaderRep.BillPart, followerRep.BillShare, followerRep.BillPart)
+		}
+		if followerRep.Deployment == "" {
+			t.Errorf("the follower's report has no deployment: its part would be priced at nothing")
 		}
 	})
 }
