@@ -13,18 +13,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
 	"github.com/firstword/firstword/internal/wire/reqbody"
 )
-
-// ParsedRequest is a decoded request.
-type ParsedRequest struct {
-	Request *chat.Request
-	Stream  bool
-}
 
 // RequestError is a client error in a request, naming the parameter in
 // OpenAI's form (input[1].content[0].type).
@@ -111,7 +106,7 @@ type Resolver func(id string) (string, bool)
 // optional members, and jsonerr words a type mistake with the member's
 // path anyway. The object check comes first so that a body that is not
 // an object is refused in the API's words, not encoding/json's.
-func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
+func ParseRequest(body []byte, resolve Resolver) (*reqbody.Parsed, error) {
 	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")) {
 		return nil, reqbody.Errorf("", "request body must be a JSON object (expected object)")
 	}
@@ -175,7 +170,7 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 			return nil, err
 		}
 	}
-	return &ParsedRequest{Request: req, Stream: r.Stream}, nil
+	return &reqbody.Parsed{Request: req, Stream: r.Stream}, nil
 }
 
 func hasNonSystem(ms []chat.Message) bool {
@@ -325,39 +320,20 @@ func message(it *item, param string) (chat.Message, error) {
 // screenshot) stay on the tool message as parts; each upstream's encoder
 // puts them where its API takes them.
 func output(m *chat.Message, raw json.RawMessage, param string) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	s, parts, isString, err := reqbody.StringOrList[contentPart](raw, param, "content parts")
-	if err != nil {
-		return err
-	}
-	if isString {
-		m.Content = s
-		return nil
-	}
-	var b strings.Builder
-	images := false
-	for j, p := range parts {
+	err := reqbody.ToolResult(m, raw, param, "content parts", func(j int, p *contentPart) (chat.Part, error) {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			b.WriteString(p.Text)
-			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
+			return chat.Part{Type: chat.PartText, Text: p.Text}, nil
 		case "input_image":
-			img, err := p.image(pp)
-			if err != nil {
-				return err
-			}
-			images = true
-			m.Parts = append(m.Parts, img)
-		default:
-			return reqbody.Errorf(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+			return p.image(pp)
 		}
+		return chat.Part{}, reqbody.Errorf(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+	})
+	if err != nil {
+		return err
 	}
-	m.Content = b.String()
-	if !images {
+	if !slices.ContainsFunc(m.Parts, func(p chat.Part) bool { return p.Type == chat.PartImage }) {
 		m.Parts = nil
 	}
 	return nil
