@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -101,18 +100,18 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	g.transport = transport
 	client := &http.Client{Transport: transport}
 	for name, pc := range cfg.Providers {
+		hc := provider.HTTPConfig{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes}
 		switch pc.Type {
 		case "openai":
-			providers[name] = openai.New(openai.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes, MaxTokensField: pc.MaxTokensField})
+			providers[name] = openai.New(openai.Config{HTTPConfig: hc, MaxTokensField: pc.MaxTokensField})
 		case "openai-responses":
-			providers[name] = openairesponses.New(openairesponses.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
+			providers[name] = openairesponses.New(openairesponses.Config{HTTPConfig: hc})
 		case "anthropic":
-			providers[name] = anthropic.New(anthropic.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client,
-				MaxEventSize: cfg.MaxEventBytes, Version: pc.AnthropicVersion, DefaultMaxTokens: pc.DefaultMaxTokens, PromptCaching: true})
+			providers[name] = anthropic.New(anthropic.Config{HTTPConfig: hc, Version: pc.AnthropicVersion, DefaultMaxTokens: pc.DefaultMaxTokens, PromptCaching: true})
 		case "gemini":
-			providers[name] = gemini.New(gemini.Config{Name: name, BaseURL: pc.BaseURL, APIKey: pc.APIKey, Headers: pc.Headers, Client: client, MaxEventSize: cfg.MaxEventBytes})
+			providers[name] = gemini.New(gemini.Config{HTTPConfig: hc})
 		case "ollama":
-			providers[name] = ollama.New(ollama.Config{Name: name, BaseURL: pc.BaseURL, Headers: bearer(pc.Headers, pc.APIKey), Client: client, MaxLineSize: cfg.MaxEventBytes})
+			providers[name] = ollama.New(ollama.Config{HTTPConfig: hc})
 		case "sim":
 			sc := sim.Config{Name: name, Seed: pc.Seed}
 			if pc.Fault != nil {
@@ -327,23 +326,6 @@ func (g *Gateway) Levers() *levers.Levers { return g.levers }
 
 // Sim returns the simulated provider configured as name, or nil.
 func (g *Gateway) Sim(name string) *sim.Provider { return g.sims[name] }
-
-// bearer returns headers with an Authorization: Bearer key added (Ollama
-// behind an authenticating proxy, or Ollama's hosted API), unless the
-// headers set one already.
-func bearer(headers map[string]string, key string) map[string]string {
-	if key == "" {
-		return headers
-	}
-	out := map[string]string{"Authorization": "Bearer " + key}
-	for k, v := range headers {
-		if strings.EqualFold(k, "Authorization") {
-			delete(out, "Authorization")
-		}
-		out[k] = v
-	}
-	return out
-}
 
 // cacheStats reads the response cache's counters for the metrics.
 func (g *Gateway) cacheStats() metrics.CacheStats {

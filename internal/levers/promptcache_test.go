@@ -22,6 +22,7 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/provider"
 	"github.com/firstword/firstword/internal/provider/anthropic"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/firstword/firstword/internal/router"
@@ -102,7 +103,7 @@ func (f *fakeAnthropic) body(i int) []byte {
 // the alias "support" and prompt caching as given. The provider marks
 // breakpoints, as cli always configures it: the alias decides.
 func anthropicLevers(f *fakeAnthropic, caching bool) *levers.Levers {
-	p := anthropic.New(anthropic.Config{Name: "anthropic", BaseURL: f.URL + "/v1", Client: f.Client(), PromptCaching: true})
+	p := anthropic.New(anthropic.Config{HTTPConfig: provider.HTTPConfig{Name: "anthropic", BaseURL: f.URL + "/v1", Client: f.Client()}, PromptCaching: true})
 	return levers.New(levers.Options{
 		Inner:   &direct{p: p, dep: "anthropic/claude-sonnet-4-5-20250929", model: "claude-sonnet-4-5-20250929"},
 		Aliases: map[string]levers.Alias{"support": {PromptCaching: caching}},

@@ -5,7 +5,6 @@ package anthropic
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
@@ -16,23 +15,12 @@ import (
 // none.
 const DefaultVersion = "2023-06-01"
 
-// Config configures a Provider.
+// Config configures a Provider. BaseURL is the API root, e.g.
+// https://api.anthropic.com/v1, and requests go to BaseURL + "/messages";
+// the APIKey is sent as the x-api-key header; Headers may add
+// anthropic-beta, for one.
 type Config struct {
-	// Name identifies the provider in errors and logs.
-	Name string
-	// BaseURL is the API root, e.g. https://api.anthropic.com/v1; requests
-	// go to BaseURL + "/messages".
-	BaseURL string
-	// APIKey is sent as the x-api-key header when set. It and the values
-	// of Headers are scrubbed from the errors the Provider returns (see
-	// provider.Scrubber).
-	APIKey string
-	// Headers are added to every request (anthropic-beta, for one).
-	Headers map[string]string
-	// Client sends the requests; nil means a client on provider.NewTransport.
-	Client *http.Client
-	// MaxEventSize bounds one upstream event; 0 means 1 MiB.
-	MaxEventSize int
+	provider.HTTPConfig
 	// Version is the anthropic-version header; empty means DefaultVersion.
 	Version string
 	// DefaultMaxTokens is sent when a request sets no max_tokens, which
@@ -53,16 +41,15 @@ type Provider struct {
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	cfg.Client = provider.HTTPClient(cfg.Client)
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
 	p := &Provider{
 		cfg:  cfg,
-		url:  strings.TrimSuffix(cfg.BaseURL, "/") + "/messages",
+		url:  cfg.URL("/messages"),
 		opts: wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
 	}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
 	return p
 }
 
@@ -72,12 +59,8 @@ func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, provider.EncodeError(p.cfg.Name, err)
 	}
-	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "text/event-stream",
-		Auth:    [2][2]string{{"Anthropic-Version", p.cfg.Version}, {"X-Api-Key", p.cfg.APIKey}},
-		Headers: p.cfg.Headers, Decode: wire.DecodeError, JSONIsError: true}
-	resp, err := post.Send(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
+	post := p.cfg.Post(p.url, body)
+	post.Auth = [2][2]string{{"Anthropic-Version", p.cfg.Version}, {"X-Api-Key", p.cfg.APIKey}}
+	post.Decode, post.JSONIsError = wire.DecodeError, true
+	return provider.OpenStream(ctx, &post, wire.NewStreamReader, p.cfg.MaxEventSize)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
@@ -141,7 +142,7 @@ func TestStreamRequest(t *testing.T) {
 		json.NewDecoder(r.Body).Decode(&b)
 		got <- seen{r.Method, r.URL.Path, r.Header.Clone(), b}
 		replay(body)(w, r)
-	}, Config{APIKey: "sk-ant-test", Headers: map[string]string{"Anthropic-Beta": "fine-grained-tool-streaming-2025-05-14"}, DefaultMaxTokens: 777, PromptCaching: true})
+	}, Config{HTTPConfig: provider.HTTPConfig{APIKey: "sk-ant-test", Headers: map[string]string{"Anthropic-Beta": "fine-grained-tool-streaming-2025-05-14"}}, DefaultMaxTokens: 777, PromptCaching: true})
 	req := userHi.Clone()
 	req.Messages = append([]chat.Message{{Role: chat.RoleSystem, Content: "Be brief.", CacheBreakpoint: true}}, req.Messages...)
 	req.Extra = map[string]json.RawMessage{"logprobs": json.RawMessage("true")}

@@ -30,7 +30,7 @@ func TestNormalisation(t *testing.T) {
 	in12 := `{"input_tokens":12,"output_tokens":1}`
 	hello := start(in12) + text("Hello")
 	providertest.Normalises(t, func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "claude", BaseURL: baseURL + "/v1", APIKey: "sk-ant-test-0123456789", Client: client})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "claude", BaseURL: baseURL + "/v1", APIKey: "sk-ant-test-0123456789", Client: client}})
 	}, map[string]providertest.Reply{
 		"text": {Body: start(in12) + text("Hello,", " world!") + stop + end("end_turn", "4")},
 		"tool call": {Body: start(`{"input_tokens":30,"output_tokens":1}`) +

@@ -21,8 +21,7 @@ func TestSecretsScrubbed(t *testing.T) {
 		beta  = "prompt-caching-2024-07-31"
 	)
 	newProvider := func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "claude", BaseURL: baseURL, APIKey: key, Client: client,
-			Headers: map[string]string{"anthropic-beta": beta, "X-Proxy-Auth": "Bearer " + token}})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "claude", BaseURL: baseURL, APIKey: key, Client: client, Headers: map[string]string{"anthropic-beta": beta, "X-Proxy-Auth": "Bearer " + token}}})
 	}
 	const authMessage = `provider "claude" rejected the gateway's credentials (HTTP %d): check its api_key_env and headers`
 	start := "event: message_start\n" +

@@ -15,23 +15,12 @@ import (
 	wire "github.com/firstword/firstword/internal/wire/gemini"
 )
 
-// Config configures a Provider.
+// Config configures a Provider. BaseURL is the API root, e.g.
+// https://generativelanguage.googleapis.com/v1beta; the APIKey is sent in
+// the x-goog-api-key header (never in the URL, where logs and proxies
+// would keep it).
 type Config struct {
-	// Name identifies the provider in errors and logs.
-	Name string
-	// BaseURL is the API root, e.g.
-	// https://generativelanguage.googleapis.com/v1beta.
-	BaseURL string
-	// APIKey is sent in the x-goog-api-key header (never in the URL, where
-	// logs and proxies would keep it). It and the values of Headers are
-	// scrubbed from the errors the Provider returns (see provider.Scrubber).
-	APIKey string
-	// Headers are added to every request.
-	Headers map[string]string
-	// Client sends the requests; nil means a client on provider.NewTransport.
-	Client *http.Client
-	// MaxEventSize bounds one upstream event; 0 means 1 MiB.
-	MaxEventSize int
+	provider.HTTPConfig
 }
 
 // Provider calls the Gemini API. A request's Model is the model's name,
@@ -40,14 +29,12 @@ type Config struct {
 type Provider struct {
 	provider.HTTPAdapter // Stream and Pull, over Open
 	cfg                  Config
-	base                 string
 }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	cfg.Client = provider.HTTPClient(cfg.Client)
-	p := &Provider{cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/")}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	p := &Provider{cfg: cfg}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
 	return p
 }
 
@@ -57,11 +44,10 @@ func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, provider.EncodeError(p.cfg.Name, err)
 	}
-	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, Body: body, Accept: "text/event-stream",
-		URL:     p.base + "/models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/")) + ":streamGenerateContent?alt=sse",
-		Auth:    [2][2]string{{"x-goog-api-key", p.cfg.APIKey}},
-		Headers: p.cfg.Headers, Decode: wire.DecodeError, JSONIsError: true,
-		ReadError: func(resp *http.Response) *chat.Error { return readError(p.cfg.Name, resp) }}
+	post := p.cfg.Post(p.cfg.URL("/models/"+url.PathEscape(strings.TrimPrefix(req.Model, "models/"))+":streamGenerateContent?alt=sse"), body)
+	post.Auth[0] = [2]string{"x-goog-api-key", p.cfg.APIKey}
+	post.Decode, post.JSONIsError = wire.DecodeError, true
+	post.ReadError = func(resp *http.Response) *chat.Error { return readError(p.cfg.Name, resp) }
 	resp, err := post.Send(ctx)
 	if err != nil {
 		return nil, nil, err

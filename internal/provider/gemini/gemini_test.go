@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -55,7 +56,7 @@ func TestStream(t *testing.T) {
 		gotKey, gotExtra = r.Header.Get("x-goog-api-key"), r.Header.Get("X-Extra")
 		json.Unmarshal(body, &gotBody)
 	})
-	p := New(Config{Name: "gem", BaseURL: srv.URL + "/v1beta/", APIKey: "k-123", Headers: map[string]string{"X-Extra": "1"}, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: srv.URL + "/v1beta/", APIKey: "k-123", Headers: map[string]string{"X-Extra": "1"}, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("models/gemini-2.0-flash")))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestStream(t *testing.T) {
 func TestStreamEscapesModel(t *testing.T) {
 	var gotPath string
 	srv := replay(t, "gemini_stream.sse", func(r *http.Request, _ []byte) { gotPath = r.URL.EscapedPath() })
-	p := New(Config{BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, Client: srv.Client()}})
 	if _, err := chat.Collect(p.Stream(context.Background(), request("a/b c?"))); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestStreamEscapesModel(t *testing.T) {
 
 func TestStreamToolCall(t *testing.T) {
 	srv := replay(t, "gemini_tool_call.sse", nil)
-	p := New(Config{BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("gemini-2.5-flash-lite")))
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +134,7 @@ func TestStreamErrorStatus(t *testing.T) {
 				io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			p := New(Config{Name: "gem", BaseURL: srv.URL, Client: srv.Client()})
+			p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: srv.URL, Client: srv.Client()}})
 			_, err := chat.Collect(p.Stream(context.Background(), request("gemini-2.5-flash")))
 			var ce *chat.Error
 			if !errors.As(err, &ce) {
@@ -156,7 +157,7 @@ func TestStreamBrokenBody(t *testing.T) {
 		w.Write(raw[:cut])
 	}))
 	defer srv.Close()
-	p := New(Config{Name: "gem", BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: srv.URL, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("gemini-2.0-flash")))
 	var ce *chat.Error
 	if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || ce.Provider != "gem" || !errors.Is(err, chat.ErrTruncated) {
@@ -168,7 +169,7 @@ func TestStreamBrokenBody(t *testing.T) {
 }
 
 func TestStreamInvalidRequest(t *testing.T) {
-	p := New(Config{Name: "gem", BaseURL: "http://127.0.0.1:1"})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: "http://127.0.0.1:1"}})
 	_, err := chat.Collect(p.Stream(context.Background(), &chat.Request{Model: "m", Messages: []chat.Message{{Role: chat.RoleTool, ToolCallID: "x"}}}))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryInvalidRequest || ce.Provider != "gem" {
 		t.Errorf("error = %v, want invalid_request from gem", err)
@@ -179,7 +180,7 @@ func TestStreamUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	p := New(Config{Name: "gem", BaseURL: url, Client: &http.Client{}})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: url, Client: &http.Client{}}})
 	_, err := chat.Collect(p.Stream(context.Background(), request("m")))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryUpstreamUnavailable || !ce.Retryable || ce.Provider != "gem" {
 		t.Errorf("error = %v, want a retryable upstream_unavailable", err)
@@ -200,7 +201,7 @@ func TestStreamCancel(t *testing.T) {
 		ended <- time.Now()
 	}))
 	defer srv.Close()
-	p := New(Config{Name: "gem", BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "gem", BaseURL: srv.URL, Client: srv.Client()}})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	var (
@@ -244,7 +245,7 @@ func TestStreamBreak(t *testing.T) {
 		close(ended)
 	}))
 	defer srv.Close()
-	p := New(Config{BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, Client: srv.Client()}})
 	for range p.Stream(context.Background(), request("m")) {
 		break
 	}
@@ -258,7 +259,7 @@ func TestStreamBreak(t *testing.T) {
 func TestStreamCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errCause)
-	p := New(Config{BaseURL: "http://127.0.0.1:1"})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: "http://127.0.0.1:1"}})
 	_, err := chat.Collect(p.Stream(ctx, request("m")))
 	if !errors.Is(err, errCause) {
 		t.Errorf("error = %v, want the context's cause", err)

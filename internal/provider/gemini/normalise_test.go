@@ -19,7 +19,7 @@ func TestNormalisation(t *testing.T) {
 		return ev(`{"candidates": [{"content": {"parts": [{"text": ""}],"role": "model"},"finishReason": "` + reason + `","index": 0}],"usageMetadata": ` + usage + `,"modelVersion": "gemini-2.5-flash"}`)
 	}
 	providertest.Normalises(t, func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "gemini", BaseURL: baseURL + "/v1beta", APIKey: "AIza-test-0123456789", Client: client})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "gemini", BaseURL: baseURL + "/v1beta", APIKey: "AIza-test-0123456789", Client: client}})
 	}, map[string]providertest.Reply{
 		"text": {Body: text("Hello,") + text(" world!") + finish("STOP", `{"promptTokenCount": 12,"candidatesTokenCount": 4,"totalTokenCount": 16}`)},
 		"tool call": {Body: ev(`{"candidates": [{"content": {"parts": [{"functionCall": {"id": "call_1","name": "get_weather","args": {"city": "Paris"}}}],"role": "model"},"finishReason": "STOP","index": 0}],` +

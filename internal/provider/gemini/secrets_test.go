@@ -20,8 +20,7 @@ func TestSecretsScrubbed(t *testing.T) {
 		project = "billing-project-4821"
 	)
 	newProvider := func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "gemini", BaseURL: baseURL, APIKey: key, Client: client,
-			Headers: map[string]string{"X-Goog-User-Project": project}})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "gemini", BaseURL: baseURL, APIKey: key, Client: client, Headers: map[string]string{"X-Goog-User-Project": project}}})
 	}
 	const authMessage = `provider "gemini" rejected the gateway's credentials (HTTP 400): check its api_key_env and headers`
 	invalidKey := func(msg string) string {

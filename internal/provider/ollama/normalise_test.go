@@ -20,7 +20,7 @@ func TestNormalisation(t *testing.T) {
 	}
 	const ndjson = "application/x-ndjson"
 	providertest.Normalises(t, func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "ollama", BaseURL: baseURL, Headers: map[string]string{"Authorization": "Bearer test-0123456789"}, Client: client})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "ollama", BaseURL: baseURL, Headers: map[string]string{"Authorization": "Bearer test-0123456789"}, Client: client}})
 	}, map[string]providertest.Reply{
 		"text": {ContentType: ndjson, Body: line("Hello,") + line(" world!") + done("stop", "12", "4")},
 		"tool call": {ContentType: ndjson, Body: `{"model":"llama3.2","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"id":"call_1","function":{"index":0,"name":"get_weather","arguments":{"city":"Paris"}}}]},"done":false}` + "\n" +

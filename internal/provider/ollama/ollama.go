@@ -6,27 +6,18 @@ package ollama
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
 	wire "github.com/firstword/firstword/internal/wire/ollama"
 )
 
-// Config configures a Provider.
+// Config configures a Provider. BaseURL is the server's root, e.g.
+// http://127.0.0.1:11434; the APIKey, for Ollama's hosted API or a proxy
+// in front of a server, is sent as a bearer token; MaxEventSize bounds
+// one line of the response.
 type Config struct {
-	// Name identifies the provider in errors and logs.
-	Name string
-	// BaseURL is the server's root, e.g. http://127.0.0.1:11434.
-	BaseURL string
-	// Headers are added to every request (e.g. Authorization for a proxy
-	// in front of Ollama). Their values are scrubbed from the errors the
-	// Provider returns (see provider.Scrubber).
-	Headers map[string]string
-	// Client sends the requests; nil means a client on provider.NewTransport.
-	Client *http.Client
-	// MaxLineSize bounds one line of the response; 0 means 1 MiB.
-	MaxLineSize int
+	provider.HTTPConfig
 }
 
 // Provider calls an Ollama server.
@@ -38,9 +29,8 @@ type Provider struct {
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	cfg.Client = provider.HTTPClient(cfg.Client)
-	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/api/chat"}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, "", cfg.Headers)
+	p := &Provider{cfg: cfg, url: cfg.URL("/api/chat")}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
 	return p
 }
 
@@ -50,11 +40,7 @@ func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response,
 	if err != nil {
 		return nil, nil, provider.EncodeError(p.cfg.Name, err)
 	}
-	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "application/x-ndjson",
-		Headers: p.cfg.Headers, Decode: wire.DecodeError}
-	resp, err := post.Send(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxLineSize), nil
+	post := p.cfg.Post(p.url, body)
+	post.Accept, post.Auth[0], post.Decode = "application/x-ndjson", provider.Bearer(p.cfg.APIKey), wire.DecodeError
+	return provider.OpenStream(ctx, &post, wire.NewStreamReader, p.cfg.MaxEventSize)
 }

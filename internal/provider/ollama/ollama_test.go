@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -57,7 +58,7 @@ func TestStream(t *testing.T) {
 		gotMethod, gotPath, gotAuth = r.Method, r.URL.Path, r.Header.Get("Authorization")
 		json.Unmarshal(body, &gotBody)
 	})
-	p := New(Config{Name: "local", BaseURL: srv.URL + "/", Headers: map[string]string{"Authorization": "Bearer proxy"}, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: srv.URL + "/", Headers: map[string]string{"Authorization": "Bearer proxy"}, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("qwen2.5")))
 	if err != nil {
 		t.Fatal(err)
@@ -78,9 +79,38 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// The APIKey goes as a bearer token, unless Headers set Authorization
+// (a proxy's own scheme), whatever their case.
+func TestStreamAuthorization(t *testing.T) {
+	tests := []struct {
+		name    string
+		apiKey  string
+		headers map[string]string
+		want    string
+	}{
+		{name: "none", want: ""},
+		{name: "api key", apiKey: "olm-key", want: "Bearer olm-key"},
+		{name: "header", headers: map[string]string{"Authorization": "Basic cHJveHk="}, want: "Basic cHJveHk="},
+		{name: "header wins", apiKey: "olm-key", headers: map[string]string{"authorization": "Basic cHJveHk="}, want: "Basic cHJveHk="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			srv := replay(t, "ollama_chat.ndjson", func(r *http.Request, _ []byte) { got = r.Header.Values("Authorization") })
+			p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, APIKey: tt.apiKey, Headers: tt.headers, Client: srv.Client()}})
+			if _, err := chat.Collect(p.Stream(context.Background(), request("qwen2.5"))); err != nil {
+				t.Fatal(err)
+			}
+			if g := strings.Join(got, ", "); g != tt.want {
+				t.Errorf("Authorization = %q, want %q", g, tt.want)
+			}
+		})
+	}
+}
+
 func TestStreamToolCall(t *testing.T) {
 	srv := replay(t, "ollama_tool_call.ndjson", nil)
-	p := New(Config{BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("qwen3.6:latest")))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +148,7 @@ func TestStreamErrorStatus(t *testing.T) {
 				io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			p := New(Config{Name: "local", BaseURL: srv.URL, Client: srv.Client()})
+			p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: srv.URL, Client: srv.Client()}})
 			_, err := chat.Collect(p.Stream(context.Background(), request("bad_model")))
 			var ce *chat.Error
 			if !errors.As(err, &ce) {
@@ -139,7 +169,7 @@ func TestStreamErrorLine(t *testing.T) {
 		io.WriteString(w, `{"error":"an error was encountered while running the model: unexpected EOF"}`+"\n")
 	}))
 	defer srv.Close()
-	p := New(Config{Name: "local", BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: srv.URL, Client: srv.Client()}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request("m")))
 	ce := chat.AsError(err)
 	if ce == nil || ce.Category != chat.CategoryUpstreamUnavailable || !ce.Retryable || ce.Provider != "local" {
@@ -157,7 +187,7 @@ func TestStreamBrokenBody(t *testing.T) {
 		w.Write(raw[:cut])
 	}))
 	defer srv.Close()
-	p := New(Config{Name: "local", BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: srv.URL, Client: srv.Client()}})
 	_, err := chat.Collect(p.Stream(context.Background(), request("m")))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryProtocol || ce.Provider != "local" || !errors.Is(err, chat.ErrTruncated) {
 		t.Fatalf("error = %v, want a truncation from local", err)
@@ -165,7 +195,7 @@ func TestStreamBrokenBody(t *testing.T) {
 }
 
 func TestStreamInvalidRequest(t *testing.T) {
-	p := New(Config{Name: "local", BaseURL: "http://127.0.0.1:1"})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: "http://127.0.0.1:1"}})
 	_, err := chat.Collect(p.Stream(context.Background(), &chat.Request{Model: "m", N: 3}))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryInvalidRequest || ce.Provider != "local" {
 		t.Errorf("error = %v, want invalid_request from local", err)
@@ -176,7 +206,7 @@ func TestStreamUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	p := New(Config{Name: "local", BaseURL: url, Client: &http.Client{}})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: url, Client: &http.Client{}}})
 	_, err := chat.Collect(p.Stream(context.Background(), request("m")))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryUpstreamUnavailable || !ce.Retryable || ce.Provider != "local" {
 		t.Errorf("error = %v, want a retryable upstream_unavailable", err)
@@ -197,7 +227,7 @@ func TestStreamCancel(t *testing.T) {
 		ended <- time.Now()
 	}))
 	defer srv.Close()
-	p := New(Config{Name: "local", BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: srv.URL, Client: srv.Client()}})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	var (
@@ -240,7 +270,7 @@ func TestStreamBreak(t *testing.T) {
 		close(ended)
 	}))
 	defer srv.Close()
-	p := New(Config{BaseURL: srv.URL, Client: srv.Client()})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: srv.URL, Client: srv.Client()}})
 	for range p.Stream(context.Background(), request("m")) {
 		break
 	}
@@ -254,7 +284,7 @@ func TestStreamBreak(t *testing.T) {
 func TestStreamCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errCause)
-	p := New(Config{BaseURL: "http://127.0.0.1:1"})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{BaseURL: "http://127.0.0.1:1"}})
 	_, err := chat.Collect(p.Stream(ctx, request("m")))
 	if !errors.Is(err, errCause) {
 		t.Errorf("error = %v, want the context's cause", err)

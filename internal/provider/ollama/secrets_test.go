@@ -16,8 +16,7 @@ import (
 func TestSecretsScrubbed(t *testing.T) {
 	const token = "olm-9Fj3Kd7Qp2Xz6Wv1Rt"
 	newProvider := func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "local", BaseURL: baseURL, Client: client,
-			Headers: map[string]string{"Authorization": "Bearer " + token}})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "local", BaseURL: baseURL, Client: client, Headers: map[string]string{"Authorization": "Bearer " + token}}})
 	}
 	// A text body cut at 200 bytes inside the token: "olm-9Fj3K…".
 	cut := "bad gateway: " + strings.Repeat("upstream ", 19) + "token: "

@@ -23,7 +23,7 @@ func TestNormalisation(t *testing.T) {
 	}
 	hello := chunk(`{"role":"assistant","content":""}`, "") + chunk(`{"content":"Hello"}`, "")
 	providertest.Normalises(t, func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "openai", BaseURL: baseURL + "/v1", APIKey: "sk-test-0123456789", Client: client})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "openai", BaseURL: baseURL + "/v1", APIKey: "sk-test-0123456789", Client: client}})
 	}, map[string]providertest.Reply{
 		"text": {Body: chunk(`{"role":"assistant","content":""}`, "") + chunk(`{"content":"Hello,"}`, "") + chunk(`{"content":" world!"}`, "") +
 			chunk(`{}`, "stop") + usage(`{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}`)},

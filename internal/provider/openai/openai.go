@@ -8,29 +8,16 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
-// Config configures a Provider.
+// Config configures a Provider. BaseURL is the API root, e.g.
+// https://api.openai.com/v1; the APIKey is sent as a bearer token.
 type Config struct {
-	// Name identifies the provider in errors and logs.
-	Name string
-	// BaseURL is the API root, e.g. https://api.openai.com/v1.
-	BaseURL string
-	// APIKey is sent as a bearer token when set. It and the values of
-	// Headers are scrubbed from the errors the Provider returns (see
-	// provider.Scrubber).
-	APIKey string
-	// Headers are added to every request.
-	Headers map[string]string
-	// Client sends the requests; nil means a client on provider.NewTransport.
-	Client *http.Client
-	// MaxEventSize bounds one upstream event; 0 means 1 MiB.
-	MaxEventSize int
+	provider.HTTPConfig
 	// MaxTokensField is "max_tokens" (default) or "max_completion_tokens".
 	MaxTokensField string
 }
@@ -46,9 +33,8 @@ type Provider struct {
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	cfg.Client = provider.HTTPClient(cfg.Client)
-	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions"}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	p := &Provider{cfg: cfg, url: cfg.URL("/chat/completions")}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
 	return p
 }
 
@@ -96,11 +82,8 @@ func (p *Provider) open(ctx context.Context, req *chat.Request) (resp *http.Resp
 	if err != nil {
 		return nil, false, provider.EncodeError(p.cfg.Name, err)
 	}
-	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "text/event-stream",
-		Headers: p.cfg.Headers, Decode: wire.DecodeError}
-	if p.cfg.APIKey != "" {
-		post.Auth[0] = [2]string{"Authorization", "Bearer " + p.cfg.APIKey}
-	}
+	post := p.cfg.Post(p.url, body)
+	post.Auth[0], post.Decode = provider.Bearer(p.cfg.APIKey), wire.DecodeError
 	if resp, err = post.Send(ctx); err != nil {
 		return nil, false, err
 	}

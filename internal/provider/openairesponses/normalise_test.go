@@ -56,7 +56,7 @@ func usage(in, cached, out, reasoning string) string {
 func TestNormalisation(t *testing.T) {
 	hello := []string{created, inProgress, msgAdded, partAdded, delta("Hello")}
 	providertest.Normalises(t, func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "responses", BaseURL: baseURL + "/v1", APIKey: "sk-test-0123456789", Client: client})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "responses", BaseURL: baseURL + "/v1", APIKey: "sk-test-0123456789", Client: client}})
 	}, map[string]providertest.Reply{
 		"text": {Body: events(created, inProgress, msgAdded, partAdded, delta("Hello,"), delta(" world!"),
 			`{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello, world!","logprobs":[]}`,

@@ -8,7 +8,6 @@ package openairesponses
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
@@ -16,24 +15,13 @@ import (
 	wire "github.com/firstword/firstword/internal/wire/responses"
 )
 
-// Config configures a Provider.
+// Config configures a Provider. BaseURL is the API root, e.g.
+// https://api.openai.com/v1, and requests go to BaseURL + "/responses";
+// the APIKey is sent as a bearer token; Headers may add
+// OpenAI-Organization, for one. MaxEventSize must hold a response's
+// terminal event, which repeats its whole output.
 type Config struct {
-	// Name identifies the provider in errors and logs.
-	Name string
-	// BaseURL is the API root, e.g. https://api.openai.com/v1; requests
-	// go to BaseURL + "/responses".
-	BaseURL string
-	// APIKey is sent as a bearer token when set. It and the values of
-	// Headers are scrubbed from the errors the Provider returns (see
-	// provider.Scrubber).
-	APIKey string
-	// Headers are added to every request (OpenAI-Organization, for one).
-	Headers map[string]string
-	// Client sends the requests; nil means a client on provider.NewTransport.
-	Client *http.Client
-	// MaxEventSize bounds one upstream event; 0 means 1 MiB. A
-	// response's terminal event repeats its whole output.
-	MaxEventSize int
+	provider.HTTPConfig
 }
 
 // Provider calls a Responses API. The usage comes with the response's
@@ -46,9 +34,8 @@ type Provider struct {
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	cfg.Client = provider.HTTPClient(cfg.Client)
-	p := &Provider{cfg: cfg, url: strings.TrimSuffix(cfg.BaseURL, "/") + "/responses"}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, cfg.Name, cfg.APIKey, cfg.Headers)
+	p := &Provider{cfg: cfg, url: cfg.URL("/responses")}
+	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
 	return p
 }
 
@@ -61,14 +48,7 @@ func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response,
 	// The Responses API answers errors with Chat Completions' error body
 	// ({"error": {message, type, param, code}}), so openai.DecodeError
 	// reads them; a 200 with such a body (from a proxy) is an error too.
-	post := provider.Post{Name: p.cfg.Name, Client: p.cfg.Client, URL: p.url, Body: body, Accept: "text/event-stream",
-		Headers: p.cfg.Headers, Decode: openai.DecodeError, JSONIsError: true}
-	if p.cfg.APIKey != "" {
-		post.Auth[0] = [2]string{"Authorization", "Bearer " + p.cfg.APIKey}
-	}
-	resp, err := post.Send(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resp, wire.NewUpstreamStreamReader(resp.Body, p.cfg.MaxEventSize), nil
+	post := p.cfg.Post(p.url, body)
+	post.Auth[0], post.Decode, post.JSONIsError = provider.Bearer(p.cfg.APIKey), openai.DecodeError, true
+	return provider.OpenStream(ctx, &post, wire.NewUpstreamStreamReader, p.cfg.MaxEventSize)
 }

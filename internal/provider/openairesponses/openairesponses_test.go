@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/provider"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.uber.org/goleak"
@@ -87,7 +88,7 @@ func TestStream(t *testing.T) {
 		got.ctype, got.org = r.Header.Get("Content-Type"), r.Header.Get("OpenAI-Organization")
 		json.NewDecoder(r.Body).Decode(&got.body)
 		replay(fixture(t, "upstream_reasoning_tool_call.sse"))(w, r)
-	}, Config{APIKey: "sk-test-key", Headers: map[string]string{"OpenAI-Organization": "org-1"}})
+	}, Config{HTTPConfig: provider.HTTPConfig{APIKey: "sk-test-key", Headers: map[string]string{"OpenAI-Organization": "org-1"}}})
 	resp, err := chat.Collect(p.Stream(context.Background(), request()))
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +194,7 @@ func TestStreamErrorStatus(t *testing.T) {
 // A request the Responses API cannot take is refused before anything is
 // sent.
 func TestStreamInvalidRequest(t *testing.T) {
-	p := New(Config{Name: "oai", BaseURL: "http://127.0.0.1:1"})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "oai", BaseURL: "http://127.0.0.1:1"}})
 	req := request()
 	req.Stop = []string{"END"}
 	_, err := chat.Collect(p.Stream(context.Background(), req))
@@ -206,7 +207,7 @@ func TestStreamUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	p := New(Config{Name: "oai", BaseURL: url, Client: &http.Client{Transport: &http.Transport{}}})
+	p := New(Config{HTTPConfig: provider.HTTPConfig{Name: "oai", BaseURL: url, Client: &http.Client{Transport: &http.Transport{}}}})
 	_, err := chat.Collect(p.Stream(context.Background(), request()))
 	if ce := chat.AsError(err); ce.Category != chat.CategoryUpstreamUnavailable || !ce.Retryable || ce.Provider != "oai" {
 		t.Errorf("error = %v, want a retryable upstream_unavailable", err)

@@ -21,8 +21,7 @@ func TestSecretsScrubbed(t *testing.T) {
 		token = "gwt-7hQ2mK9xL4pV8sN1cR5"
 	)
 	newProvider := func(baseURL string, client *http.Client) provider.Provider {
-		return New(Config{Name: "openai", BaseURL: baseURL, APIKey: key, Client: client,
-			Headers: map[string]string{"OpenAI-Organization": org, "X-Gateway-Token": token}})
+		return New(Config{HTTPConfig: provider.HTTPConfig{Name: "openai", BaseURL: baseURL, APIKey: key, Client: client, Headers: map[string]string{"OpenAI-Organization": org, "X-Gateway-Token": token}}})
 	}
 	const authMessage = `provider "openai" rejected the gateway's credentials (HTTP 401): check its api_key_env and headers`
 	hello := events(created, msgAdded, delta("Hel"))

@@ -10,12 +10,6 @@ import (
 	"github.com/firstword/firstword/internal/wire/reqbody"
 )
 
-// ParsedRequest is a decoded client request.
-type ParsedRequest struct {
-	Request *chat.Request
-	Stream  bool
-}
-
 // RequestError is a client mistake in a request body. Param names the
 // offending field, in the API's dotted form (messages.1.content.0.type).
 type RequestError = reqbody.Error
@@ -63,7 +57,7 @@ type inTool struct {
 // becomes Request.User. Fields firstword does not model (top_k, thinking,
 // service_tier...) are ignored, and not kept in Request.Extra: that holds
 // OpenAI fields, which other adapters forward.
-func ParseRequest(body []byte) (*ParsedRequest, error) {
+func ParseRequest(body []byte) (*reqbody.Parsed, error) {
 	raw, err := reqbody.Object(body)
 	if err != nil {
 		return nil, err
@@ -73,7 +67,7 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 		return nil, err
 	}
 	req := &chat.Request{Model: model}
-	out := &ParsedRequest{Request: req}
+	out := &reqbody.Parsed{Request: req}
 	var maxTokens *int
 	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
@@ -364,33 +358,20 @@ func flattenParts(m *chat.Message) {
 // toolResultContent decodes a tool_result's content: a string, or text and
 // image blocks.
 func toolResultContent(m *chat.Message, v json.RawMessage, param string) error {
-	if reqbody.IsNull(v) {
-		return nil
-	}
-	s, blocks, isString, err := reqbody.StringOrList[inBlock](v, param, "text and image blocks")
-	if err != nil {
-		return err
-	}
-	if isString {
-		m.Content = s
-		return nil
-	}
-	for k, b := range blocks {
+	err := reqbody.ToolResult(m, v, param, "text and image blocks", func(k int, b *inBlock) (chat.Part, error) {
 		switch b.Type {
 		case "text":
 			if b.Text == nil {
-				return reqbody.Errorf(fmt.Sprintf("%s.%d.text", param, k), "required")
+				return chat.Part{}, reqbody.Errorf(fmt.Sprintf("%s.%d.text", param, k), "required")
 			}
-			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: *b.Text})
+			return chat.Part{Type: chat.PartText, Text: *b.Text}, nil
 		case "image":
-			p, err := imagePart(b.Source, fmt.Sprintf("%s.%d.source", param, k))
-			if err != nil {
-				return err
-			}
-			m.Parts = append(m.Parts, p)
-		default:
-			return reqbody.Errorf(fmt.Sprintf("%s.%d.type", param, k), "unsupported tool_result content block type %q: text and image are supported", b.Type)
+			return imagePart(b.Source, fmt.Sprintf("%s.%d.source", param, k))
 		}
+		return chat.Part{}, reqbody.Errorf(fmt.Sprintf("%s.%d.type", param, k), "unsupported tool_result content block type %q: text and image are supported", b.Type)
+	})
+	if err != nil {
+		return err
 	}
 	flattenParts(m)
 	return nil

@@ -13,9 +13,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
 )
+
+// Parsed is a decoded client request: the request and whether the client
+// asked for the answer as a stream.
+type Parsed struct {
+	Request *chat.Request
+	Stream  bool
+}
 
 // Error is a client mistake in a request body. Param names the offending
 // member in the dialect of the API that was called (OpenAI's
@@ -94,6 +103,39 @@ func StringOrList[T any](v json.RawMessage, param, what string) (s string, list 
 		return "", nil, false, Errorf(param, "must be a string or an array of %s: %v", what, jsonerr.Type(err))
 	}
 	return "", list, false, nil
+}
+
+// ToolResult sets m's content from content, a tool's result: nothing
+// when it is absent or null; a string, as m.Content; or an array of T
+// (what names its elements in errors, as for StringOrList), whose
+// elements part makes into m.Parts, given each one's index, and whose
+// text parts, joined, are m.Content. Whether m keeps its Parts is the
+// caller's to decide.
+func ToolResult[T any](m *chat.Message, content json.RawMessage, param, what string, part func(i int, e *T) (chat.Part, error)) error {
+	if IsNull(bytes.TrimSpace(content)) {
+		return nil
+	}
+	s, list, isString, err := StringOrList[T](content, param, what)
+	if err != nil {
+		return err
+	}
+	if isString {
+		m.Content = s
+		return nil
+	}
+	var text strings.Builder
+	for i := range list {
+		p, err := part(i, &list[i])
+		if err != nil {
+			return err
+		}
+		if p.Type == chat.PartText {
+			text.WriteString(p.Text)
+		}
+		m.Parts = append(m.Parts, p)
+	}
+	m.Content = text.String()
+	return nil
 }
 
 // Model returns the model member, the one member every API requires.

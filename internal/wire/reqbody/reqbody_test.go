@@ -3,7 +3,12 @@ package reqbody
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/firstword/firstword/internal/chat"
 )
 
 func TestObject(t *testing.T) {
@@ -84,6 +89,52 @@ func TestStringOrList(t *testing.T) {
 				if list[i] != tt.wantList[i] {
 					t.Errorf("StringOrList(%s) list = %v, want %v", tt.v, list, tt.wantList)
 				}
+			}
+		})
+	}
+}
+
+func TestToolResult(t *testing.T) {
+	// part makes a string element a text part, a number an image, and
+	// refuses a boolean.
+	part := func(i int, e *any) (chat.Part, error) {
+		switch v := (*e).(type) {
+		case string:
+			return chat.Part{Type: chat.PartText, Text: v}, nil
+		case float64:
+			return chat.ImagePart(fmt.Sprintf("img%d", i)), nil
+		}
+		return chat.Part{}, Errorf(fmt.Sprintf("p[%d]", i), "unsupported")
+	}
+	tests := []struct {
+		name, content string
+		want          chat.Message
+		wantErr       string
+	}{
+		{name: "absent", content: ``},
+		{name: "null", content: ` null `},
+		{name: "string", content: `"done"`, want: chat.Message{Content: "done"}},
+		{name: "empty list", content: `[]`},
+		{name: "parts", content: `["a", 1, "b"]`, want: chat.Message{Content: "ab",
+			Parts: []chat.Part{{Type: chat.PartText, Text: "a"}, chat.ImagePart("img1"), {Type: chat.PartText, Text: "b"}}}},
+		{name: "object", content: `{}`, wantErr: "p: must be a string or an array of things: expected array, got object"},
+		{name: "refused element", content: `["a", true]`, wantErr: "p[1]: unsupported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m chat.Message
+			err := ToolResult(&m, json.RawMessage(tt.content), "p", "things", part)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("ToolResult(%s) error = %v, want %q", tt.content, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, m); diff != "" {
+				t.Errorf("ToolResult(%s) message (-want +got):\n%s", tt.content, diff)
 			}
 		})
 	}

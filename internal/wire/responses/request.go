@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -22,8 +23,7 @@ import (
 
 // ParsedRequest is a decoded request.
 type ParsedRequest struct {
-	Request *chat.Request
-	Stream  bool
+	reqbody.Parsed
 	// Background: the response is produced whatever becomes of the
 	// request's connection, and can be read back by its id (OpenAI's
 	// background mode).
@@ -186,7 +186,7 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 			return nil, err
 		}
 	}
-	return &ParsedRequest{Request: req, Stream: r.Stream, Background: r.Background}, nil
+	return &ParsedRequest{Parsed: reqbody.Parsed{Request: req, Stream: r.Stream}, Background: r.Background}, nil
 }
 
 func hasNonSystem(ms []chat.Message) bool {
@@ -336,39 +336,20 @@ func message(it *item, param string) (chat.Message, error) {
 // screenshot) stay on the tool message as parts; each upstream's encoder
 // puts them where its API takes them.
 func output(m *chat.Message, raw json.RawMessage, param string) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	s, parts, isString, err := reqbody.StringOrList[contentPart](raw, param, "content parts")
-	if err != nil {
-		return err
-	}
-	if isString {
-		m.Content = s
-		return nil
-	}
-	var b strings.Builder
-	images := false
-	for j, p := range parts {
+	err := reqbody.ToolResult(m, raw, param, "content parts", func(j int, p *contentPart) (chat.Part, error) {
 		pp := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			b.WriteString(p.Text)
-			m.Parts = append(m.Parts, chat.Part{Type: chat.PartText, Text: p.Text})
+			return chat.Part{Type: chat.PartText, Text: p.Text}, nil
 		case "input_image":
-			img, err := p.image(pp)
-			if err != nil {
-				return err
-			}
-			images = true
-			m.Parts = append(m.Parts, img)
-		default:
-			return reqbody.Errorf(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+			return p.image(pp)
 		}
+		return chat.Part{}, reqbody.Errorf(pp+".type", "%q is not supported in a function call's output (input_text and input_image are)", p.Type)
+	})
+	if err != nil {
+		return err
 	}
-	m.Content = b.String()
-	if !images {
+	if !slices.ContainsFunc(m.Parts, func(p chat.Part) bool { return p.Type == chat.PartImage }) {
 		m.Parts = nil
 	}
 	return nil
