@@ -74,7 +74,7 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 		var msgs []goredis.XMessage
 		leaseLive := true
 		if check {
-			pipe := j.c.Pipeline()
+			pipe := j.f.Pipeline()
 			// The lease first: if it is gone, the read after it sees the
 			// end, if there was one (the producer writes the end, then
 			// releases the lease).
@@ -113,7 +113,7 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 			}
 			checked, check = time.Now(), false
 		} else {
-			rs, err := j.c.XRead(ctx, &goredis.XReadArgs{Streams: []string{k.stream, cursor}, Count: readCount, Block: j.block}).Result()
+			rs, err := j.f.XRead(ctx, &goredis.XReadArgs{Streams: []string{k.stream, cursor}, Count: readCount, Block: j.block}).Result()
 			if err != nil && !errors.Is(err, goredis.Nil) {
 				return unavailable(ctx, "follow", err)
 			}
@@ -167,7 +167,7 @@ return 1`)
 func (j *Journal) detach(ctx context.Context, k keys, id, member string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
 	defer cancel()
-	pipe := j.c.Pipeline()
+	pipe := j.f.Pipeline()
 	pipe.ZRem(ctx, k.att, member)
 	pipe.Publish(ctx, j.ctl, "d"+id)
 	_, _ = pipe.Exec(ctx)
@@ -179,7 +179,7 @@ func (j *Journal) Snapshot(ctx context.Context, id string) (journal.Snapshot, er
 		return journal.Snapshot{}, journal.ErrClosed
 	}
 	k := j.keys(id)
-	pipe := j.c.Pipeline()
+	pipe := j.f.Pipeline()
 	lease := pipe.Exists(ctx, k.lease)
 	rng := pipe.XRange(ctx, k.stream, "-", "+")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {

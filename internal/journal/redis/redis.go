@@ -35,13 +35,20 @@ const (
 	// interrupt a blocked read when its context is cancelled, so it is
 	// also how long a cancelled Follow may take to return.
 	maxBlock = 500 * time.Millisecond
+	// followerPool bounds the followers' connections: one per follower
+	// waiting on a read (Redis accepts 10,000 clients by default).
+	followerPool = 1024
 	// readCount is how many entries one XREAD returns at most.
 	readCount = 1000
 )
 
 // Journal is a journal.Journal on Redis. Open it once per process.
 type Journal struct {
-	c     *goredis.Client
+	// c writes, renews leases and stops; f reads for the followers. Each
+	// follower holds one of f's connections for every blocking read, so
+	// the two have pools of their own: a crowd of resumers cannot starve
+	// the writes and renewals that keep answers alive.
+	c, f  *goredis.Client
 	o     journal.Options
 	block time.Duration // a follower's XREAD BLOCK, and how often it checks the lease
 	ctl   string        // the pub/sub channel of stops and attachments
@@ -104,8 +111,11 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	}
 	var tok [8]byte
 	rand.Read(tok[:])
+	fopt := *opt
+	fopt.PoolSize = followerPool
 	j := &Journal{
 		c:       goredis.NewClient(opt),
+		f:       goredis.NewClient(&fopt),
 		o:       o,
 		block:   min(o.Lease/3, maxBlock),
 		ctl:     o.KeyPrefix + "ctl",
@@ -120,6 +130,7 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	defer cancel()
 	if err := j.c.Ping(pctx).Err(); err != nil {
 		j.c.Close()
+		j.f.Close()
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
 	j.ps = j.c.Subscribe(pctx, j.ctl)
@@ -127,6 +138,7 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	if _, err := j.ps.Receive(pctx); err != nil {
 		j.ps.Close()
 		j.c.Close()
+		j.f.Close()
 		return nil, fmt.Errorf("journal/redis: subscribing: %w", err)
 	}
 	j.wg.Add(3)
@@ -239,5 +251,6 @@ func (j *Journal) Close() error {
 	close(j.closing)
 	j.ps.Close()
 	j.wg.Wait()
+	j.f.Close()
 	return j.c.Close()
 }

@@ -367,3 +367,41 @@ func TestFollowBeforeTheFirstWrite(t *testing.T) {
 		t.Errorf("followed %+v, want meta and done", evs)
 	}
 }
+
+// TestManyFollowers: more followers than a connection pool holds (10 per
+// CPU) wait on one answer; the producer's writes and renewals have a pool
+// of their own, so the answer goes on and every follower gets all of it.
+func TestManyFollowers(t *testing.T) {
+	url := redisURL(t)
+	o := journal.Options{KeyPrefix: prefix(t), Lease: 3 * time.Second}
+	a, b := open(t, url, o), open(t, url, o)
+	const id, followers = "msg_crowd", 300
+	w := a.Begin(id)
+	w.Append(journal.Event{Seq: 0, Kind: journal.KindMeta, Data: []byte(`{}`)})
+	eventually(t, "the first write", func() bool { _, err := b.Snapshot(t.Context(), id); return err == nil })
+	errs := make(chan error, followers)
+	counts := make(chan int, followers)
+	for range followers {
+		go func() {
+			n := 0
+			errs <- b.Follow(t.Context(), id, -1, func(journal.Event) bool { n++; return true })
+			counts <- n
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond) // every follower is waiting on a read, longer than a pool wait
+	for i := int64(1); i <= 20; i++ {
+		w.Append(journal.Event{Seq: i, Kind: journal.KindDelta, Data: []byte(`{"text":"x"}`)})
+	}
+	w.End(journal.Event{Seq: 21, Kind: journal.KindDone, Data: []byte(`{}`)})
+	for range followers {
+		if err := <-errs; err != nil {
+			t.Fatalf("a follower: %v", err)
+		}
+		if n := <-counts; n != 22 {
+			t.Fatalf("a follower got %d events, want 22", n)
+		}
+	}
+	if s := a.Stats(); s.Failed != 0 {
+		t.Errorf("the writer failed %d times", s.Failed)
+	}
+}
