@@ -283,6 +283,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		MaxPromptBytes: cfg.MaxPromptBytes,
 		Journal:        g.journal,
 		Grace:          cfg.Resume.GraceWindow(),
+		Lease:          cfg.Resume.Lease,
 	})
 	g.handler = g.api
 	return g, nil

@@ -163,10 +163,11 @@ func TestResumeFollowsLive(t *testing.T) {
 			t.Errorf("replayed event %d = %q, want %q", i, tab.events[i].raw, ev.raw)
 		}
 	}
-	// A cursor at the last event: nothing after it.
+	// A cursor at the last event: nothing to resume (204, on which an
+	// EventSource stops reconnecting).
 	end := resume(t, gw.URL, conv, rest.last.id, nil)
-	if end.status != 200 || len(end.events) != 0 {
-		t.Errorf("resume after the last event: status %d, %d events", end.status, len(end.events))
+	if end.status != 204 || len(end.events) != 0 || end.headers.Get("X-Firstword-Resume") != "ended" {
+		t.Errorf("resume after the last event: status %d, %d events, %q", end.status, len(end.events), end.headers.Get("X-Firstword-Resume"))
 	}
 	// The query parameter works as the header does.
 	req, _ := http.NewRequest("GET", gw.URL+"/v1/conversations/"+conv+"/stream?after="+strconv.Itoa(len(tab.events)-2), nil)
@@ -257,5 +258,29 @@ func TestResumeRefusals(t *testing.T) {
 	first := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=2ms gap=1ms tokens=5]"}, 0)
 	if r := resume(t, gw.URL, first.meta["conversation_id"].(string), "msg_x:abc", nil); r.status != 400 || !strings.Contains(r.body, "cursor") {
 		t.Errorf("a bad cursor: %d %s", r.status, r.body)
+	}
+}
+
+// TestResumePastTheJournalsCap: an answer larger than resume.max_answer_bytes
+// is journaled up to the cap; a resume gets what there is, then an error
+// event that is the server's, not the answer's: no id (a client's cursor
+// stays at the last event it has), not retryable, and the answer's stored
+// status. The stored message has the whole text.
+func TestResumePastTheJournalsCap(t *testing.T) {
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf(resumeConfig, "30s")+"  max_answer_bytes: 3000\n"))
+	first := chatOnce(t, gw.URL, "", map[string]any{"message": "hi [sim ttft=2ms gap=1ms tokens=300]"}, 2)
+	conv := first.meta["conversation_id"].(string)
+	ans := storedAnswer(t, gw.URL, "", conv)
+	rest := resume(t, gw.URL, conv, first.last.id, nil)
+	last := rest.last
+	if last.kind != "error" || last.data["code"] != "resume_truncated" || last.data["retryable"] != false || last.data["status"] != "complete" {
+		t.Fatalf("last event %q %v, want resume_truncated, not retryable, status complete", last.kind, last.data)
+	}
+	if last.id != "" {
+		t.Errorf("the server's error event has id %q: a client would skip an event it never had", last.id)
+	}
+	checkContinuous(t, append(append([]chatEvent(nil), first.events...), rest.events[:len(rest.events)-1]...), 0)
+	if got := first.text + rest.text; !strings.HasPrefix(ans["content"].(string), got) || len(got) >= len(ans["content"].(string)) {
+		t.Errorf("received %d bytes, stored %d: want a prefix of the whole stored answer", len(got), len(ans["content"].(string)))
 	}
 }

@@ -284,54 +284,94 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 	defer es.Close()
 	es.prelude = []byte("retry: 1000\n\n")
 	es.Header(func(h http.Header) { h.Set("X-Firstword-Protocol", ChatProtocol) })
-	last := after
+	ctx, stop := followContext(r)
+	defer stop()
 	buf := make([]byte, 0, 256)
 	follow := func(ev journal.Event) bool {
-		last = ev.Seq
 		buf = appendEvent(buf[:0], m.ID, ev)
 		return es.Write(buf) == nil
 	}
-	err = s.opt.Journal.Follow(r.Context(), m.ID, after, follow)
+	err = s.opt.Journal.Follow(ctx, m.ID, after, follow)
 	// An answer that has just begun may not have reached a shared
 	// journal yet (its first write is on its way): ask again, briefly.
 	for wait := 0; errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusStreaming && wait < 20; wait++ {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-time.After(50 * time.Millisecond):
 		}
-		err = s.opt.Journal.Follow(r.Context(), m.ID, after, follow)
+		err = s.opt.Journal.Follow(ctx, m.ID, after, follow)
 	}
 	switch {
 	case errors.Is(err, journal.ErrNotFound) && !es.Committed():
 		var answered error
 		es.Uncommitted(func(w http.ResponseWriter) { answered = s.withoutJournal(w, m, after) })
 		return answered
-	case err == nil || r.Context().Err() != nil:
+	case err == nil && !es.Committed():
+		// Nothing after the cursor, and the answer has ended: nothing to
+		// resume (an EventSource stops reconnecting on 204).
+		es.Uncommitted(func(w http.ResponseWriter) {
+			w.Header().Set("X-Firstword-Resume", "ended")
+			w.WriteHeader(http.StatusNoContent)
+		})
+		return nil
+	case err == nil || ctx.Err() != nil:
+		return nil
+	}
+	// The events below are the server's, not the answer's: they carry no
+	// id, so a client's cursor stays at the last event it really has.
+	now, serr := s.latestAnswer(ctx, p.TenantID, id)
+	if serr != nil || now == nil || now.ID != m.ID {
+		now = m
+	}
+	var ev map[string]any
+	switch {
+	case errors.Is(err, journal.ErrLost) && !leaseLapsed(now, s.opt.Lease):
+		// The journal lost the producer's lease, but the stored row is
+		// still being written: the producer lives (Redis stalled). Not
+		// an ending: resume again.
+		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal is catching up; resume again", "retryable": true, "status": now.Status}
+	case errors.Is(err, journal.ErrLost):
+		// The replica writing it died: what was journaled is the answer,
+		// stored interrupted (by the lost-answer sweep, on some replica).
+		ev = map[string]any{"message_id": m.ID, "code": "interrupted", "message": "the server writing this answer stopped; the answer so far is saved", "retryable": true, "status": store.StatusInterrupted}
+	case errors.Is(err, journal.ErrTruncated):
+		ev = map[string]any{"message_id": m.ID, "code": "resume_truncated", "message": "the answer is too long to resume past this point; read it with GET /v1/conversations/{id} when it ends", "retryable": false, "status": now.Status}
+	default:
+		s.log.Warn("following an answer's journal", "message_id", m.ID, "err", err)
 		if !es.Committed() {
-			es.Write(nil) // nothing after the cursor, already ended: an empty stream
+			return &chat.Error{Category: chat.CategoryStoreUnavailable, Code: "journal_unavailable", Message: "the answer's journal could not be read"}
 		}
-		return nil
-	case errors.Is(err, journal.ErrLost), errors.Is(err, journal.ErrTruncated):
-		// The replica writing it died (or the journal could not keep
-		// it all): what was journaled is the answer, stored interrupted.
-		code, msg := "interrupted", "the server writing this answer stopped; the answer so far is saved"
-		if errors.Is(err, journal.ErrTruncated) {
-			code, msg = "resume_truncated", "the answer is too long to resume past this point; read it with GET /v1/conversations/{id} when it ends"
-		} else {
-			s.interruptFromJournal(r.Context(), m.ID)
-		}
-		data, _ := json.Marshal(map[string]any{"message_id": m.ID, "code": code, "message": msg, "retryable": true, "status": store.StatusInterrupted})
-		es.Write(appendEvent(buf[:0], m.ID, journal.Event{Seq: last + 1, Kind: journal.KindError, Data: data}))
-		return nil
+		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal could not be read; resume again", "retryable": true, "status": now.Status}
 	}
-	s.log.Warn("following an answer's journal", "message_id", m.ID, "err", err)
-	if !es.Committed() {
-		return &chat.Error{Category: chat.CategoryStoreUnavailable, Code: "journal_unavailable", Message: "the answer's journal could not be read"}
-	}
-	data, _ := json.Marshal(map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal could not be read; resume again", "retryable": true, "status": store.StatusStreaming})
-	es.Write(appendEvent(buf[:0], m.ID, journal.Event{Seq: last + 1, Kind: journal.KindError, Data: data}))
+	data, _ := json.Marshal(ev)
+	es.Write(append(append(append(buf[:0], "event: error\ndata: "...), data...), "\n\n"...))
 	return nil
+}
+
+// leaseLapsed reports whether a streaming answer's row has gone unwritten
+// for longer than the lease: a producer checkpoints it twice a second
+// while text flows. An answer that is no longer streaming has ended:
+// lapsed.
+func leaseLapsed(m *store.Message, lease time.Duration) bool {
+	return m.Status != store.StatusStreaming || time.Since(m.UpdatedAt) > lease
+}
+
+// followContext is the context a resume follows the journal with: it
+// ends when the client leaves, but not at once when the server shuts
+// down: the answer's producer is cut then too, and its last event (an
+// interrupted error) reaches the journal a moment later, for the resumer
+// as for the original client.
+func followContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	stop := context.AfterFunc(r.Context(), func() {
+		if errors.Is(context.Cause(r.Context()), chat.ErrShutdown) {
+			time.AfterFunc(time.Second, cancel)
+			return
+		}
+		cancel()
+	})
+	return ctx, func() { stop(); cancel() }
 }
 
 // withoutJournal answers a resume of an answer that has no journal here:
@@ -426,6 +466,11 @@ func (s *Server) stopAnswer(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.opt.Journal.Stop(r.Context(), m.ID); err != nil {
 		if errors.Is(err, journal.ErrNotFound) {
+			// It may have ended just now, racing the stop.
+			if now, err := s.latestAnswer(r.Context(), p.TenantID, id); err == nil && now != nil && now.ID == m.ID && now.Status != store.StatusStreaming {
+				writeJSON(w, http.StatusOK, map[string]any{"message_id": m.ID, "stopped": false, "status": now.Status})
+				return nil
+			}
 			return errNoSharedJournal
 		}
 		s.log.Warn("stopping an answer", "message_id", m.ID, "err", err)
@@ -445,21 +490,12 @@ func (s *Server) stopAnswer(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	status := store.StatusCancelled
-	if msgs, err := s.opt.Store.LastMessages(r.Context(), p.TenantID, id, 1); err == nil && len(msgs) == 1 && msgs[0].ID == m.ID {
-		status = msgs[0].Status
+	if now, err := s.latestAnswer(r.Context(), p.TenantID, id); err == nil && now != nil && now.ID == m.ID {
+		status = now.Status
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"message_id": m.ID, "stopped": true, "status": status})
+	// An answer that reached its end before the stop did is not stopped.
+	writeJSON(w, http.StatusOK, map[string]any{"message_id": m.ID, "stopped": status == store.StatusCancelled, "status": status})
 	return nil
-}
-
-// interruptFromJournal stores an answer whose producer was lost as
-// interrupted, with the text its journal holds.
-func (s *Server) interruptFromJournal(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := s.InterruptLost(ctx, id); err != nil {
-		s.log.Warn("storing a lost answer", "message_id", id, "err", err)
-	}
 }
 
 // InterruptLost stores answer id, whose producer was lost, as interrupted

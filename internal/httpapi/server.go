@@ -101,6 +101,9 @@ type Options struct {
 	// Grace is how long an answer goes on after its client dropped, for a
 	// resume to pick it up (0: it is cancelled at once).
 	Grace time.Duration
+	// Lease is how long a shared journal's producer may go silent before
+	// its answer is taken for lost (resume.lease).
+	Lease time.Duration
 }
 
 // Server serves the API.
