@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstword/firstword/internal/journal"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // entry is a stream entry, decoded.
@@ -165,7 +166,7 @@ return 1`)
 // detach removes a follower's attachment and tells the producer to
 // recount, even if ctx has ended.
 func (j *Journal) detach(ctx context.Context, k keys, id, member string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ioTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisconn.IOTimeout)
 	defer cancel()
 	pipe := j.f.Pipeline()
 	pipe.ZRem(ctx, k.att, member)

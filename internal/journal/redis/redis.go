@@ -17,19 +17,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstword/firstword/internal/journal"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // DefaultMaxPendingBytes is MaxTotalBytes's default here: what may wait
 // to be written while Redis is slow or unreachable.
 const DefaultMaxPendingBytes = 64 << 20
 
-// Client timeouts, for what the URL does not set (as for the cache): a
-// frozen server holds a flush or a follower for about this long.
+// Bounds of the journal's own calls (the client's timeouts are
+// redisconn's): a frozen server holds a flush or a follower for about
+// this long.
 const (
-	dialTimeout  = time.Second
-	ioTimeout    = time.Second
-	poolTimeout  = time.Second
-	pingTimeout  = 5 * time.Second
 	flushTimeout = 2 * time.Second
 	// maxBlock bounds a follower's XREAD BLOCK: go-redis does not
 	// interrupt a blocked read when its context is cancelled, so it is
@@ -83,29 +81,10 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
-	opt, err := goredis.ParseURL(url)
+	opt, err := redisconn.Options(url)
 	if err != nil {
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true
-	if opt.DialTimeout == 0 {
-		opt.DialTimeout = dialTimeout
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = ioTimeout
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = ioTimeout
-	}
-	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = poolTimeout
-	}
-	// The writer retries on its own, with backoff; a follower's error is
-	// the caller's to turn into an answer.
-	if opt.MaxRetries == 0 {
-		opt.MaxRetries = -1
-	}
-	opt.DialerRetries = 1
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -126,7 +105,7 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 		kick:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	pctx, cancel := context.WithTimeout(ctx, redisconn.PingTimeout)
 	defer cancel()
 	if err := j.c.Ping(pctx).Err(); err != nil {
 		j.c.Close()
