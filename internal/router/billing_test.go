@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"io"
 	"iter"
 	"slices"
 	"testing"
@@ -58,28 +57,8 @@ type puller struct{ provider.Provider }
 
 func (p puller) Pull(ctx context.Context, req *chat.Request) provider.Reader {
 	next, stop := iter.Pull2(iter.Seq2[chat.Chunk, error](p.Stream(ctx, req)))
-	return &pullReader{next: next, stop: stop}
+	return &seqReader{next: next, stop: stop}
 }
-
-type pullReader struct {
-	next func() (chat.Chunk, error, bool)
-	stop func()
-	c    chat.Chunk
-}
-
-func (r *pullReader) Next() (*chat.Chunk, error) {
-	c, err, ok := r.next()
-	switch {
-	case !ok:
-		return nil, io.EOF
-	case err != nil:
-		return nil, err
-	}
-	r.c = c
-	return &r.c, nil
-}
-
-func (r *pullReader) Close() { r.stop() }
 
 // answerer is a backup that answers after ttft with n words and its usage.
 func answerer(ttft time.Duration, n int, u chat.Usage) provider.Provider {
