@@ -302,11 +302,16 @@ func Version(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
+// stampVersion and stampCommit are set with -ldflags -X by builds that
+// have no VCS information to read, such as the container image's
+// (deploy/docker/build-stage.sh); build info, when it has them, wins.
+var stampVersion, stampCommit string
+
 // versionLine describes a build: "firstword VERSION (commit REV[,
-// modified], GOVERSION)". VERSION is the main module's version, or
-// "devel" for a build that has none ("(devel)", or a test binary); REV is
-// the first 12 digits of vcs.revision, and "modified" says the checkout
-// had uncommitted changes (vcs.modified).
+// modified], GOVERSION)". VERSION is the main module's version, else
+// stampVersion, else "devel" ("(devel)", or a test binary); REV is the
+// first 12 digits of vcs.revision, else of stampCommit, and "modified"
+// says the checkout had uncommitted changes (vcs.modified).
 func versionLine(bi *debug.BuildInfo) string {
 	version, goVersion := "devel", runtime.Version()
 	var rev string
@@ -326,6 +331,12 @@ func versionLine(bi *debug.BuildInfo) string {
 				modified = s.Value == "true"
 			}
 		}
+	}
+	if version == "devel" && stampVersion != "" {
+		version = stampVersion
+	}
+	if rev == "" {
+		rev = stampCommit
 	}
 	commit := "no commit recorded"
 	if rev != "" {

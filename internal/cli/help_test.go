@@ -223,6 +223,22 @@ func TestVersionLine(t *testing.T) {
 	}
 }
 
+// TestVersionLineStamped: a build without VCS information (the container
+// image's) names the version and commit stamped with -ldflags -X; build
+// info, when it has them, wins.
+func TestVersionLineStamped(t *testing.T) {
+	defer func(v, c string) { stampVersion, stampCommit = v, c }(stampVersion, stampCommit)
+	stampVersion, stampCommit = "v1.4.0", "0123456789abcdef0123"
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	if got, want := versionLine(bi), "firstword v1.4.0 (commit 0123456789ab, go1.26.8)"; got != want {
+		t.Errorf("stamped: versionLine = %q, want %q", got, want)
+	}
+	bi = &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v2.0.0"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "fedcba9876543210"}}}
+	if got, want := versionLine(bi), "firstword v2.0.0 (commit fedcba987654, go1.26.8)"; got != want {
+		t.Errorf("build info and stamps: versionLine = %q, want %q", got, want)
+	}
+}
+
 // TestVersionCommand: --version and version print this binary's build
 // info.
 func TestVersionCommand(t *testing.T) {

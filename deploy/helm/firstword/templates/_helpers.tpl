@@ -1,0 +1,100 @@
+{{/* The release's names and labels. */}}
+{{- define "firstword.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "firstword.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "firstword.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "firstword.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "firstword.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "firstword.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "firstword.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "firstword.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the pods read their environment from, or "". */}}
+{{- define "firstword.secretName" -}}
+{{- if .Values.existingSecret }}
+{{- .Values.existingSecret }}
+{{- else if .Values.secrets }}
+{{- include "firstword.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/* terminationGracePeriodSeconds: preStop sleep + shutdown_delay + shutdown_timeout + margin, or the override (which must exceed the first three). */}}
+{{- define "firstword.gracePeriod" -}}
+{{- $s := .Values.shutdown }}
+{{- $needed := add $s.preStopSleepSeconds $s.delaySeconds $s.timeoutSeconds }}
+{{- if $s.terminationGracePeriodSeconds }}
+{{- if le (int $s.terminationGracePeriodSeconds) (int $needed) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%v) must be above preStopSleepSeconds + delaySeconds + timeoutSeconds (%v), or Kubernetes kills streams shutdown_timeout lets run" $s.terminationGracePeriodSeconds $needed) }}
+{{- end }}
+{{- $s.terminationGracePeriodSeconds }}
+{{- else }}
+{{- add $needed $s.marginSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* firstword.yaml: the user's config with the keys the chart owns. */}}
+{{- define "firstword.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- range $key := list "listen" "shutdown_timeout" "shutdown_delay" }}
+{{- if hasKey $cfg $key }}
+{{- fail (printf "config.%s is set by the chart (port, shutdown.*): remove it from config" $key) }}
+{{- end }}
+{{- end }}
+{{- range $section := list "store" "cache" "resume" }}
+{{- if dig $section "url" "" $cfg }}
+{{- fail (printf "config.%s.url would put a connection URL (and its password) in a ConfigMap: set config.%s.url_env to a variable name and give its value in secrets or existingSecret" $section $section) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $cfg "listen" (printf "0.0.0.0:%v" .Values.port) }}
+{{- $_ := set $cfg "shutdown_timeout" (printf "%vs" .Values.shutdown.timeoutSeconds) }}
+{{- $_ := set $cfg "shutdown_delay" (printf "%vs" .Values.shutdown.delaySeconds) }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* Refuse settings that cannot work: replicas that would not share state. */}}
+{{- define "firstword.validate" -}}
+{{- $cfg := .Values.config | default dict }}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- $store := dig "store" "driver" "sqlite" $cfg }}
+{{- if ne $store "postgres" }}
+{{- fail (printf "replicaCount > 1 or autoscaling.enabled needs config.store.driver postgres (it is %s): with SQLite each replica would keep its own conversations and keys" $store) }}
+{{- end }}
+{{- $journal := dig "resume" "journal" "memory" $cfg }}
+{{- if ne $journal "redis" }}
+{{- fail (printf "replicaCount > 1 or autoscaling.enabled needs config.resume.journal redis (it is %s): with a memory journal an answer cannot be resumed or stopped on another replica" $journal) }}
+{{- end }}
+{{- if .Values.persistence.existingClaim }}
+{{- fail "persistence.existingClaim is for one replica on SQLite; replicas share PostgreSQL instead" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.secrets .Values.existingSecret }}
+{{- fail "set secrets or existingSecret, not both" }}
+{{- end }}
+{{- end }}
