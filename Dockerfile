@@ -16,8 +16,9 @@ ARG COMMIT=
 RUN VERSION="$VERSION" COMMIT="$COMMIT" deploy/docker/build-stage.sh /out
 
 FROM scratch
-COPY --from=builder /out/ /
-COPY --from=builder --chown=65532:65532 /out/data /data
+COPY --from=builder /out/rootfs/ /
+# /data apart, so that the copy creates it as the user's.
+COPY --from=builder --chown=65532:65532 /out/data/ /data/
 USER 65532:65532
 WORKDIR /data
 EXPOSE 8080

@@ -156,7 +156,8 @@ func TestDockerfile(t *testing.T) {
 // TestBuildStage runs the builder stage's script as a plain shell script
 // and checks what it lays out for the final stage: a static binary that
 // prints the stamped version, CA certificates, and a passwd naming the
-// Dockerfile's user.
+// Dockerfile's user. Where buildah is installed, it then builds the image
+// from that output and checks the image's config and files.
 func TestBuildStage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: TestBuildStage builds the binary")
@@ -171,7 +172,7 @@ func TestBuildStage(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build-stage.sh: %v\n%s", err, b)
 	}
-	bin := filepath.Join(out, "usr/local/bin/firstword")
+	bin := filepath.Join(out, "rootfs/usr/local/bin/firstword")
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -195,17 +196,18 @@ func TestBuildStage(t *testing.T) {
 	if want := "firstword v9.8.7-test (commit 0123456789ab, "; !strings.HasPrefix(string(version), want) {
 		t.Errorf("firstword version = %q, want it to begin %q", version, want)
 	}
-	certs, err := os.ReadFile(filepath.Join(out, "etc/ssl/certs/ca-certificates.crt"))
+	certs, err := os.ReadFile(filepath.Join(out, "rootfs/etc/ssl/certs/ca-certificates.crt"))
 	if err != nil || !bytes.Contains(certs, []byte("BEGIN CERTIFICATE")) {
 		t.Errorf("CA certificates: %v, %d bytes", err, len(certs))
 	}
-	passwd, err := os.ReadFile(filepath.Join(out, "etc/passwd"))
+	passwd, err := os.ReadFile(filepath.Join(out, "rootfs/etc/passwd"))
 	if err != nil || !strings.Contains(string(passwd), "\nnonroot:x:65532:65532:") {
 		t.Errorf("etc/passwd = %q, %v; want the user 65532", passwd, err)
 	}
-	for _, dir := range []string{"data", "tmp"} {
+	for _, dir := range []string{"data", "rootfs/tmp"} {
 		if fi, err := os.Stat(filepath.Join(out, dir)); err != nil || !fi.IsDir() {
 			t.Errorf("/%s: %v; the final stage copies it", dir, err)
 		}
 	}
+	t.Run("image", func(t *testing.T) { checkImage(t, filepath.Dir(out)) })
 }
