@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -198,7 +199,7 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep.Command = "firstword bench " + strings.Join(args, " ")
+	rep.Command = "firstword bench " + strings.Join(redactArgs(args), " ")
 	rep.WriteTable(env.Stdout)
 	if *jsonOut != "" {
 		if err := rep.WriteJSON(*jsonOut); err != nil {
@@ -211,4 +212,34 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// redactArgs is the command line as a report shows it: header values and
+// the user information and query of URLs cut, since keys hide there.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	header := false
+	for i, a := range args {
+		switch {
+		case header:
+			a = redactHeader(a)
+		case strings.HasPrefix(a, "--header=") || strings.HasPrefix(a, "-header="):
+			f, v, _ := strings.Cut(a, "=")
+			a = f + "=" + redactHeader(v)
+		}
+		name := strings.TrimLeft(a, "-")
+		header = len(name) < len(a) && name == "header"
+		if u, err := url.Parse(a[strings.Index(a, "=")+1:]); err == nil && (u.User != nil || u.RawQuery != "") {
+			a = "[redacted]"
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func redactHeader(v string) string {
+	if i := strings.Index(v, ":"); i >= 0 {
+		return v[:i+1] + "[redacted]"
+	}
+	return "[redacted]"
 }

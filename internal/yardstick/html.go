@@ -31,6 +31,9 @@ func (r *Report) Figures() ([]Figure, error) {
 		if err != nil {
 			return err
 		}
+		if p == nil {
+			return nil // nothing measured to plot
+		}
 		svg, err := renderSVG(p)
 		if err != nil {
 			return err
@@ -96,6 +99,9 @@ func (r *Report) cdf(title, xlabel string, conc int, get func(*Cell) []float64, 
 		}
 		lines = append(lines, c.Target, pts)
 	}
+	if len(lines) == 0 {
+		return nil, nil
+	}
 	if logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -121,6 +127,9 @@ func (r *Report) vsConcurrency(title, ylabel string, get func(*Cell) Dist) (*plo
 		if len(p50) > 0 {
 			lines = append(lines, t.Name+" p50", p50, t.Name+" p95", p95)
 		}
+	}
+	if len(lines) == 0 {
+		return nil, nil
 	}
 	return p, plotutil.AddLinePoints(p, lines...)
 }

@@ -148,7 +148,10 @@ func errorKind(err error) string {
 	var se *statusError
 	var ce *chat.Error
 	var ne net.Error
+	var ee *eventError
 	switch {
+	case errors.As(err, &ee):
+		return "event_" + ee.code
 	case errors.As(err, &se):
 		return fmt.Sprintf("http_%d", se.code)
 	case errors.As(err, &ce) && ce.Category == chat.CategoryProtocol:

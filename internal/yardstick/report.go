@@ -165,17 +165,23 @@ func (r *Report) WriteTable(w io.Writer) {
 			100*c.BunchedShare, f1(c.TokensPerSec.P50, c.TokensPerSec.N), c.Throughput, vs, cpu, rss, errorList(c.Errors))
 	}
 	tw.Flush()
-	if len(r.Faults) == 0 {
-		return
+	if r.Truncated {
+		fmt.Fprintln(w, "\n--max-time cut the run: the levels and rounds missing above were not measured")
 	}
+	if len(r.Faults) > 0 {
+		r.writeFaults(w)
+	}
+	fmt.Fprintf(w, "\ntimes in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
+}
+
+func (r *Report) writeFaults(w io.Writer) {
 	fmt.Fprintf(w, "\nfaults (through the fake upstream %s)\n", r.Upstream)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tcancel mid-stream\tcancel before first token\tupstream drop\t")
 	for _, f := range r.Faults {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", f.Target, f.CancelMid, f.CancelBefore, f.Drop)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\ntimes in ms; p50 [95% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least", r.Load.BunchAfterMs, "ms")
 }
 
 // String is the cancel column: how many cancelled, how fast.

@@ -104,6 +104,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.MaxTime)
 	defer cancel()
 	rep := newReport(&o)
@@ -138,10 +139,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		c.CloseIdleConnections()
 		for i, t := range o.Targets {
-			rep.Cells = append(rep.Cells, acc[i].cell(t.Name, conc, o.BunchAfter))
+			if len(acc[i].samples) > 0 {
+				rep.Cells = append(rep.Cells, acc[i].cell(t.Name, conc, o.BunchAfter))
+			}
 		}
 	}
+	rep.Truncated = ctx.Err() != nil
 	if o.Upstream != nil && o.FaultProbes > 0 {
+		// The probes are bounded by their number and wait, not by
+		// MaxTime: a load phase that used it all still gets them.
+		ctx := parent
 		c := clientFor(4)
 		for _, t := range o.Targets {
 			f := measureFaults(ctx, t, o.Upstream, c, o.FaultProbes, o.CancelWait, o.MaxTokens)
@@ -152,9 +159,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.compareBaseline()
 	rep.Elapsed = time.Since(rep.Started).Seconds()
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		rep.Truncated = true
-	}
 	return rep, nil
 }
 
@@ -195,6 +199,9 @@ func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, qu
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		s := t.measure(rctx, c, o.Prompt, o.MaxTokens)
 		cancel()
+		if ctx.Err() != nil {
+			return // cut by the run's end, not the target's doing
+		}
 		a.add(s)
 		o.Progress.Add(1)
 	}

@@ -157,9 +157,14 @@ func (c *chatReader) next() (*chat.Chunk, error) {
 			}
 			json.Unmarshal(ev.Data, &d)
 			if d.Code == "" {
-				d.Code = string(chat.CategoryUpstreamUnavailable)
+				d.Code = "unknown"
 			}
-			return nil, &chat.Error{Category: chat.Category(d.Code), Message: d.Message}
+			return nil, &eventError{code: d.Code, message: d.Message}
 		}
 	}
 }
+
+// eventError is a stream's terminal error event, as /v1/chat sends it.
+type eventError struct{ code, message string }
+
+func (e *eventError) Error() string { return "error event " + e.code + ": " + e.message }

@@ -61,6 +61,7 @@ type probe struct {
 	gone     chan struct{} // closed when its client went away mid-answer
 	goneAt   time.Time
 	arriveOn sync.Once
+	goneOn   sync.Once // a target that retries sends the probe again
 }
 
 var probeID = regexp.MustCompile(`probe-[0-9a-f]{16}`)
@@ -121,8 +122,11 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	// The request's context ends when the client's connection closes, or
 	// after the handler returns: only the first means the client left.
 	stop := context.AfterFunc(ctx, func() {
-		p.goneAt = time.Now()
-		close(p.gone)
+		at := time.Now()
+		p.goneOn.Do(func() {
+			p.goneAt = at
+			close(p.gone)
+		})
 	})
 	defer stop()
 	switch p.scen {
