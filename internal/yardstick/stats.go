@@ -16,16 +16,16 @@ import (
 // is the 2.5th to 97.5th percentile of those. Resampling pools the rounds,
 // so the interval covers the spread between rounds as well as within them.
 type Dist struct {
-	N     int        `json:"n"`
-	P50   float64    `json:"p50"`
-	P95   float64    `json:"p95"`
-	P99   float64    `json:"p99"`
-	CI50  [2]float64 `json:"ci50"`
-	CI95  [2]float64 `json:"ci95"`
-	CI99  [2]float64 `json:"ci99"`
-	Mean  float64    `json:"mean"`
-	Min   float64    `json:"min"`
-	Max   float64    `json:"max"`
+	N    int        `json:"n"`
+	P50  float64    `json:"p50"`
+	P95  float64    `json:"p95"`
+	P99  float64    `json:"p99"`
+	CI50 [2]float64 `json:"ci50"`
+	CI95 [2]float64 `json:"ci95"`
+	CI99 [2]float64 `json:"ci99"`
+	Mean float64    `json:"mean"`
+	Min  float64    `json:"min"`
+	Max  float64    `json:"max"`
 }
 
 const bootstrapRuns = 500
