@@ -13,7 +13,7 @@ import (
 
 // benchTargetFlags are the flags that switch bench to measuring any
 // endpoint (docs/bench.md) instead of its built-in comparison.
-var benchTargetFlags = []string{"target", "compare", "upstream"}
+var benchTargetFlags = []string{"target", "compare", "upstream", "from"}
 
 // wantsTargets reports whether args use the any-endpoint mode.
 func wantsTargets(args []string) bool {
@@ -118,6 +118,7 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	jsonOut := fs.String("json", "", "write the report as JSON to `FILE`")
 	htmlOut := fs.String("html", "", "write the report as one self-contained HTML page with plots to `FILE`")
 	compare := fs.String("compare", "", "`OLD.json` NEW.json: print the change between two reports and exit")
+	from := fs.String("from", "", "measure nothing: print the report saved in `FILE` (by --json) and write its --html or --json again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -147,6 +148,13 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		if err := o.apply(t, o.value); err != nil {
 			return usagef(fs, "target %s: %v", o.name, err)
 		}
+	}
+	if *from != "" {
+		rep, err := yardstick.ReadReport(*from)
+		if err != nil {
+			return err
+		}
+		return writeReport(env, rep, *jsonOut, *htmlOut)
 	}
 	var levels []int
 	for _, s := range strings.Split(*concList, ",") {
@@ -200,14 +208,18 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	rep.Command = "firstword bench " + strings.Join(redactArgs(args), " ")
+	return writeReport(env, rep, *jsonOut, *htmlOut)
+}
+
+func writeReport(env *Env, rep *yardstick.Report, jsonOut, htmlOut string) error {
 	rep.WriteTable(env.Stdout)
-	if *jsonOut != "" {
-		if err := rep.WriteJSON(*jsonOut); err != nil {
+	if jsonOut != "" {
+		if err := rep.WriteJSON(jsonOut); err != nil {
 			return err
 		}
 	}
-	if *htmlOut != "" {
-		if err := rep.WriteHTML(*htmlOut); err != nil {
+	if htmlOut != "" {
+		if err := rep.WriteHTML(htmlOut); err != nil {
 			return err
 		}
 	}
