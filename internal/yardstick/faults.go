@@ -53,6 +53,9 @@ func measureFaults(ctx context.Context, t *Target, u *Upstream, c *http.Client, 
 		cancelProbe(ctx, t, u, c, scenarioSilent, wait, maxTokens, &f.CancelBefore, &before)
 		f.Drop.Probes++
 		f.Drop.Outcomes[dropProbe(ctx, t, u, c, maxTokens)]++
+		if f.CancelMid.Probes == 0 && f.CancelBefore.Probes == 0 {
+			break // not pointed at the upstream: more probes would say the same, slowly
+		}
 	}
 	finishCancel(&f.CancelMid, mid)
 	finishCancel(&f.CancelBefore, before)

@@ -90,8 +90,14 @@ func (t *Target) Resolve() error {
 			t.Surface = SurfaceOpenAI
 		}
 	}
-	if guess == "" && strings.Trim(u.Path, "/") == "" {
-		u.Path = defaultPaths[t.Surface]
+	if guess == "" {
+		// A base URL, as SDKs take it: "" or ".../v1".
+		switch base := strings.TrimRight(u.Path, "/"); {
+		case base == "":
+			u.Path = defaultPaths[t.Surface]
+		case strings.HasSuffix(base, "/v1"):
+			u.Path = base + strings.TrimPrefix(defaultPaths[t.Surface], "/v1")
+		}
 	}
 	t.URL = u.String()
 	if t.Model == "" {

@@ -34,6 +34,7 @@ func TestResolve(t *testing.T) {
 		{"chat by path", "http://127.0.0.1:1/v1/chat", "", "http://127.0.0.1:1/v1/chat", SurfaceChat, true, ""},
 		{"bare host is openai", "http://127.0.0.1:1", "", "http://127.0.0.1:1/v1/chat/completions", SurfaceOpenAI, true, ""},
 		{"bare host, surface given", "http://127.0.0.1:1/", SurfaceAnthropic, "http://127.0.0.1:1/v1/messages", SurfaceAnthropic, true, ""},
+		{"base URL ending in /v1", "http://127.0.0.1:1/api/v1/", SurfaceResponses, "http://127.0.0.1:1/api/v1/responses", SurfaceResponses, true, ""},
 		{"custom path, surface given", "https://api.example.com/proxy/x", SurfaceResponses, "https://api.example.com/proxy/x", SurfaceResponses, false, ""},
 		{"key in the URL is not shown", "https://u:sk-secret@api.example.com/v1/chat/completions?key=sk-2", "", "https://u:sk-secret@api.example.com/v1/chat/completions?key=sk-2", SurfaceOpenAI, false, "https://api.example.com/v1/chat/completions"},
 	} {
@@ -241,5 +242,61 @@ func TestCompareGolden(t *testing.T) {
 	WriteCompare(&b, old, &Report{Cells: []Cell{cell("other", 5, 1, 1, 0)}})
 	if !strings.Contains(b.String(), "no target and concurrency level in common") {
 		t.Errorf("disjoint reports: %s", b.String())
+	}
+}
+
+// TestLoadShapes: open loop at a rate, a level bounded by time alone, and
+// a run cut by MaxTime, against a fast fake target.
+func TestLoadShapes(t *testing.T) {
+	url := serve(t, chatTarget(time.Millisecond, time.Millisecond, 3)) + "/v1/chat"
+	base := func() Options {
+		return Options{Targets: []*Target{{Name: "c", URL: url}}, Concurrency: []int{2}, Rounds: 2, MaxTime: time.Minute,
+			RequestTimeout: 5 * time.Second, Prompt: "hi", BunchAfter: 5 * time.Millisecond}
+	}
+	o := base()
+	o.Requests, o.Rate = 6, 100
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Cells[0]; c.Requests != 6 || c.OK != 6 || rep.Load.Rate != 100 {
+		t.Errorf("open loop: %d requests, %d ok, want 6", c.Requests, c.OK)
+	}
+	o = base()
+	o.Duration = 200 * time.Millisecond
+	rep, err = Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Cells[0]; c.Requests < 2 || c.OK != c.Requests || rep.Truncated {
+		t.Errorf("duration only: %d requests, %d ok, truncated %v", c.Requests, c.OK, rep.Truncated)
+	}
+	o = base()
+	o.Duration, o.MaxTime = time.Hour, 300*time.Millisecond
+	rep, err = Run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Truncated || len(rep.Cells) != 1 || rep.Cells[0].Requests != rep.Cells[0].OK {
+		t.Errorf("cut by MaxTime: truncated %v, cells %d, requests cut counted as errors: %+v", rep.Truncated, len(rep.Cells), rep.Cells)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "--max-time cut the run") {
+		t.Errorf("table does not say the run was cut:\n%s", table.String())
+	}
+}
+
+func TestTerminalProgressQuietWhenPiped(t *testing.T) {
+	if p := TerminalProgress(&bytes.Buffer{}); p != nil {
+		t.Error("progress on a buffer")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if p := TerminalProgress(f); p != nil {
+		t.Error("progress on a file")
 	}
 }
