@@ -97,6 +97,7 @@ func TestBenchTargetsRefusesRemote(t *testing.T) {
 func TestBenchTargetsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--target", "a"},
+		{"--target", "<b>=http://127.0.0.1:1"},
 		{"--target", "a=http://127.0.0.1:1", "--model", "b=x"},
 		{"--target", "a=http://127.0.0.1:1", "--surface", "a=grpc"},
 		{"--target", "a=http://127.0.0.1:1", "--api-key-env", "a=FW_BENCH_UNSET_VAR"},

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -132,12 +133,13 @@ func (t *Target) PublicURL() string {
 	return u.String()
 }
 
+var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
 // SplitAssign splits a per-target flag value NAME=VALUE.
 func SplitAssign(s string) (name, value string, err error) {
 	name, value, ok := strings.Cut(s, "=")
-	name = strings.TrimSpace(name)
-	if !ok || name == "" || strings.ContainsAny(name, " \t,:/") {
-		return "", "", fmt.Errorf("want NAME=VALUE, got %q", s)
+	if !ok || !targetName.MatchString(name) {
+		return "", "", fmt.Errorf("want NAME=VALUE with a NAME of letters, digits, '.', '_' and '-', got %q", s)
 	}
 	return name, value, nil
 }
