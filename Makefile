@@ -5,6 +5,8 @@ FUZZTIME ?= 10s
 # package:FuzzTarget pairs; every parser and decoder has one.
 FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
+	./internal/yardstick:FuzzChatReader \
+	./internal/yardstick:FuzzProcParsers \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzParseSimpleRequest \

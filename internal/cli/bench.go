@@ -17,6 +17,9 @@ import (
 // Bench measures the gateway against a direct connection to the same fake
 // upstream and prints a Markdown report (docs/BENCHMARKS.md holds one).
 func Bench(ctx context.Context, env *Env, args []string) error {
+	if wantsTargets(args) {
+		return BenchTargets(ctx, env, args)
+	}
 	fs := newFlagSet("bench")
 	n := fs.Int("latency-requests", 60, "`N` requests per path at concurrency 1 (5×N at concurrency 50)")
 	conc := fs.Int("concurrency", 32, "`N` requests in flight in the throughput phase")

@@ -106,7 +106,15 @@ and token rate, faults on request. See docs/sim.md.`},
 bench-upstream), the gateway (firstword serve) and baselines (firstword
 bench-proxy: Go's httputil.ReverseProxy and a TCP relay) as child processes of
 this binary, drive each path with the same load, and print a Markdown report
-(latency at concurrency 1 and 50, throughput, memory per open stream).`},
+(latency at concurrency 1 and 50, throughput, memory per open stream).
+
+With --target NAME=URL (repeatable), measure any streaming endpoints instead
+(OpenAI Chat Completions, Anthropic Messages, OpenAI Responses, firstword's
+/v1/chat) side by side, in alternating rounds over a concurrency sweep: time to
+first byte, first word and complete, chunk gaps, tokens per second, errors;
+with --upstream builtin, whether each cancels the upstream and what it does
+when the upstream drops. Writes a table, --json and --html. "firstword bench
+--target x=URL -h" lists its flags; docs/bench.md explains them.`},
 		{name: "levers", run: Levers,
 			summary: "measure the latency levers against the simulated provider",
 			about: `Start a gateway on loopback with the built-in simulated provider and measure

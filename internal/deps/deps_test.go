@@ -45,6 +45,8 @@ func TestImportRules(t *testing.T) {
 		"go.opentelemetry.io/otel/exporters":  {"internal/tracing"},
 		"github.com/maypok86/otter":           {"internal/cache"},
 		"github.com/DataDog/sketches-go":      {"internal/budget/window"},
+		"gonum.org/v1/plot":                   {"internal/yardstick"},
+		"github.com/schollz/progressbar":      {"internal/yardstick"},
 	}
 	// Packages that may import only the standard library (and the module's
 	// own stdlib-only packages).
