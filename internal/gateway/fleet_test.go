@@ -54,16 +54,12 @@ type fleet struct {
 // startFleet runs "deploy/local/fleet up" on free ports with a schema of
 // its own, skipping without nginx, PostgreSQL, Redis or the tools the
 // script needs, and "fleet down" at the end of the test.
-func startFleet(t *testing.T) *fleet {
+func startFleet(t *testing.T, redisURL string) *fleet {
 	t.Helper()
 	if _, err := exec.LookPath("nginx"); err != nil {
 		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
 			t.Skip("skipped: nginx is not installed (apt-get install -y nginx-light; .ci/run installs it)")
 		}
-	}
-	redisURL := os.Getenv("FIRSTWORD_TEST_REDIS_URL")
-	if redisURL == "" {
-		t.Skip("FIRSTWORD_TEST_REDIS_URL not set: skipping the fleet tests")
 	}
 	for _, tool := range []string{"bash", "psql", "redis-cli", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -189,8 +185,9 @@ func (f *fleet) logs() {
 	}
 }
 
-// nginxStatuses counts the statuses in nginx's access log.
-func (f *fleet) nginxStatuses() map[int]int {
+// nginxStatuses counts the statuses in nginx's access log after its
+// first skip lines, and returns the number of lines.
+func (f *fleet) nginxStatuses(skip int) (map[int]int, int) {
 	f.t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.dir, "nginx-access.log"))
 	if err != nil {
@@ -198,13 +195,14 @@ func (f *fleet) nginxStatuses() map[int]int {
 	}
 	counts := map[int]int{}
 	re := regexp.MustCompile(`" (\d{3}) `)
-	for _, line := range strings.Split(string(b), "\n") {
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	for _, line := range lines[min(skip, len(lines)):] {
 		if m := re.FindStringSubmatch(line); m != nil {
 			code, _ := strconv.Atoi(m[1])
 			counts[code]++
 		}
 	}
-	return counts
+	return counts, len(lines)
 }
 
 // refusals counts nginx's connect() failures: requests that met a
@@ -373,7 +371,11 @@ func (c *fleetClient) stored(conv string) (user, answer map[string]any, err erro
 }
 
 func TestFleet(t *testing.T) {
-	f := startFleet(t)
+	redisURL := os.Getenv("FIRSTWORD_TEST_REDIS_URL")
+	if redisURL == "" {
+		t.Skip("FIRSTWORD_TEST_REDIS_URL not set: skipping the fleet tests")
+	}
+	f := startFleet(t, redisURL)
 	t.Run("status", func(t *testing.T) { fleetStatus(t, f) })
 	t.Run("shared cache", func(t *testing.T) { fleetSharedCache(t, f) })
 	t.Run("metrics add up", func(t *testing.T) { fleetMetrics(t, f) })
@@ -613,6 +615,7 @@ func load(f *fleet, clients, maxTurns int, directive string, stop <-chan struct{
 // line of nginx's access log saw a 5xx.
 func fleetRollingDeploy(t *testing.T, f *fleet) {
 	pids := []int{f.pid(1), f.pid(2), f.pid(3)}
+	_, logged := f.nginxStatuses(0)
 	stop := make(chan struct{})
 	rolled := make(chan error, 1)
 	go func() {
@@ -659,7 +662,7 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 			t.Errorf("%q stored %v %q, want complete with the text shown %q", tr.message, ans["status"], ans["content"], tr.text)
 		}
 	}
-	statuses := f.nginxStatuses()
+	statuses, _ := f.nginxStatuses(logged)
 	for code, n := range statuses {
 		if code >= 500 {
 			t.Errorf("nginx answered %d %d times", code, n)
@@ -679,6 +682,7 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 // kill go to the survivors without an error.
 func fleetKill(t *testing.T, f *fleet) {
 	victim := f.pid(2)
+	_, logged := f.nginxStatuses(0)
 	var killedAt time.Time
 	stop := make(chan struct{})
 	close(stop) // one turn each
@@ -747,10 +751,11 @@ func fleetKill(t *testing.T, f *fleet) {
 	if interrupted == 0 {
 		t.Error("no turn was on the killed replica")
 	}
-	for code, n := range f.nginxStatuses() {
+	statuses, _ := f.nginxStatuses(logged)
+	for code, n := range statuses {
 		if code >= 500 {
 			t.Errorf("nginx answered %d %d times", code, n)
 		}
 	}
-	t.Logf("kill -9: %d turns, %d interrupted and resumed elsewhere; %d new turns after it; %d connections refused", len(turns), interrupted, len(after), f.refusals())
+	t.Logf("kill -9: %d turns, %d interrupted and resumed elsewhere; %d new turns after it; nginx statuses %v; %d connections refused", len(turns), interrupted, len(after), statuses, f.refusals())
 }
