@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -368,6 +369,31 @@ func (c *fleetClient) stored(conv string) (user, answer map[string]any, err erro
 		}
 	}
 	return nil, nil, fmt.Errorf("the answer of %s is still streaming", conv)
+}
+
+// TestFleetSaysWhatIsMissing: without nginx the fleet script starts
+// nothing, names what it needs and exits 1.
+func TestFleetSaysWhatIsMissing(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("skipped: no bash")
+	}
+	dir := t.TempDir()
+	f := &fleet{t: t, script: "../../deploy/local/fleet", dir: dir}
+	f.env = append(os.Environ(), "FLEET_DIR="+dir, "FLEET_NGINX="+filepath.Join(dir, "no-nginx"), "FLEET_BIN="+filepath.Join(dir, "no-binary"))
+	out, err := f.run("up")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("fleet up without nginx: %v, want exit status 1", err)
+	}
+	if !strings.Contains(err.Error(), "fleet: missing: nginx (Debian: apt-get install nginx-light)") {
+		t.Errorf("fleet up without nginx said %q", err)
+	}
+	if out != "" {
+		t.Errorf("fleet up without nginx printed %q on stdout", out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("fleet up without nginx left %d files in its state directory", len(entries))
+	}
 }
 
 func TestFleet(t *testing.T) {
