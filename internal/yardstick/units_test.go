@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,5 +299,40 @@ func TestTerminalProgressQuietWhenPiped(t *testing.T) {
 	defer f.Close()
 	if p := TerminalProgress(f); p != nil {
 		t.Error("progress on a file")
+	}
+}
+
+// TestErrorsCounted: failures are counted by kind, and a level where
+// nothing succeeded still makes a table, JSON and HTML.
+func TestErrorsCounted(t *testing.T) {
+	down := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
+	}))
+	failing := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: delta\ndata: {\"text\":\"a\"}\n\nevent: error\ndata: {\"code\":\"overloaded\",\"message\":\"x\"}\n\n")
+	}))
+	rep, err := Run(t.Context(), Options{Targets: []*Target{{Name: "down", URL: down}, {Name: "failing", URL: failing + "/v1/chat"}},
+		Baseline: "down", Concurrency: []int{1}, Requests: 3, Rounds: 1, MaxTime: time.Minute, RequestTimeout: 5 * time.Second, Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cellOf(t, rep, "down", 1); c.OK != 0 || c.Errors["http_503"] != 3 || c.TTFW.N != 0 {
+		t.Errorf("down: %+v", c)
+	}
+	if c := cellOf(t, rep, "failing", 1); c.OK != 0 || c.Errors["event_overloaded"] != 3 || c.TTFW.N != 3 || c.AddedTTFWP50 != nil {
+		t.Errorf("failing: %+v", c)
+	}
+	dir := t.TempDir()
+	if err := rep.WriteJSON(filepath.Join(dir, "r.json")); err != nil {
+		t.Error(err)
+	}
+	if err := rep.WriteHTML(filepath.Join(dir, "r.html")); err != nil {
+		t.Error(err)
+	}
+	var b bytes.Buffer
+	rep.WriteTable(&b)
+	if !strings.Contains(b.String(), "http_503 3") || !strings.Contains(b.String(), "event_overloaded 3") {
+		t.Errorf("table:\n%s", b.String())
 	}
 }

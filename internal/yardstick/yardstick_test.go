@@ -124,11 +124,30 @@ func TestKnownDelays(t *testing.T) {
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
 	})
+	// A target that holds chunks and writes them two at a time: about half
+	// its gaps are bunched.
+	pairs := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		time.Sleep(ttft)
+		for i := range 10 {
+			if i > 0 {
+				time.Sleep(2 * gap)
+			}
+			for k := range 2 {
+				fmt.Fprintf(w, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" t%d"},"finish_reason":null}]}`+"\n\n", 2*i+k)
+			}
+			rc.Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
 	targets := []*Target{
 		{Name: "openai", URL: serve(t, roleFirst) + "/v1/chat/completions"},
 		{Name: "anthropic", URL: serve(t, newReplay(t, "anthropic_messages_stream.sse", func(e []byte) bool { return bytes.Contains(e, []byte("text_delta")) }, ttft, gap)) + "/v1/messages"},
 		{Name: "responses", URL: serve(t, newReplay(t, "upstream_phase_text.sse", func(e []byte) bool { return bytes.Contains(e, []byte("output_text.delta")) }, ttft, gap)) + "/v1/responses"},
 		{Name: "chat", URL: serve(t, chatTarget(ttft, gap, 20)) + "/v1/chat"},
+		{Name: "pairs", URL: serve(t, pairs)},
 	}
 	rep, err := Run(context.Background(), Options{
 		Targets: targets, Baseline: "openai", Concurrency: []int{1, 4}, Requests: 8, Rounds: 2,
@@ -147,18 +166,25 @@ func TestKnownDelays(t *testing.T) {
 				t.Errorf("%s@%d: %d/8 ok, errors %v", tc.name, conc, c.OK, c.Errors)
 				continue
 			}
-			// The first word comes after ttft, give or take a few ms.
-			if w := c.TTFW.P50; w < ms(ttft) || w > ms(ttft)+15 {
-				t.Errorf("%s@%d: TTFW p50 %.1f ms, want %v to %v+15ms", tc.name, conc, w, ttft, ttft)
+			// The first word comes after ttft, give or take a few ms: a
+			// few more at concurrency 4 on a busy machine under -race.
+			slack := 20.0
+			if conc > 1 {
+				slack = 50
 			}
-			if g := c.GapP50; g < ms(gap) || g > ms(gap)+5 {
-				t.Errorf("%s@%d: gap p50 %.1f ms, want %v to %v+5ms", tc.name, conc, g, gap, gap)
+			if w := c.TTFW.P50; w < ms(ttft) || w > ms(ttft)+slack {
+				t.Errorf("%s@%d: TTFW p50 %.1f ms, want %v to %v+%.0fms", tc.name, conc, w, ttft, ttft, slack)
+			}
+			if g := c.GapP50; g < ms(gap) || g > ms(gap)+8 {
+				t.Errorf("%s@%d: gap p50 %.1f ms, want %v to %v+8ms", tc.name, conc, g, gap, gap)
 			}
 			if c.Gaps != 8*tc.texts {
 				t.Errorf("%s@%d: %d gaps, want %d", tc.name, conc, c.Gaps, 8*tc.texts)
 			}
-			if c.BunchedShare != 0 {
-				t.Errorf("%s@%d: bunched share %v of paced chunks, want 0", tc.name, conc, c.BunchedShare)
+			// Paced chunks are not bunched, but for the odd pair a busy
+			// scheduler delays and then delivers together.
+			if c.BunchedShare > 0.1 {
+				t.Errorf("%s@%d: bunched share %.3f of paced chunks", tc.name, conc, c.BunchedShare)
 			}
 			if c.TTC.P50 < c.TTFW.P50+float64(tc.texts)*ms(gap) {
 				t.Errorf("%s@%d: TTC p50 %.1f ms before the last chunk could come", tc.name, conc, c.TTC.P50)
@@ -166,6 +192,12 @@ func TestKnownDelays(t *testing.T) {
 			if c.TTFW.CI50[0] > c.TTFW.P50 || c.TTFW.CI50[1] < c.TTFW.P50 {
 				t.Errorf("%s@%d: CI %v does not hold p50 %v", tc.name, conc, c.TTFW.CI50, c.TTFW.P50)
 			}
+		}
+	}
+	for _, conc := range []int{1, 4} {
+		// 19 gaps: 9 of 2×gap, each followed by one within the same write.
+		if c := cellOf(t, rep, "pairs", conc); c.Gaps != 8*19 || c.BunchedShare < 0.4 || c.GapP50 > 1 {
+			t.Errorf("pairs@%d: %d gaps, bunched share %.3f, gap p50 %.2f ms: want 152, about 9/19, under 1 ms", conc, c.Gaps, c.BunchedShare, c.GapP50)
 		}
 	}
 	// Headers and the role chunk (openai), the meta event and a heartbeat
@@ -188,8 +220,8 @@ func TestKnownDelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Cells) != 8 || len(back.Cells[0].TTFWSamples) != 8 {
-		t.Errorf("JSON read back: %d cells, want 8, with 8 TTFW samples each", len(back.Cells))
+	if len(back.Cells) != 10 || len(back.Cells[0].TTFWSamples) != 8 {
+		t.Errorf("JSON read back: %d cells, want 10, with 8 TTFW samples each", len(back.Cells))
 	}
 	if err := rep.WriteHTML(htmlPath); err != nil {
 		t.Fatal(err)
