@@ -177,6 +177,14 @@ func (f *fleet) pid(n int) int {
 }
 
 func (f *fleet) logs() {
+	b, _ := os.ReadFile(filepath.Join(f.dir, "nginx-error.log"))
+	var odd []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && !strings.Contains(line, "Connection refused") && !strings.Contains(line, "temporarily disabled") && !strings.Contains(line, "while reading upstream") {
+			odd = append(odd, line)
+		}
+	}
+	f.t.Logf("nginx's errors other than refused connections and streams cut by a kill:\n%s", strings.Join(odd[:min(len(odd), 30)], "\n"))
 	for _, name := range []string{"replica1.log", "replica2.log", "replica3.log", "nginx-error.log"} {
 		b, _ := os.ReadFile(filepath.Join(f.dir, name))
 		if len(b) > 6000 {
