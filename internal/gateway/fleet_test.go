@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -120,17 +121,16 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 	return f
 }
 
-// freePorts finds n consecutive free loopback ports and returns the first.
+// freePorts finds n consecutive free loopback ports and returns the
+// first. They are below Linux's ephemeral range (32768 and up), where the
+// ports other tests' listeners on :0 get are not, so none of those takes
+// one between this check and the fleet's start.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
 	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		lns := []net.Listener{ln}
-		for i := 1; i < n; i++ {
+		base := 20000 + mathrand.IntN(12000)
+		lns := []net.Listener{}
+		for i := 0; i < n; i++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
 			if err != nil {
 				break
@@ -241,8 +241,12 @@ type fleetClient struct {
 	url  string
 }
 
+// Each request has a connection of its own: nginx's reload (fleet roll
+// takes a replica out of nginx with one) closes its old workers' idle
+// client connections, and a client that sends a POST on one as it closes
+// must send it again (browsers do; Go's transport does not for a POST).
 func newFleetClient(t *testing.T, url string) *fleetClient {
-	tr := &http.Transport{MaxIdleConnsPerHost: 100}
+	tr := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &fleetClient{url: url, http: &http.Client{Transport: tr}}
 }
