@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -120,17 +121,16 @@ func startFleet(t *testing.T, redisURL string) *fleet {
 	return f
 }
 
-// freePorts finds n consecutive free loopback ports and returns the first.
+// freePorts finds n consecutive free loopback ports and returns the
+// first. They are below Linux's ephemeral range (32768 and up), where the
+// ports other tests' listeners on :0 get are not, so none of those takes
+// one between this check and the fleet's start.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
 	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		lns := []net.Listener{ln}
-		for i := 1; i < n; i++ {
+		base := 20000 + mathrand.IntN(12000)
+		lns := []net.Listener{}
+		for i := 0; i < n; i++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
 			if err != nil {
 				break
@@ -177,6 +177,14 @@ func (f *fleet) pid(n int) int {
 }
 
 func (f *fleet) logs() {
+	b, _ := os.ReadFile(filepath.Join(f.dir, "nginx-error.log"))
+	var odd []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line != "" && !strings.Contains(line, "Connection refused") && !strings.Contains(line, "temporarily disabled") && !strings.Contains(line, "while reading upstream") {
+			odd = append(odd, line)
+		}
+	}
+	f.t.Logf("nginx's errors other than refused connections and streams cut by a kill:\n%s", strings.Join(odd[:min(len(odd), 30)], "\n"))
 	for _, name := range []string{"replica1.log", "replica2.log", "replica3.log", "nginx-error.log"} {
 		b, _ := os.ReadFile(filepath.Join(f.dir, name))
 		if len(b) > 6000 {
@@ -233,8 +241,12 @@ type fleetClient struct {
 	url  string
 }
 
+// Each request has a connection of its own: nginx's reload (fleet roll
+// takes a replica out of nginx with one) closes its old workers' idle
+// client connections, and a client that sends a POST on one as it closes
+// must send it again (browsers do; Go's transport does not for a POST).
 func newFleetClient(t *testing.T, url string) *fleetClient {
-	tr := &http.Transport{MaxIdleConnsPerHost: 100}
+	tr := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &fleetClient{url: url, http: &http.Client{Transport: tr}}
 }
