@@ -15,16 +15,17 @@ import (
 
 // Shared is a backend every replica counts in (Redis). Admit takes every
 // check or none, in one round trip; a concurrency check takes a slot
-// leased to lease until Renew or Release.
+// leased to lease, which lapses unless renewed (Renew) or frees it
+// (Release).
 type Shared interface {
-	Admit(ctx context.Context, checks []Check, lease string, until time.Time) ([]Result, error)
+	Admit(ctx context.Context, checks []Check, lease string) ([]Result, error)
 	// Adjust moves a rate's count by delta cost units (settling a
 	// reservation).
 	Adjust(ctx context.Context, c Check, delta int) error
 	// Release frees lease's slots under keys.
 	Release(ctx context.Context, keys []string, lease string) error
-	// Renew extends leases (key → lease IDs) until until.
-	Renew(ctx context.Context, leases map[string][]string, until time.Time) error
+	// Renew extends leases (key → lease IDs) by a lease's length.
+	Renew(ctx context.Context, leases map[string][]string) error
 }
 
 // Source is where limits set through the admin API and past spend are
@@ -492,7 +493,7 @@ func (l *Limiter) admit(ctx context.Context, checks []Check, t *Ticket) ([]Resul
 				}
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.Timeout)
-			res, err := l.opt.Shared.Admit(sctx, checks, lease, now.Add(l.opt.Lease))
+			res, err := l.opt.Shared.Admit(sctx, checks, lease)
 			cancel()
 			if err == nil {
 				if lease != "" && allowed(res) {
@@ -723,7 +724,7 @@ func (l *Limiter) renew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opt.Lease/3)
 	defer cancel()
-	if err := l.opt.Shared.Renew(ctx, byKey, l.now().Add(l.opt.Lease)); err != nil {
+	if err := l.opt.Shared.Renew(ctx, byKey); err != nil {
 		l.stats.sharedErrors.Add(1)
 		l.opt.Log.Warn("limits: renewing the open streams' leases failed", "err", err)
 	}
