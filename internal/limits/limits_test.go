@@ -135,7 +135,9 @@ type fakeSource struct {
 	spend []store.SpendSum
 }
 
-func (f *fakeSource) ListLimitOverrides(context.Context) ([]store.LimitOverride, error) { return f.ovs, nil }
+func (f *fakeSource) ListLimitOverrides(context.Context) ([]store.LimitOverride, error) {
+	return f.ovs, nil
+}
 func (f *fakeSource) UsageSpend(context.Context, time.Time) ([]store.SpendSum, error) {
 	return f.spend, nil
 }
