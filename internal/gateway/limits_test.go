@@ -120,7 +120,7 @@ func TestBudgetRefusedBeforeUpstream(t *testing.T) {
 	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		gatewaytest.SSEHeaders(w)
-		gatewaytest.SSEWrite(w, "data: "+gatewaytest.ChunkJSON("hello there")+"\n\n")
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("hello there"))
 		gatewaytest.SSEWrite(w, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":60,"total_tokens":100}}`+"\n\n")
 		gatewaytest.SSEWrite(w, "data: [DONE]\n\n")
 	})
@@ -214,7 +214,7 @@ func TestConcurrentStreamsCap(t *testing.T) {
 	release := make(chan struct{})
 	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		gatewaytest.SSEHeaders(w)
-		gatewaytest.SSEWrite(w, "data: "+gatewaytest.ChunkJSON("first")+"\n\n")
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("first"))
 		select {
 		case <-release:
 		case <-r.Context().Done():

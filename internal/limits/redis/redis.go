@@ -37,6 +37,9 @@ func Open(url, prefix string, lease time.Duration) (*Counts, error) {
 	if prefix == "" {
 		prefix = "firstword:limits:"
 	}
+	// Every request is admitted through here: enough connections that
+	// 50 at once do not queue for one.
+	opt.PoolSize = max(opt.PoolSize, 64)
 	return &Counts{c: goredis.NewClient(opt), prefix: prefix, lease: lease}, nil
 }
 
