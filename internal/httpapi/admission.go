@@ -23,30 +23,32 @@ type Admission interface {
 // request sets no max_tokens; the final usage settles it.
 const defaultReserve = 256
 
-// admission runs a parsed request through the limits, as the budget
-// stage "admission" (noted admitted, or refused and why). Rate limit
-// headers are set on every answer of a limited tenant or key, the
-// refusal's included.
+// admission runs a parsed request through the limits. For a limited
+// tenant or key it is the budget stage "admission", noted admitted or
+// refused and why (a refusal's Server-Timing says so too), and OpenAI's
+// rate limit headers are set on every answer, the refusal's included.
+// A request nothing limits records no stage.
 func (s *Server) admission(w http.ResponseWriter, r *http.Request, rec *budget.Recorder, q limits.Request) (*limits.Ticket, error) {
 	if s.opt.Admission == nil {
 		return nil, nil
 	}
-	end := rec.Begin("admission")
+	start := time.Now()
 	t, err := s.opt.Admission.Admit(r.Context(), q)
 	var ref *limits.Refusal
 	switch {
 	case errors.As(err, &ref):
-		end("refused: " + ref.Reason)
+		end := time.Now()
+		note := "refused: " + ref.Reason
+		rec.Add("admission", start, end, note)
 		rateHeaders(w.Header(), ref.Requests, ref.Tokens)
+		w.Header().Set("Server-Timing", "admission;dur="+msString(end.Sub(start))+`;desc="`+note+`"`)
 		return nil, refusalError(ref)
 	case err != nil:
-		end("failed")
 		return nil, err
 	case t == nil:
-		end("")
 		return nil, nil
 	}
-	end("admitted")
+	rec.Add("admission", start, time.Now(), "admitted")
 	rateHeaders(w.Header(), t.Requests, t.Tokens)
 	return t, nil
 }
