@@ -5,6 +5,7 @@ FUZZTIME ?= 10s
 # package:FuzzTarget pairs; every parser and decoder has one.
 FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
+	./internal/limits:FuzzParseOverride \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzParseSimpleRequest \

@@ -370,4 +370,42 @@ tenants:
 	}
 }
 
-var _ = json.Marshal
+
+// TestAdminLimitsBadInput: the admin API's limits routes answer bad input
+// with a 4xx JSON error naming the problem, and change nothing.
+func TestAdminLimitsBadInput(t *testing.T) {
+	gw := gatewaytest.StartYAML(t, `
+auth: {cache_ttl: 50ms}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`, "")
+	admin, _ := keyWithID(t, gw.Store(), "ops", true)
+	time.Sleep(100 * time.Millisecond)
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		want                     string
+	}{
+		{"negative", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": -1}`, 400, "must not be negative"},
+		{"unknown field", "PUT", "/admin/v1/tenants/acme", `{"requests_per_hour": 1}`, 400, "requests_per_hour"},
+		{"not JSON", "PUT", "/admin/v1/tenants/acme", `{`, 400, "request body"},
+		{"soft threshold", "PUT", "/admin/v1/tenants/acme", `{"soft_threshold": 2}`, 400, "soft_threshold"},
+		{"unknown key", "PUT", "/admin/v1/keys/key_nope/limits", `{"requests_per_minute": 1}`, 404, "key_nope"},
+		{"bad from", "GET", "/admin/v1/usage?from=yesterday", "", 400, "from"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := send(t, tc.method, gw.URL+tc.path, admin, tc.body)
+			var e struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			if code != tc.status || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error.Message, tc.want) {
+				t.Errorf("%s %s: %d %s, want %d naming %q", tc.method, tc.path, code, body, tc.status, tc.want)
+			}
+		})
+	}
+	if ovs, _ := gw.Store().ListLimitOverrides(context.Background()); len(ovs) != 0 {
+		t.Errorf("bad input stored overrides: %+v", ovs)
+	}
+}
