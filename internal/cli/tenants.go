@@ -29,7 +29,10 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 	from := fs.String("from", "", "usage: from this UTC day (YYYY-MM-DD) or RFC 3339 time")
 	to := fs.String("to", "", "usage: until this day or time (exclusive)")
 	set := fs.String("set", "", `set-limits: the fields to set, as JSON, e.g. '{"requests_per_minute": 60, "usd_per_day": 5}' ('{"reset": true}' drops them)`)
-	if len(args) == 0 {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if err := parseFlags(fs, args); err != nil {
+			return err // --help, or a bad flag
+		}
 		return usagef(fs, "want an action: list, show ID, set-limits [ID], usage [ID]")
 	}
 	action, rest, id := args[0], args[1:], ""
