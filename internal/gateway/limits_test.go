@@ -370,7 +370,6 @@ tenants:
 	}
 }
 
-
 // TestAdminLimitsBadInput: the admin API's limits routes answer bad input
 // with a 4xx JSON error naming the problem, and change nothing.
 func TestAdminLimitsBadInput(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -83,7 +84,7 @@ func (s *Server) view(kind, id string, sums []store.SpendSum, now time.Time) sub
 	v := subjectView{ID: id, Config: cfg, Override: ov, Effective: eff, Budget: map[string]string{}}
 	v.Spend.Day, v.Spend.Month = now.Format("2006-01-02"), now.Format("2006-01")
 	for _, r := range sums {
-		if (kind == store.ScopeTenant && r.TenantID != id) || (kind == store.ScopeKey && r.KeyID != id) || r.Day[:7] != v.Spend.Month {
+		if (kind == store.ScopeTenant && r.TenantID != id) || (kind == store.ScopeKey && r.KeyID != id) || !strings.HasPrefix(r.Day, v.Spend.Month) {
 			continue
 		}
 		v.Spend.USDMonth += r.Cost

@@ -32,6 +32,8 @@ type local struct {
 	tats map[string]time.Time // GCRA's theoretical arrival time, by key
 	open map[string]int       // open streams, by key
 	now  func() time.Time
+	// swept is when tats was last swept of full states.
+	swept time.Time
 }
 
 func newLocal(now func() time.Time) *local {
@@ -119,12 +121,13 @@ func (l *local) release(key string) {
 }
 
 // sweep drops rate states that are back to full, bounding the map by
-// the keys active within a period. Called with l.mu held, once the map
-// is big enough for it to matter.
+// the keys active within a period. Called with l.mu held; it runs at most
+// once a second, and only once the map is big enough for it to matter.
 func (l *local) sweep(now time.Time) {
-	if len(l.tats) < 4096 {
+	if len(l.tats) < 4096 || now.Sub(l.swept) < time.Second {
 		return
 	}
+	l.swept = now
 	for k, t := range l.tats {
 		if !t.After(now) {
 			delete(l.tats, k)
