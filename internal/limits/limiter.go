@@ -216,6 +216,11 @@ func (l *Limiter) reload(ctx context.Context) {
 		l.opt.Log.Warn("limits: reading the overrides failed; the last ones stay in force", "err", err)
 		return
 	}
+	if !l.anyBudget(ovs) {
+		// Nothing is capped: the month's sums are not read every second.
+		l.install(ovs, map[subject]*spent{})
+		return
+	}
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	sums, err := l.opt.Source.UsageSpend(ctx, month)
 	if err != nil {
@@ -224,6 +229,21 @@ func (l *Limiter) reload(ctx context.Context) {
 		return
 	}
 	l.install(ovs, spendOf(sums, now))
+}
+
+// anyBudget reports whether the config or ovs cap any spend.
+func (l *Limiter) anyBudget(ovs []store.LimitOverride) bool {
+	for _, p := range l.opt.Tenants {
+		if p.budgeted() {
+			return true
+		}
+	}
+	for _, o := range ovs {
+		if ov, err := ParseOverride(o.Settings); err == nil && ov.Apply(Policy{}).budgeted() {
+			return true
+		}
+	}
+	return false
 }
 
 // spendOf sums rows by tenant and key for the current UTC day and month.

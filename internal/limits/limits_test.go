@@ -131,15 +131,33 @@ func TestConcurrency(t *testing.T) {
 
 // fakeSource is a store's overrides and spend.
 type fakeSource struct {
-	ovs   []store.LimitOverride
-	spend []store.SpendSum
+	ovs        []store.LimitOverride
+	spend      []store.SpendSum
+	spendReads int
 }
 
 func (f *fakeSource) ListLimitOverrides(context.Context) ([]store.LimitOverride, error) {
 	return f.ovs, nil
 }
 func (f *fakeSource) UsageSpend(context.Context, time.Time) ([]store.SpendSum, error) {
+	f.spendReads++
 	return f.spend, nil
+}
+
+// TestNoBudgetNoSpendQuery: with no budget anywhere, reloads read the
+// overrides only; one set through the admin API starts the spend reads.
+func TestNoBudgetNoSpendQuery(t *testing.T) {
+	src := &fakeSource{}
+	l, _ := newTest(t, Options{Source: src, Tenants: map[string]Policy{"acme": {Limits: Rates{RequestsPerMinute: 5}}}})
+	l.Reload(context.Background())
+	if src.spendReads != 0 {
+		t.Errorf("%d spend reads with no budget, want 0", src.spendReads)
+	}
+	src.ovs = []store.LimitOverride{{Scope: store.ScopeTenant, SubjectID: "acme", Settings: []byte(`{"tokens_per_day": 10}`)}}
+	l.Reload(context.Background())
+	if src.spendReads != 1 {
+		t.Errorf("%d spend reads with a budget, want 1", src.spendReads)
+	}
 }
 
 func TestBudgetsAndOverrides(t *testing.T) {
