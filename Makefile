@@ -7,6 +7,7 @@ FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
 	./internal/yardstick:FuzzChatReader \
 	./internal/yardstick:FuzzProcParsers \
+	./internal/limits:FuzzParseOverride \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzParseSimpleRequest \

@@ -94,6 +94,21 @@ shown. The store used is printed on stderr (with no --config, the SQLite file
 keys list" shows them. A running gateway refuses it within auth.cache_ttl. The
 store used is printed on stderr (with no --config, the SQLite file
 ./firstword.db in the working directory).`},
+		{name: "tenants", run: Tenants, synopsis: "list|show ID|set-limits [ID]|usage [ID] [flags]",
+			summary: "show and set tenants' and keys' limits and budgets; read usage",
+			about: `Show and set the rate limits, concurrency caps and budgets of tenants and
+keys, and read usage by tenant, key, model and day (docs/security.md).
+
+Actions:
+  list                 tenants with a policy or spend this month
+  show ID              one tenant: its policy, spend and budget state
+  set-limits ID        set a tenant's limits (--set JSON); --key ID for a key
+  usage [ID]           usage rows (--key, --model, --from, --to narrow them)
+
+With --server URL, against a running gateway's admin API, with the admin key
+in $FIRSTWORD_ADMIN_KEY (--key-env names another variable); the gateways
+apply a change within limits.refresh. Without it, directly on the config's
+store, which shows only what the store holds (overrides and spend).`},
 		{name: "sim", run: Sim,
 			summary: "run the simulated provider alone as an OpenAI-compatible upstream",
 			about: `Run the simulated provider alone, as an OpenAI-compatible server at

@@ -97,6 +97,9 @@ type Config struct {
 	Cache Cache `yaml:"cache"`
 	// Resume makes /v1/chat answers resumable (docs/resume.md).
 	Resume Resume `yaml:"resume"`
+	// Limits says where the tenants' rate limits and concurrency caps
+	// are counted (docs/security.md).
+	Limits Limits `yaml:"limits"`
 
 	// Path is the file the config was read from ("" for the built-in).
 	Path string `yaml:"-"`
@@ -353,6 +356,63 @@ type Tenant struct {
 	// the tenant's conversations (default false: a conversation belongs to
 	// the user of the key that created it).
 	SharedConversations bool `yaml:"shared_conversations"`
+	// Limits are the tenant's rate limits and concurrency cap, summed
+	// over all its keys (absent: none). The admin API can override them
+	// and set a key's own.
+	Limits *RateLimits `yaml:"limits"`
+	// Budget caps the tenant's spend per UTC day and month (absent: none).
+	Budget *SpendBudget `yaml:"budget"`
+}
+
+// RateLimits are the rates a tenant or a key may use; 0 is no limit.
+type RateLimits struct {
+	// RequestsPerMinute and TokensPerMinute (input + output; admission
+	// reserves the prompt's estimate plus max_tokens and the final usage
+	// settles it) are counted by GCRA over limits.period.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute"`
+	// ConcurrentStreams bounds the requests open at once.
+	ConcurrentStreams int `yaml:"concurrent_streams"`
+}
+
+// SpendBudget caps spend per UTC day and month; 0 is no cap. USD comes
+// from the price table; tokens count every model, priced or not.
+type SpendBudget struct {
+	USDPerDay      float64 `yaml:"usd_per_day"`
+	USDPerMonth    float64 `yaml:"usd_per_month"`
+	TokensPerDay   int64   `yaml:"tokens_per_day"`
+	TokensPerMonth int64   `yaml:"tokens_per_month"`
+	// SoftThreshold is the fraction of a cap past which the metrics, the
+	// log (once per period) and the admin API say so (default 0.8).
+	SoftThreshold float64 `yaml:"soft_threshold"`
+}
+
+// Limits configures where admission keeps its counts.
+type Limits struct {
+	// Driver is memory (default: each replica counts alone) or redis
+	// (the replicas share the counts).
+	Driver string `yaml:"driver"`
+	// URL or URLEnv name the Redis server; default: the cache's, when
+	// cache.driver is redis.
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+	// Timeout bounds admission's one Redis round trip (default 50ms).
+	// Past it, or on an error, the request is admitted by this replica's
+	// own counts, and Redis is skipped for Cooldown (default 5s).
+	Timeout  time.Duration `yaml:"timeout"`
+	Cooldown time.Duration `yaml:"cooldown"`
+	// Refresh is how often each replica reloads the limits set through
+	// the admin API and the spend in the store (default 1s).
+	Refresh time.Duration `yaml:"refresh"`
+	// Lease is how long a crashed replica's open streams keep their
+	// concurrency slots in Redis (default 30s; renewed every third).
+	Lease time.Duration `yaml:"lease"`
+	// Period is the window of the per-minute rates (default 1m). Only
+	// tests shorten it: requests_per_minute: 3 with period: 2s lets 3
+	// requests through every 2 seconds.
+	Period time.Duration `yaml:"period"`
+
+	ResolvedURL string `yaml:"-"`
 }
 
 // Auth tunes authentication. Keys are managed with "firstword keys".
@@ -745,6 +805,29 @@ func (c *Config) Defaults() {
 	if c.Resume.Journal == "" {
 		c.Resume.Journal = "memory"
 	}
+	if c.Limits.Driver == "" {
+		c.Limits.Driver = "memory"
+	}
+	if c.Limits.Timeout == 0 {
+		c.Limits.Timeout = 50 * time.Millisecond
+	}
+	if c.Limits.Cooldown == 0 {
+		c.Limits.Cooldown = 5 * time.Second
+	}
+	if c.Limits.Refresh == 0 {
+		c.Limits.Refresh = time.Second
+	}
+	if c.Limits.Lease == 0 {
+		c.Limits.Lease = 30 * time.Second
+	}
+	if c.Limits.Period == 0 {
+		c.Limits.Period = time.Minute
+	}
+	for _, t := range c.Tenants {
+		if t != nil && t.Budget != nil && t.Budget.SoftThreshold == 0 {
+			t.Budget.SoftThreshold = 0.8
+		}
+	}
 	if c.Resume.Lease == 0 {
 		c.Resume.Lease = 3 * time.Second
 	}
@@ -827,6 +910,16 @@ func (c *Config) resolve(getenv func(string) string) error {
 	}
 	if c.Resume.ResolvedURL == "" && c.Cache.Driver == "redis" {
 		c.Resume.ResolvedURL = c.Cache.ResolvedURL
+	}
+	c.Limits.ResolvedURL = c.Limits.URL
+	if c.Limits.URLEnv != "" {
+		c.Limits.ResolvedURL = getenv(c.Limits.URLEnv)
+		if c.Limits.ResolvedURL == "" {
+			errs = append(errs, fmt.Sprintf("line %d: limits.url_env: environment variable %s is not set", c.line("limits", "url_env"), c.Limits.URLEnv))
+		}
+	}
+	if c.Limits.ResolvedURL == "" && c.Cache.Driver == "redis" {
+		c.Limits.ResolvedURL = c.Cache.ResolvedURL
 	}
 	c.Store.ResolvedURL = c.Store.URL
 	if c.Store.URLEnv != "" {

@@ -75,6 +75,7 @@ func (c *Config) problems() []string {
 	if c.Cache.Timeout < 0 || c.Cache.Cooldown < 0 || c.Cache.Failures < 0 {
 		bad(c.line("cache"), "cache", "timeout, failures and cooldown must not be negative")
 	}
+	errs = append(errs, c.limitProblems()...)
 	if c.Usage.Queue < 0 || c.Usage.RetryMax < 0 {
 		bad(c.line("usage"), "usage", "queue and retry_max must not be negative")
 	}
@@ -400,4 +401,50 @@ func (p *Provider) tierNames() []string {
 		}
 	}
 	return names
+}
+
+// limitProblems checks the limits section and the tenants' limits and
+// budgets.
+func (c *Config) limitProblems() []string {
+	var errs []string
+	bad := func(line int, field, format string, args ...any) {
+		msg := fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...))
+		if line > 0 {
+			msg = fmt.Sprintf("line %d: %s", line, msg)
+		}
+		errs = append(errs, msg)
+	}
+	switch l := c.Limits; l.Driver {
+	case "memory":
+	case "redis":
+		if l.ResolvedURL == "" {
+			bad(c.line("limits", "driver"), "limits.url", "required for driver redis (or url_env, or a redis cache)")
+		}
+	default:
+		bad(c.line("limits", "driver"), "limits.driver", "want memory or redis, got %q", l.Driver)
+	}
+	if l := c.Limits; l.Timeout < 0 || l.Cooldown < 0 || l.Refresh < 0 || l.Lease < 0 || l.Period < 0 {
+		bad(c.line("limits"), "limits", "durations must not be negative")
+	}
+	if c.Limits.Period > 0 && c.Limits.Period < 100*time.Millisecond {
+		bad(c.line("limits", "period"), "limits.period", "must be at least 100ms")
+	}
+	for _, name := range sortedKeys(c.Tenants) {
+		t := c.Tenants[name]
+		if t == nil {
+			continue
+		}
+		if r := t.Limits; r != nil && (r.RequestsPerMinute < 0 || r.TokensPerMinute < 0 || r.ConcurrentStreams < 0) {
+			bad(c.line("tenants", name, "limits"), "tenants."+name+".limits", "must not be negative (0 is no limit)")
+		}
+		if b := t.Budget; b != nil {
+			if b.USDPerDay < 0 || b.USDPerMonth < 0 || b.TokensPerDay < 0 || b.TokensPerMonth < 0 {
+				bad(c.line("tenants", name, "budget"), "tenants."+name+".budget", "must not be negative (0 is no cap)")
+			}
+			if b.SoftThreshold < 0 || b.SoftThreshold > 1 {
+				bad(c.line("tenants", name, "budget", "soft_threshold"), "tenants."+name+".budget.soft_threshold", "want a fraction between 0 and 1, got %g", b.SoftThreshold)
+			}
+		}
+	}
+	return errs
 }

@@ -545,7 +545,7 @@ func (r *run) meter(ctx context.Context, u chat.Usage, m *store.Message) {
 		return
 	}
 	q := metering.Request{
-		ID: t.in.RequestID, Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID, Alias: t.in.Model, Stream: true,
+		ID: t.in.RequestID, Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID, KeyID: t.in.KeyID, Alias: t.in.Model, Stream: true,
 		Timings: t.in.Budget, TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
 	}
 	e := metering.Ending{Status: meterStatus(m.Status), ErrorCode: m.ErrorCode, Error: m.ErrorMessage}

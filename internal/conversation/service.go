@@ -134,9 +134,11 @@ func New(opt Options) *Service {
 
 // Input is one chat turn's request.
 type Input struct {
-	RequestID      string
-	TenantID       string
-	UserID         string
+	RequestID string
+	TenantID  string
+	UserID    string
+	// KeyID is the API key's ID, for the usage row ("" in local mode).
+	KeyID          string
 	ConversationID string // empty starts a new conversation
 	// SharedConversations lets the user continue another user's
 	// conversation of the same tenant; otherwise it is not found.

@@ -40,7 +40,7 @@ func TestImportRules(t *testing.T) {
 		"modernc.org/sqlite":                  {"internal/store/sqlite"},
 		"github.com/jackc/pgx":                {"internal/store/postgres"},
 		"github.com/prometheus/client_golang": {"internal/metrics"},
-		"github.com/redis/go-redis":           {"internal/cache/redis", "internal/journal/redis", "internal/redisconn"},
+		"github.com/redis/go-redis":           {"internal/cache/redis", "internal/journal/redis", "internal/limits/redis", "internal/redisconn"},
 		"go.opentelemetry.io/otel/sdk":        {"internal/tracing"},
 		"go.opentelemetry.io/otel/exporters":  {"internal/tracing"},
 		"github.com/maypok86/otter":           {"internal/cache"},

@@ -142,3 +142,52 @@ func chatFirstWords(b *testing.B, c *http.Client, url string, conc, n int) []tim
 	wg.Wait()
 	return out
 }
+
+// BenchmarkLimitsFirstWord is what admission on Redis costs the first
+// word: two gateways that differ only in limits (none, and the local
+// tenant limited in requests, tokens and open streams, counted in
+// Redis), in alternating rounds at concurrency 1 and 50, each /v1/chat
+// turn timed from its send to its first delta.
+//
+//	FIRSTWORD_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test -run '^$' -bench LimitsFirstWord -benchtime 10x ./internal/gateway/
+func BenchmarkLimitsFirstWord(b *testing.B) {
+	redisURL := os.Getenv("FIRSTWORD_TEST_REDIS_URL")
+	if redisURL == "" {
+		b.Skip("FIRSTWORD_TEST_REDIS_URL not set: skipping the Redis limits' benchmark")
+	}
+	const base = "providers:\n  sim: {type: sim}\nmodels:\n  chat: {timeout: 30s, deployments: [{provider: sim, model: small}]}\n"
+	configs := map[string]string{
+		"off": base,
+		"redis": base + fmt.Sprintf("limits: {driver: redis, url: %q}\n", redisURL) +
+			"tenants:\n  local: {limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000, concurrent_streams: 100000}}\n",
+	}
+	urls := map[string]string{}
+	for name, y := range configs {
+		cfg, err := config.Parse("bench.yaml", []byte(y), func(string) string { return "" })
+		if err != nil {
+			b.Fatal(err)
+		}
+		urls[name] = gatewaytest.Start(b, cfg).URL
+	}
+	for _, conc := range []int{1, 50} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			c := bench.NewClient(conc)
+			defer c.CloseIdleConnections()
+			ttfw := map[string][]time.Duration{}
+			perRound := max(conc*4, 40)
+			for range b.N {
+				for _, m := range []string{"off", "redis"} {
+					ttfw[m] = append(ttfw[m], chatFirstWords(b, c, urls[m], conc, perRound)...)
+				}
+			}
+			p := func(ds []time.Duration, q float64) float64 {
+				slices.Sort(ds)
+				return float64(ds[int(q*float64(len(ds)-1))].Microseconds()) / 1000
+			}
+			b.ReportMetric(p(ttfw["off"], 0.5), "off-p50-ms")
+			b.ReportMetric(p(ttfw["redis"], 0.5), "redis-p50-ms")
+			b.ReportMetric(p(ttfw["redis"], 0.5)-p(ttfw["off"], 0.5), "added-p50-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

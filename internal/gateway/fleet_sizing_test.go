@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -29,7 +28,8 @@ func TestFleetSizing(t *testing.T) {
 	if os.Getenv("FIRSTWORD_FLEET_SIZING") == "" {
 		t.Skip("a measurement: set FIRSTWORD_FLEET_SIZING=1 to run it")
 	}
-	f := startFleet(t, ownRedis(t))
+	redisURL, _ := ownRedis(t)
+	f := startFleet(t, redisURL)
 	pids := []int{f.pid(1), f.pid(2), f.pid(3)}
 	const turns, concurrency, tokens = 300, 20, 100
 	directive := fmt.Sprintf("[sim ttft=20ms gap=10ms tokens=%d]", tokens)
@@ -96,29 +96,6 @@ func sizingLoad(t *testing.T, f *fleet, turns, concurrency int, directive string
 	}
 	close(work)
 	wg.Wait()
-}
-
-// ownRedis starts a redis-server of the test's own on a free port.
-func ownRedis(t *testing.T) string {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("skipped: redis-server is not installed")
-	}
-	port := freePorts(t, 1)
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			return fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-		}
-	}
-	t.Fatal("redis-server did not start")
-	return ""
 }
 
 // redisInfo runs INFO section on the fleet's Redis.

@@ -25,6 +25,7 @@ import (
 	"github.com/firstword/firstword/internal/httpapi"
 	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/levers"
+	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
@@ -61,6 +62,8 @@ type Gateway struct {
 	api       *httpapi.Server
 	// cacheGuard bounds the Redis cache (nil for the memory cache).
 	cacheGuard *cache.Guarded
+	// limiter admits requests under the tenants' and keys' limits.
+	limiter *limits.Limiter
 	// journal keeps /v1/chat answers for resumes; shared says whether
 	// other replicas see it (Redis).
 	journal journal.Journal
@@ -235,6 +238,10 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		g.tracer = tr
 		meter = append(meter, tr)
 	}
+	if err := g.buildLimits(ctx, cfg, st, log); err != nil {
+		return fail(err)
+	}
+	limited := g.limiter.Meter(meter) // settles admission's reservations and counts spend
 	chatOpt, err := chatOptions(cfg, client, log)
 	if err != nil {
 		return fail(err)
@@ -251,14 +258,14 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		return fail(err)
 	}
 	g.closers = append(g.closers, g.journal.Close)
-	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, meter
+	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, limited
 	conv := conversation.New(chatOpt)
 	extra := map[string]http.Handler{
 		"GET /admin/sim": http.HandlerFunc(g.simStats),
 	}
 	g.api = httpapi.New(httpapi.Options{
 		Router: lv,
-		Meter:  meter,
+		Meter:  limited,
 		Auth:   g.auth,
 		Chat:   conv,
 		Store:  st,
@@ -284,6 +291,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		Journal:        g.journal,
 		Grace:          cfg.Resume.GraceWindow(),
 		Lease:          cfg.Resume.Lease,
+		Admission:      g.limiter,
+		Limits:         g.limiter,
 	})
 	g.handler = g.api
 	return g, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
@@ -59,8 +60,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		body.Model = s.defaultModel()
 	}
 	end("")
+	ticket, err := s.admission(w, r, rec, limits.Request{ID: id, Tenant: p.TenantID, Key: p.KeyID,
+		Tokens: chat.EstimateTokens(body.Message) + defaultReserve})
+	if err != nil {
+		return err
+	}
+	defer ticket.Close()
 	in := conversation.Input{
-		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
+		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, KeyID: p.KeyID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
 		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}

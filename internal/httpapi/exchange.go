@@ -16,6 +16,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
+	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/tracing"
@@ -37,6 +38,8 @@ type exchange struct {
 	cancel  context.CancelCauseFunc
 	tenant  string
 	user    string
+	key     string         // the API key's ID ("" in local mode)
+	ticket  *limits.Ticket // admission's hold (nil: nothing limits the request)
 	rec     *budget.Recorder
 	trace   tracing.ID
 	routeAt time.Time // when the request was handed to the router
@@ -169,6 +172,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 		return nil
 	}
 	defer release(nil)
+	if !x.background {
+		// A background response's slot is freed when it is metered.
+		defer x.ticket.Close()
+	}
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open(a.name)()
 	}
@@ -198,6 +205,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchan
 		ctx, cancel, err = s.begin(r, x)
 	}
 	if err != nil {
+		x.ticket.Close()
 		a.dialect.writeError(w, err)
 		return nil, nil, nil, nil
 	}
@@ -211,7 +219,7 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, x *exchange, a *a
 	if err != nil {
 		return nil, err
 	}
-	x.tenant, x.user = p.TenantID, p.UserID
+	x.tenant, x.user, x.key = p.TenantID, p.UserID, p.KeyID
 	endParse := x.rec.Begin("parse")
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -223,6 +231,10 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, x *exchange, a *a
 		return nil, err
 	}
 	if err := s.withinLimits(x.req); err != nil {
+		return nil, err
+	}
+	x.ticket, err = s.admission(w, r, x.rec, limits.Request{ID: x.id, Tenant: x.tenant, Key: x.key, Tokens: reserve(x.req)})
+	if err != nil {
 		return nil, err
 	}
 	return sf, nil
@@ -519,7 +531,7 @@ func (s *Server) finish(r *http.Request, x *exchange) {
 	}
 	x.rec.Complete(end)
 	q := metering.Request{
-		ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, Alias: x.req.Model, Stream: x.stream,
+		ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, KeyID: x.key, Alias: x.req.Model, Stream: x.stream,
 		Timings: x.rec, TraceID: x.trace.String(), TraceParent: x.parent,
 	}
 	rec := s.opt.Prices.Build(q, &x.rep, &x.tally, x.tally.Usage(x.req), x.ending(r))

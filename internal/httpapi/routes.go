@@ -40,6 +40,8 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /admin/debug/pprof/", s.admin(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index))))
 	s.mux.Handle("GET /admin/debug/pprof/profile", s.admin(http.HandlerFunc(pprof.Profile)))
 	s.mux.Handle("GET /admin/debug/pprof/trace", s.admin(http.HandlerFunc(pprof.Trace)))
+	// Tenants' limits, budgets and usage (admin_limits.go).
+	s.limitsRoutes()
 	if s.opt.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}

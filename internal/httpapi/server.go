@@ -104,6 +104,14 @@ type Options struct {
 	// Lease is how long a shared journal's producer may go silent before
 	// its answer is taken for lost (resume.lease).
 	Lease time.Duration
+
+	// Admission applies the tenants' and keys' rate limits, concurrency
+	// caps and budgets after parsing, before any upstream call (nil:
+	// none).
+	Admission Admission
+	// Limits serves the admin API's limits, budgets and usage (nil: those
+	// routes answer 404).
+	Limits LimitsAdmin
 }
 
 // Server serves the API.

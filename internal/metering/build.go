@@ -11,6 +11,8 @@ import (
 // Request is what a surface knows of a request, to meter it.
 type Request struct {
 	ID, Surface, Tenant, User string
+	// KeyID is the API key the request was made with ("" in local mode).
+	KeyID string
 	// Alias is the model the client asked for.
 	Alias  string
 	Stream bool
@@ -40,7 +42,7 @@ func (p Prices) Build(q Request, rep *levers.Report, t *Tally, u chat.Usage, e E
 		total = time.Since(start)
 	}
 	r := &Record{
-		RequestID: q.ID, Time: start, Surface: q.Surface, Tenant: q.Tenant, User: q.User,
+		RequestID: q.ID, Time: start, Surface: q.Surface, Tenant: q.Tenant, User: q.User, KeyID: q.KeyID,
 		Alias: q.Alias, Deployment: rep.Deployment, Model: rep.Model, Stream: q.Stream,
 		Status: e.Status, FinishReason: string(t.Finish), ErrorCode: e.ErrorCode, Error: e.Error,
 		Cached: rep.Cached, Coalesced: rep.Coalesced, Rule: rep.Rule,

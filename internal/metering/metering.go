@@ -28,17 +28,19 @@ const (
 
 // Record is one request's metering.
 type Record struct {
-	RequestID    string    `json:"request_id"`
-	Time         time.Time `json:"time"`
-	Surface      string    `json:"surface"`
-	Tenant       string    `json:"tenant,omitempty"`
-	User         string    `json:"user,omitempty"`
-	Alias        string    `json:"alias"`
-	Deployment   string    `json:"deployment,omitempty"`
-	Model        string    `json:"model,omitempty"`
-	Stream       bool      `json:"stream"`
-	Status       Status    `json:"status"`
-	FinishReason string    `json:"finish_reason,omitempty"`
+	RequestID string    `json:"request_id"`
+	Time      time.Time `json:"time"`
+	Surface   string    `json:"surface"`
+	Tenant    string    `json:"tenant,omitempty"`
+	User      string    `json:"user,omitempty"`
+	// KeyID is the API key's ID ("" in local mode).
+	KeyID        string `json:"key_id,omitempty"`
+	Alias        string `json:"alias"`
+	Deployment   string `json:"deployment,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Stream       bool   `json:"stream"`
+	Status       Status `json:"status"`
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Usage and Cost are the answer's: what the attempt that served the
 	// request cost (none when no deployment answered); see Charge.
 	Usage        chat.Usage `json:"usage"`

@@ -39,6 +39,8 @@ type spillRow struct {
 	Model        string    `json:"model"`
 	Deployment   string    `json:"deployment"`
 	Status       string    `json:"status"`
+	KeyID        string    `json:"key_id,omitempty"`
+	TTFWMs       float64   `json:"ttfw_ms,omitempty"`
 	InputTokens  int       `json:"input_tokens"`
 	OutputTokens int       `json:"output_tokens"`
 	CachedTokens int       `json:"cached_tokens"`
@@ -156,7 +158,8 @@ func encodeRows(buf *bytes.Buffer, rows []*store.Usage) (int, error) {
 			Surface: u.Surface, Model: u.Model, Deployment: u.Deployment, Status: u.Status,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
 			Estimated: u.Estimated, Cost: u.Cost, TTFTMs: u.TTFTMs, TotalMs: u.TotalMs,
-			AttemptsInputTokens: u.AttemptsInputTokens, AttemptsOutputTokens: u.AttemptsOutputTokens, AttemptsCost: u.AttemptsCost})
+			AttemptsInputTokens: u.AttemptsInputTokens, AttemptsOutputTokens: u.AttemptsOutputTokens, AttemptsCost: u.AttemptsCost,
+			KeyID: u.KeyID, TTFWMs: u.TTFWMs})
 		if err != nil {
 			if first == nil {
 				first = fmt.Errorf("spill file: row %s: %w", u.RequestID, err)
@@ -199,7 +202,8 @@ func (s *spillFile) next(max int) (rows []*store.Usage, end int64, lines, bad in
 			Surface: sr.Surface, Model: sr.Model, Deployment: sr.Deployment, Status: sr.Status,
 			InputTokens: sr.InputTokens, OutputTokens: sr.OutputTokens, CachedTokens: sr.CachedTokens,
 			Estimated: sr.Estimated, Cost: sr.Cost, TTFTMs: sr.TTFTMs, TotalMs: sr.TotalMs,
-			AttemptsInputTokens: sr.AttemptsInputTokens, AttemptsOutputTokens: sr.AttemptsOutputTokens, AttemptsCost: sr.AttemptsCost})
+			AttemptsInputTokens: sr.AttemptsInputTokens, AttemptsOutputTokens: sr.AttemptsOutputTokens, AttemptsCost: sr.AttemptsCost,
+			KeyID: sr.KeyID, TTFWMs: sr.TTFWMs})
 	}
 	return rows, end, lines, bad, nil
 }

@@ -186,6 +186,7 @@ func (w *UsageWriter) Record(_ context.Context, r *Record) {
 		InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens, CachedTokens: r.Usage.CachedInputTokens,
 		Estimated: r.Usage.Estimated, Cost: r.Cost,
 		TTFTMs: float64(r.TTFT.Microseconds()) / 1000, TotalMs: float64(r.Total.Microseconds()) / 1000,
+		KeyID: r.KeyID, TTFWMs: float64(r.TTFW.Microseconds()) / 1000,
 	}
 	if len(r.Spent) > 0 {
 		au, ac := r.AttemptsTotal()

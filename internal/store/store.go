@@ -92,8 +92,78 @@ type Store interface {
 	// from <= Time < to, of one tenant ("" for all).
 	UsageSummary(ctx context.Context, tenantID string, from, to time.Time) ([]UsageSum, error)
 
+	// Limits and spend (issue 21): the admin API's overrides of the
+	// config's limits and budgets, and the sums admission and the admin
+	// API read.
+
+	// PutLimitOverride inserts or replaces the override of o.Scope and
+	// o.SubjectID.
+	PutLimitOverride(ctx context.Context, o *LimitOverride) error
+	// ListLimitOverrides returns every override.
+	ListLimitOverrides(ctx context.Context) ([]LimitOverride, error)
+	// DeleteLimitOverride removes an override; ErrNotFound if none.
+	DeleteLimitOverride(ctx context.Context, scope, subjectID string) error
+	// UsageSpend sums usage rows with Time >= since by tenant, key and
+	// UTC day: what budgets count.
+	UsageSpend(ctx context.Context, since time.Time) ([]SpendSum, error)
+	// UsageReport sums usage rows matching f by tenant, key, model and UTC
+	// day, ordered by day, tenant, key and model.
+	UsageReport(ctx context.Context, f UsageFilter) ([]UsageRow, error)
+
 	// Close releases the store.
 	Close() error
+}
+
+// Scopes of a LimitOverride.
+const (
+	ScopeTenant = "tenant"
+	ScopeKey    = "key"
+)
+
+// LimitOverride is a tenant's or a key's limits and budget as set through
+// the admin API; Settings is JSON the limits package owns.
+type LimitOverride struct {
+	Scope     string
+	SubjectID string
+	Settings  []byte
+	UpdatedAt time.Time
+}
+
+// SpendSum is what a tenant's key spent in a UTC day. Tokens are input
+// plus output, and Cost the price table's, both with the attempts that
+// did not give the answer.
+type SpendSum struct {
+	TenantID string
+	KeyID    string
+	Day      string // YYYY-MM-DD
+	Requests int64
+	Tokens   int64
+	Cost     float64
+}
+
+// UsageFilter selects usage rows; empty fields match all.
+type UsageFilter struct {
+	TenantID, KeyID, Model string
+	From, To               time.Time // From <= Time < To; zero: unbounded
+}
+
+// UsageRow is a sum of usage rows by tenant, key, model and UTC day.
+type UsageRow struct {
+	TenantID     string  `json:"tenant_id"`
+	KeyID        string  `json:"key_id"`
+	Model        string  `json:"model"`
+	Day          string  `json:"day"`
+	Requests     int64   `json:"requests"`
+	Errors       int64   `json:"errors"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Cost         float64 `json:"cost"`
+	// AttemptsCost is what the attempts that did not give the answers
+	// cost, on top of Cost.
+	AttemptsCost float64 `json:"attempts_cost"`
+	// TTFWP95Ms is the 95th percentile (nearest rank) of time to first
+	// word of the requests that had one.
+	TTFWP95Ms float64 `json:"ttfw_p95_ms"`
 }
 
 // Tenant is an organisation using the gateway.
@@ -187,6 +257,10 @@ type Usage struct {
 	Cost         float64
 	TTFTMs       float64
 	TotalMs      float64
+	// KeyID is the API key the request was made with ("" in local mode);
+	// TTFWMs its time to first word (0 if nothing was visible).
+	KeyID  string
+	TTFWMs float64
 	// What the request's upstream attempts that did not give the answer
 	// cost (a hedge that lost, one abandoned at its first-token timeout);
 	// the counts and Cost above are the answer's alone.

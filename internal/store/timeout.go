@@ -138,4 +138,24 @@ func (s *timeoutStore) UsageSummary(ctx context.Context, tenantID string, from, 
 	return bound(s, ctx, func(ctx context.Context) ([]UsageSum, error) { return s.st.UsageSummary(ctx, tenantID, from, to) })
 }
 
+func (s *timeoutStore) PutLimitOverride(ctx context.Context, o *LimitOverride) error {
+	return bound0(s, ctx, func(ctx context.Context) error { return s.st.PutLimitOverride(ctx, o) })
+}
+
+func (s *timeoutStore) ListLimitOverrides(ctx context.Context) ([]LimitOverride, error) {
+	return bound(s, ctx, s.st.ListLimitOverrides)
+}
+
+func (s *timeoutStore) DeleteLimitOverride(ctx context.Context, scope, subjectID string) error {
+	return bound0(s, ctx, func(ctx context.Context) error { return s.st.DeleteLimitOverride(ctx, scope, subjectID) })
+}
+
+func (s *timeoutStore) UsageSpend(ctx context.Context, since time.Time) ([]SpendSum, error) {
+	return bound(s, ctx, func(ctx context.Context) ([]SpendSum, error) { return s.st.UsageSpend(ctx, since) })
+}
+
+func (s *timeoutStore) UsageReport(ctx context.Context, f UsageFilter) ([]UsageRow, error) {
+	return bound(s, ctx, func(ctx context.Context) ([]UsageRow, error) { return s.st.UsageReport(ctx, f) })
+}
+
 func (s *timeoutStore) Close() error { return s.st.Close() }

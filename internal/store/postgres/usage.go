@@ -24,12 +24,12 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 		ats[i] = stamp(u.Time)
 		b.Queue(`INSERT INTO usage (request_id, tenant_id, user_id, created_at,
 		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost, key_id, ttfw_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT (request_id) DO NOTHING`,
 			u.RequestID, u.TenantID, u.UserID, ats[i], u.Surface, u.Model, u.Deployment, u.Status,
 			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs,
-			u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost)
+			u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost, u.KeyID, u.TTFWMs)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()

@@ -11,9 +11,9 @@ import (
 const (
 	insertUsageSQL = `INSERT OR IGNORE INTO usage (request_id, tenant_id, user_id, created_at, surface,
 		model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost) VALUES `
-	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	usageCols   = 18
+		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost, key_id, ttfw_ms) VALUES `
+	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	usageCols   = 20
 	// usageRows is how many rows one multi-row insert takes: one
 	// statement's overhead for many rows.
 	usageRows = 16
@@ -44,7 +44,7 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 			ats[i+k] = stamp(u.Time)
 			args = append(args, u.RequestID, u.TenantID, u.UserID, ats[i+k].UnixMicro(),
 				u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
-				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs, u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost)
+				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs, u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost, u.KeyID, u.TTFWMs)
 		}
 		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("sqlite: record usage %s: %w", us[i].RequestID, err)

@@ -40,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InterruptMessage", testInterruptMessage},
 		{"UsageSummary", testUsageSummary},
 		{"Timestamps", testTimestamps},
+		{"LimitOverrides", testLimitOverrides},
+		{"UsageSpendAndReport", testUsageSpendAndReport},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

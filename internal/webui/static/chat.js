@@ -114,11 +114,14 @@
     internal: ["Something went wrong inside the gateway.", "Try again."],
   };
   // Errors where sending the same message again cannot help.
-  const final = new Set(["guardrail_blocked", "request_too_large", "prompt_too_large", "too_many_messages", "context_length", "not_found", "model_not_found"]);
+  const final = new Set(["insufficient_quota", "guardrail_blocked", "request_too_large", "prompt_too_large", "too_many_messages", "context_length", "not_found", "model_not_found"]);
 
   // says is the sentence shown for an error; partial: text had arrived.
   function says(error, partial) {
     if (error.code === "guardrail_blocked") return "Refused by the guardrail: " + (error.message || "the message was not allowed.");
+    // Admission refused it (docs/security.md): a rate limit, or a budget.
+    if (error.code === "rate_limit_exceeded") return "Refused by a limit: " + (error.message || "too many requests.") + (error.retryAfter ? ` Try again in ${error.retryAfter} s.` : "");
+    if (error.code === "insufficient_quota") return "Refused by a budget: " + (error.message || "the budget is spent.");
     let [what, todo] = plain[error.code] || ["The answer could not be completed.", "Try again."];
     if (partial && error.code === "upstream_unavailable") what = "The model's service stopped answering partway through.";
     return what + (partial ? " What arrived is kept above. " : " ") + todo;
@@ -134,6 +137,8 @@
     row("Code", error.code);
     row("Message", error.message);
     row("HTTP status", error.status);
+    row("Admission", error.admission);
+    row("Retry-After", error.retryAfter && error.retryAfter + " s");
     row("Request id", requestId);
     d.appendChild(dl);
     return d;
@@ -487,6 +492,9 @@
       } else {
         const e = await resp.json().catch(() => ({}));
         info = { status: "error", retry: text, error: { code: (e.error && e.error.code) || String(resp.status), message: (e.error && e.error.message) || resp.statusText, status: resp.status } };
+        info.error.retryAfter = resp.headers.get("Retry-After") || "";
+        const st = resp.headers.get("Server-Timing") || ""; // admission;dur=…;desc="refused: …"
+        if (st.startsWith("admission;")) info.error.admission = st;
         if (info.error.code === "request_too_large" && !$("input").value) $("input").value = text;
       }
     } catch (e) {

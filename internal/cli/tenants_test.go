@@ -1,0 +1,71 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
+)
+
+// TestTenantsCommand: limits set with the CLI, through a running
+// gateway's admin API or directly on its store, are the gateway's within
+// limits.refresh; show and usage read them back.
+func TestTenantsCommand(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nauth: {cache_ttl: 50ms}\nlimits: {refresh: 100ms}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	admin, _, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "ops", "--admin")
+	if code != 0 {
+		t.Fatal("keys create failed")
+	}
+	env := map[string]string{"FIRSTWORD_ADMIN_KEY": strings.TrimSpace(admin)}
+	time.Sleep(100 * time.Millisecond) // past auth.cache_ttl
+
+	out, stderr, code := runCLIEnv(t, env, "tenants", "set-limits", "acme", "--server", gw.URL, "--set", `{"requests_per_minute": 7}`)
+	if code != 0 || !strings.Contains(out, `"requests_per_minute": 7`) {
+		t.Fatalf("set-limits --server: %d %s %s", code, out, stderr)
+	}
+	// Straight on the store: the gateway picks it up within a refresh.
+	if out, stderr, code := runCLI(t, "tenants", "set-limits", "globex", "--config", cfgPath, "--set", `{"usd_per_day": 2}`); code != 0 {
+		t.Fatalf("set-limits on the store: %d %s %s", code, out, stderr)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		out, _, code = runCLIEnv(t, env, "tenants", "show", "globex", "--server", gw.URL)
+		var v struct {
+			Effective struct {
+				Budget struct {
+					USDPerDay float64 `json:"usd_per_day"`
+				} `json:"budget"`
+			} `json:"effective"`
+		}
+		json.Unmarshal([]byte(out), &v)
+		if code == 0 && v.Effective.Budget.USDPerDay == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never applied the store's override: %d %s", code, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _, code = runCLIEnv(t, env, "tenants", "list", "--server", gw.URL)
+	if code != 0 || !strings.Contains(out, `"id": "acme"`) || !strings.Contains(out, `"id": "globex"`) {
+		t.Errorf("list: %d %s", code, out)
+	}
+	if out, _, code := runCLIEnv(t, env, "tenants", "usage", "--server", gw.URL, "--from", "2026-01-01"); code != 0 || !strings.Contains(out, `"object": "list"`) {
+		t.Errorf("usage: %d %s", code, out)
+	}
+	if _, stderr, code := runCLI(t, "tenants", "set-limits", "acme", "--config", cfgPath, "--set", `{"requests_per_minute": -1}`); code == 0 || !strings.Contains(stderr, "must not be negative") {
+		t.Errorf("a negative limit: %d %s", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, "tenants", "show", "acme", "--server", gw.URL); code == 0 || !strings.Contains(stderr, "FIRSTWORD_ADMIN_KEY") {
+		t.Errorf("--server without an admin key: %d %s", code, stderr)
+	}
+}

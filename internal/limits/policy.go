@@ -1,0 +1,156 @@
+// Package limits owns admission: whether a request of a tenant's key may
+// start now. It enforces requests and tokens per minute (GCRA), open
+// streams at once and spend budgets per UTC day and month, each optional,
+// for the tenant and for the key. Counts live in process, or in a Shared
+// backend (Redis) that every replica uses, checked in one round trip; when
+// the backend fails or is slow, each replica falls back to its own counts
+// for a cooldown instead of refusing or stalling traffic. Limits come from
+// the config and from overrides in the store, and spend from the store's
+// usage rows; both are reloaded in the background, never per request.
+package limits
+
+import "encoding/json"
+
+// Rates are the rate limits of a tenant or a key; 0 is no limit.
+type Rates struct {
+	RequestsPerMinute int `json:"requests_per_minute"`
+	TokensPerMinute   int `json:"tokens_per_minute"`
+	ConcurrentStreams int `json:"concurrent_streams"`
+}
+
+// Budget caps spend per UTC day and month; 0 is no cap.
+type Budget struct {
+	USDPerDay      float64 `json:"usd_per_day"`
+	USDPerMonth    float64 `json:"usd_per_month"`
+	TokensPerDay   int64   `json:"tokens_per_day"`
+	TokensPerMonth int64   `json:"tokens_per_month"`
+	// SoftThreshold is the fraction of a cap past which the spend is
+	// reported as near it (0: the default, 0.8).
+	SoftThreshold float64 `json:"soft_threshold"`
+}
+
+// Policy is what one tenant or key may do.
+type Policy struct {
+	Limits Rates  `json:"limits"`
+	Budget Budget `json:"budget"`
+}
+
+func (p Policy) empty() bool {
+	return p.Limits == Rates{} && p.budgeted() == false
+}
+
+func (b Budget) capped() bool {
+	return b.USDPerDay > 0 || b.USDPerMonth > 0 || b.TokensPerDay > 0 || b.TokensPerMonth > 0
+}
+
+func (p Policy) budgeted() bool { return p.Budget.capped() }
+
+// DefaultSoftThreshold is a budget's soft threshold unless set.
+const DefaultSoftThreshold = 0.8
+
+func (b Budget) soft() float64 {
+	if b.SoftThreshold > 0 {
+		return b.SoftThreshold
+	}
+	return DefaultSoftThreshold
+}
+
+// Override is what the admin API sets for a tenant or a key: each field
+// set replaces the config's; absent fields keep it.
+type Override struct {
+	RequestsPerMinute *int     `json:"requests_per_minute,omitempty"`
+	TokensPerMinute   *int     `json:"tokens_per_minute,omitempty"`
+	ConcurrentStreams *int     `json:"concurrent_streams,omitempty"`
+	USDPerDay         *float64 `json:"usd_per_day,omitempty"`
+	USDPerMonth       *float64 `json:"usd_per_month,omitempty"`
+	TokensPerDay      *int64   `json:"tokens_per_day,omitempty"`
+	TokensPerMonth    *int64   `json:"tokens_per_month,omitempty"`
+	SoftThreshold     *float64 `json:"soft_threshold,omitempty"`
+}
+
+// Apply returns p with o's fields in place of its own.
+func (o Override) Apply(p Policy) Policy {
+	set := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&p.Limits.RequestsPerMinute, o.RequestsPerMinute)
+	set(&p.Limits.TokensPerMinute, o.TokensPerMinute)
+	set(&p.Limits.ConcurrentStreams, o.ConcurrentStreams)
+	if o.USDPerDay != nil {
+		p.Budget.USDPerDay = *o.USDPerDay
+	}
+	if o.USDPerMonth != nil {
+		p.Budget.USDPerMonth = *o.USDPerMonth
+	}
+	if o.TokensPerDay != nil {
+		p.Budget.TokensPerDay = *o.TokensPerDay
+	}
+	if o.TokensPerMonth != nil {
+		p.Budget.TokensPerMonth = *o.TokensPerMonth
+	}
+	if o.SoftThreshold != nil {
+		p.Budget.SoftThreshold = *o.SoftThreshold
+	}
+	return p
+}
+
+// Merge returns o with n's set fields in place of its own.
+func (o Override) Merge(n Override) Override {
+	if n.RequestsPerMinute != nil {
+		o.RequestsPerMinute = n.RequestsPerMinute
+	}
+	if n.TokensPerMinute != nil {
+		o.TokensPerMinute = n.TokensPerMinute
+	}
+	if n.ConcurrentStreams != nil {
+		o.ConcurrentStreams = n.ConcurrentStreams
+	}
+	if n.USDPerDay != nil {
+		o.USDPerDay = n.USDPerDay
+	}
+	if n.USDPerMonth != nil {
+		o.USDPerMonth = n.USDPerMonth
+	}
+	if n.TokensPerDay != nil {
+		o.TokensPerDay = n.TokensPerDay
+	}
+	if n.TokensPerMonth != nil {
+		o.TokensPerMonth = n.TokensPerMonth
+	}
+	if n.SoftThreshold != nil {
+		o.SoftThreshold = n.SoftThreshold
+	}
+	return o
+}
+
+// Check reports the first invalid field of o, or "".
+func (o Override) Check() (field, why string) {
+	for name, v := range map[string]*int{"requests_per_minute": o.RequestsPerMinute, "tokens_per_minute": o.TokensPerMinute, "concurrent_streams": o.ConcurrentStreams} {
+		if v != nil && *v < 0 {
+			return name, "must not be negative (0 is no limit)"
+		}
+	}
+	for name, v := range map[string]*float64{"usd_per_day": o.USDPerDay, "usd_per_month": o.USDPerMonth} {
+		if v != nil && *v < 0 {
+			return name, "must not be negative (0 is no cap)"
+		}
+	}
+	for name, v := range map[string]*int64{"tokens_per_day": o.TokensPerDay, "tokens_per_month": o.TokensPerMonth} {
+		if v != nil && *v < 0 {
+			return name, "must not be negative (0 is no cap)"
+		}
+	}
+	if v := o.SoftThreshold; v != nil && (*v < 0 || *v > 1) {
+		return "soft_threshold", "want a fraction between 0 and 1"
+	}
+	return "", ""
+}
+
+// ParseOverride decodes an override as stored (JSON).
+func ParseOverride(b []byte) (Override, error) {
+	var o Override
+	err := json.Unmarshal(b, &o)
+	return o, err
+}

@@ -1,0 +1,44 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/firstword/firstword/internal/limits"
+)
+
+// ObserveLimits reports admission's refusals and the state of its shared
+// counts, reading stats at each scrape. Call it once.
+func (m *Metrics) ObserveLimits(stats func() limits.Stats) {
+	m.reg.MustRegister(&limitsCollector{stats: stats})
+}
+
+var (
+	limitsRefusedDesc  = prometheus.NewDesc("firstword_admission_refused_total", "Requests refused at admission, by reason: requests, tokens, concurrency or budget.", []string{"reason"}, nil)
+	limitsSharedDesc   = prometheus.NewDesc("firstword_admission_shared_errors_total", "Failed or timed-out calls to the shared (Redis) counts.", nil, nil)
+	limitsDegradedDesc = prometheus.NewDesc("firstword_admission_degraded_total", "Admissions counted by this replica alone because the shared counts failed or were skipped.", nil, nil)
+	limitsSoftDesc     = prometheus.NewDesc("firstword_budget_soft_threshold_crossed_total", "Budgets seen past their soft threshold, once per tenant or key and period on this replica.", nil, nil)
+	limitsReloadDesc   = prometheus.NewDesc("firstword_limits_reload_errors_total", "Failed reloads of the limit overrides and spend from the store.", nil, nil)
+)
+
+type limitsCollector struct {
+	stats func() limits.Stats
+}
+
+func (c *limitsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- limitsRefusedDesc
+	ch <- limitsSharedDesc
+	ch <- limitsDegradedDesc
+	ch <- limitsSoftDesc
+	ch <- limitsReloadDesc
+}
+
+func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for reason, n := range s.Refused {
+		ch <- prometheus.MustNewConstMetric(limitsRefusedDesc, prometheus.CounterValue, float64(n), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(limitsSharedDesc, prometheus.CounterValue, float64(s.SharedErrors))
+	ch <- prometheus.MustNewConstMetric(limitsDegradedDesc, prometheus.CounterValue, float64(s.Degraded))
+	ch <- prometheus.MustNewConstMetric(limitsSoftDesc, prometheus.CounterValue, float64(s.SoftCrossed))
+	ch <- prometheus.MustNewConstMetric(limitsReloadDesc, prometheus.CounterValue, float64(s.ReloadErrors))
+}
