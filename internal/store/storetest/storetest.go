@@ -40,6 +40,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"InterruptMessage", testInterruptMessage},
 		{"UsageSummary", testUsageSummary},
 		{"Timestamps", testTimestamps},
+		{"IdempotencyKeys", testIdempotencyKeys},
+		{"RevokeLater", testRevokeLater},
+		{"ConcurrentIdempotencyClaims", testConcurrentIdempotencyClaims},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
