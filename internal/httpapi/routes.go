@@ -40,6 +40,13 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /admin/debug/pprof/", s.admin(http.StripPrefix("/admin", http.HandlerFunc(pprof.Index))))
 	s.mux.Handle("GET /admin/debug/pprof/profile", s.admin(http.HandlerFunc(pprof.Profile)))
 	s.mux.Handle("GET /admin/debug/pprof/trace", s.admin(http.HandlerFunc(pprof.Trace)))
+	if s.opt.Store != nil {
+		// The admin key API (admin_keys.go).
+		s.mux.Handle("POST /admin/v1/keys", s.admin(route(s.createKey)))
+		s.mux.Handle("GET /admin/v1/keys", s.admin(route(s.listKeys)))
+		s.mux.Handle("POST /admin/v1/keys/{id}/revoke", s.admin(route(s.revokeKey)))
+		s.mux.Handle("POST /admin/v1/keys/{id}/rotate", s.admin(route(s.rotateKey)))
+	}
 	if s.opt.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}
