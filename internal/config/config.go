@@ -383,6 +383,10 @@ type Auth struct {
 
 // Chat configures the /v1/chat pipeline.
 type Chat struct {
+	// IdempotencyWindow is how long a send's Idempotency-Key holds its
+	// turn: a retry with the key within it gets that turn's answer
+	// (default 24h).
+	IdempotencyWindow time.Duration `yaml:"idempotency_window"`
 	// SystemPrompt starts every prompt (the stable prefix).
 	SystemPrompt string `yaml:"system_prompt"`
 	// GuardMode is parallel (default: the model call starts at once and
@@ -720,6 +724,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Auth.CacheTTL == 0 {
 		c.Auth.CacheTTL = time.Second
+	}
+	if c.Chat.IdempotencyWindow == 0 {
+		c.Chat.IdempotencyWindow = 24 * time.Hour
 	}
 	if c.Chat.GuardMode == "" {
 		c.Chat.GuardMode = "parallel"

@@ -80,6 +80,9 @@ func (c *Config) problems() []string {
 			bad(c.line("cors", "allowed_methods"), "cors.allowed_methods", "want method names in upper case (GET, DELETE...), got %q", m)
 		}
 	}
+	if c.Chat.IdempotencyWindow < 0 {
+		bad(c.line("chat", "idempotency_window"), "chat.idempotency_window", "must not be negative")
+	}
 	if c.CORS.MaxAge < 0 {
 		bad(c.line("cors", "max_age"), "cors.max_age", "must not be negative")
 	}

@@ -286,6 +286,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		Journal:        g.journal,
 		Grace:          cfg.Resume.GraceWindow(),
 		Lease:          cfg.Resume.Lease,
+
+		IdempotencyWindow: cfg.Chat.IdempotencyWindow,
 	})
 	g.handler = g.api
 	return g, nil

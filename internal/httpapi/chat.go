@@ -59,6 +59,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		body.Model = s.defaultModel()
 	}
 	end("")
+	var claim *idempotentSend
+	if key, ok := r.Header["Idempotency-Key"]; ok {
+		if err := ParseIdempotencyKey(key[0]); err != nil {
+			return err
+		}
+		c, replayed, err := s.claimSend(w, r, p, key[0], body)
+		if err != nil || replayed {
+			return err
+		}
+		claim = c
+	}
 	in := conversation.Input{
 		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
 		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
@@ -67,8 +78,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	in.Hints = requestHints(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
+		claim.release(r.Context())
 		return s.prepareError(err, body.Model)
 	}
+	meta := turn.Meta()
+	claim.bind(r.Context(), meta.ConversationID, meta.MessageID)
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("chat")()
 	}
@@ -76,7 +90,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	defer es.Close()
 	es.prelude = []byte("retry: 1000\n\n")
 	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
-	meta := turn.Meta()
 	ans := s.newAnswer(r, meta.MessageID, es)
 	defer ans.close()
 	metaJSON, _ := json.Marshal(meta)

@@ -104,6 +104,10 @@ type Options struct {
 	// Lease is how long a shared journal's producer may go silent before
 	// its answer is taken for lost (resume.lease).
 	Lease time.Duration
+
+	// IdempotencyWindow is how long a /v1/chat Idempotency-Key holds its
+	// turn (default 24h).
+	IdempotencyWindow time.Duration
 }
 
 // Server serves the API.
