@@ -1,13 +1,16 @@
 package gateway_test
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
+	"github.com/firstword/firstword/internal/store"
 )
 
 // idemChat posts a /v1/chat turn with an Idempotency-Key and reads its
@@ -130,6 +133,31 @@ func TestIdempotentSend(t *testing.T) {
 	}
 	if got := conversationCount(t, gw.URL); got != before+1 {
 		t.Errorf("concurrent sends made %d conversations, want 1", got-before)
+	}
+
+	// A claim left with no turn (its replica died after claiming) is
+	// taken over once it is a minute old; a younger one is waited for.
+	msg := "Orphan. [sim ttft=5ms gap=2ms tokens=10]"
+	// The canonical request: /v1/chat's body, its fields in order, the
+	// default model filled in.
+	canonical, _ := json.Marshal(struct {
+		Model          string `json:"model"`
+		Message        string `json:"message"`
+		ConversationID string `json:"conversation_id"`
+	}{"chat", msg, ""})
+	sum := sha256.Sum256(canonical)
+	old := time.Now().Add(-2 * time.Minute).UTC()
+	orphan := &store.IdempotencyKey{TenantID: "local", Scope: "local", Key: "orphan", RequestHash: sum[:], CreatedAt: old, ExpiresAt: old.Add(time.Hour)}
+	if existing, err := gw.Store().ClaimIdempotencyKey(t.Context(), orphan, time.Now()); err != nil || existing != nil {
+		t.Fatalf("seeding an orphaned claim: %v %v", existing, err)
+	}
+	res := idemChat(t, gw.URL, "orphan", map[string]any{"message": msg}, 0)
+	if res.status != 200 || res.last.kind != "done" || res.headers.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("send over an orphaned claim: %d %q %v %s", res.status, res.last.kind, res.headers, res.body)
+	}
+	rec, err := gw.Store().GetIdempotencyKey(t.Context(), "local", "local", "orphan")
+	if err != nil || rec.MessageID != res.meta["message_id"] {
+		t.Errorf("the key after the takeover: %+v %v, want bound to %v", rec, err, res.meta["message_id"])
 	}
 }
 

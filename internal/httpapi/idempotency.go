@@ -28,6 +28,11 @@ const maxIdempotencyKey = 255
 // its key to create its turn.
 const idempotencyWait = 10 * time.Second
 
+// abandonedClaim is how old a claim with no turn must be to be taken for
+// abandoned (its replica died between the claim and the turn): a retry
+// then claims the key anew. Preparing a turn takes far less.
+const abandonedClaim = time.Minute
+
 var (
 	errIdempotencyReused = &chat.Error{Category: chat.CategoryUnprocessable, Code: "idempotency_key_reused",
 		Message: "this Idempotency-Key was used with a different request; use a new key for a new request"}
@@ -81,6 +86,12 @@ func (s *Server) claimSend(w http.ResponseWriter, r *http.Request, p auth.Princi
 		}
 		if !bytes.Equal(existing.RequestHash, c.rec.RequestHash) {
 			return nil, false, errIdempotencyReused
+		}
+		if existing.MessageID == "" && time.Since(existing.CreatedAt) > abandonedClaim {
+			if err := s.opt.Store.ReleaseIdempotencyKey(r.Context(), p.TenantID, p.UserID, key); err != nil {
+				return nil, false, s.idempotencyStoreError(err)
+			}
+			continue
 		}
 		// The claimer may not have created its turn yet: wait for it, or
 		// for its release (then claim again).
