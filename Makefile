@@ -4,6 +4,8 @@ GO ?= go
 FUZZTIME ?= 10s
 # package:FuzzTarget pairs; every parser and decoder has one.
 FUZZ_TARGETS := \
+	./internal/httpapi:FuzzParseIdempotencyKey \
+	./internal/httpapi:FuzzCORSRequestHeaders \
 	./internal/sse:FuzzReader \
 	./internal/yardstick:FuzzChatReader \
 	./internal/yardstick:FuzzProcParsers \

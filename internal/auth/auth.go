@@ -120,10 +120,11 @@ const staleIfError = 5 * time.Minute
 const maxRefusals = 10000
 
 // New returns an Authenticator. ttl bounds how long a key check (and the
-// local-mode decision) is cached: a revoked key stops working within ttl.
+// local-mode decision) is cached: a revoked key stops working within ttl
+// on every replica (default 1s).
 func New(st store.Store, ttl time.Duration) *Authenticator {
 	if ttl <= 0 {
-		ttl = 10 * time.Second
+		ttl = time.Second
 	}
 	return &Authenticator{st: st, ttl: ttl, cache: map[string]cached{}, now: time.Now, stop: make(chan struct{})}
 }
@@ -213,12 +214,29 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization, apiKey 
 			return Principal{}, err
 		}
 		for _, k := range keys {
-			if subtle.ConstantTimeCompare(k.Hash, sum[:]) == 1 && k.RevokedAt == nil {
+			if subtle.ConstantTimeCompare(k.Hash, sum[:]) == 1 && (k.RevokedAt == nil || k.RevokedAt.After(a.now())) {
 				return Principal{TenantID: k.TenantID, UserID: k.UserID, KeyID: k.ID, Admin: k.Admin}, nil
 			}
 		}
 		return Principal{}, ErrUnauthorized
 	})
+}
+
+// Forget drops the cached answers of the keys whose public prefix is
+// prefix, and the local-mode decision, so that a key created, revoked or
+// rotated through this replica takes effect here at once (other replicas
+// see it within ttl).
+func (a *Authenticator) Forget(prefix string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ck, c := range a.cache {
+		if ck == localKey && c.p.Local || len(ck) == sha256.Size+len(prefix) && ck[sha256.Size:] == prefix {
+			if c.err != nil {
+				a.refusals--
+			}
+			delete(a.cache, ck)
+		}
+	}
 }
 
 // settled returns ck's cached principal if it needs no refresh yet.

@@ -77,6 +77,9 @@ const (
 	// CategoryConflict: the request cannot be served in the state the
 	// resource is in (an answer no replica here can reach).
 	CategoryConflict Category = "conflict"
+	// CategoryUnprocessable: the request is well-formed but contradicts
+	// an earlier one (an Idempotency-Key reused with another request).
+	CategoryUnprocessable Category = "unprocessable"
 )
 
 // StatusClientClosedRequest is nginx's status for a request its client
@@ -180,6 +183,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusServiceUnavailable
 	case CategoryConflict:
 		return http.StatusConflict
+	case CategoryUnprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusInternalServerError
 }

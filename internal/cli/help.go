@@ -54,7 +54,7 @@ Once API keys exist the gateway needs one: pass --key (or set
 FIRSTWORD_API_KEY). A tenant's key shows that tenant's traffic; an admin key
 (firstword keys create --admin) shows every tenant's.`},
 		// The top-level usage lists keys' actions instead.
-		{name: "keys", synopsis: "create|list|revoke [flags]", hidden: true,
+		{name: "keys", synopsis: "create|list|revoke|rotate [flags]", hidden: true,
 			summary: "manage API keys",
 			about: `Manage API keys. Keys are stored hashed; a key is shown once, when created.
 With no key in the store, serve runs in single-user local mode on a loopback
@@ -65,8 +65,15 @@ Actions:
   create   create a key and print it, once, on stdout
   list     list the keys (prefixes only, never the keys)
   revoke   revoke a key by its ID or prefix
+  rotate   replace a key with a new one of the same tenant, user and name
 
 Run "firstword help keys ACTION" for an action's flags.
+
+With --server URL an action goes through a running gateway's admin API
+(/admin/v1/keys) instead of the store, with the admin key read from the
+environment variable FIRSTWORD_ADMIN_KEY (--key-env NAME for another); the
+admin key is never printed. The gateway that makes a change honours it at
+once, the other replicas within auth.cache_ttl.
 
 Keys live in the store the config names: with no --config, the SQLite file
 ./firstword.db in the working directory, which serve uses too when it runs
@@ -109,6 +116,12 @@ With --server URL, against a running gateway's admin API, with the admin key
 in $FIRSTWORD_ADMIN_KEY (--key-env names another variable); the gateways
 apply a change within limits.refresh. Without it, directly on the config's
 store, which shows only what the store holds (overrides and spend).`},
+		{name: "keys rotate", run: keysRotate, synopsis: "[flags] ID",
+			summary: "replace an API key with a new one, printed once on stdout",
+			about: `Create a new key of the same tenant, user, name and kind as key ID and print
+it, once, on stdout; the old key is revoked at once, or when --grace ends, so
+that the clients can move to the new key meanwhile. A running gateway refuses
+the old key within auth.cache_ttl of its revocation.`},
 		{name: "sim", run: Sim,
 			summary: "run the simulated provider alone as an OpenAI-compatible upstream",
 			about: `Run the simulated provider alone, as an OpenAI-compatible server at

@@ -20,13 +20,14 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// Keys runs an action on API keys: create, list or revoke. Keys live in
-// the store the config names, so a running gateway sees them within
-// auth.cache_ttl.
+// Keys runs an action on API keys: create, list, revoke or rotate. Keys
+// live in the store the config names, so a running gateway sees them
+// within auth.cache_ttl; with --server the action goes through a running
+// gateway's admin API instead.
 func Keys(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys")
 	if len(args) == 0 {
-		return usagef(fs, "want an action: create, list or revoke")
+		return usagef(fs, "want an action: create, list, revoke or rotate")
 	}
 	switch args[0] {
 	case "create":
@@ -35,11 +36,13 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 		return keysList(ctx, env, args[1:])
 	case "revoke":
 		return keysRevoke(ctx, env, args[1:])
+	case "rotate":
+		return keysRotate(ctx, env, args[1:])
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return usagef(fs, "unknown action %q: want create, list or revoke", args[0])
+	return usagef(fs, "unknown action %q: want create, list, revoke or rotate", args[0])
 }
 
 // configFlag defines the --config flag every keys action has.
@@ -54,6 +57,7 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	user := fs.String("user", "", "user `ID`: keys with the same user share conversations (default: the key's own ID)")
 	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
 	name := fs.String("name", "", "a `LABEL` for the key, shown by keys list")
+	srv := addServerFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +66,13 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	}
 	if *tenant == "" {
 		return usagef(fs, "--tenant is required")
+	}
+	if *srv.url != "" {
+		c, err := srv.client(env)
+		if err != nil {
+			return err
+		}
+		return remoteCreate(ctx, env, c, *tenant, *user, *name, *admin)
 	}
 	st, err := openKeyStore(ctx, env, *cfgPath, true)
 	if err != nil {
@@ -93,11 +104,19 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys list")
 	cfgPath := configFlag(fs)
 	tenant := fs.String("tenant", "", "list only the keys of tenant `ID` (default: every tenant's)")
+	srv := addServerFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := noOperands(fs); err != nil {
 		return err
+	}
+	if *srv.url != "" {
+		c, err := srv.client(env)
+		if err != nil {
+			return err
+		}
+		return remoteList(ctx, env, c, *tenant)
 	}
 	st, err := openKeyStore(ctx, env, *cfgPath, false)
 	if errors.Is(err, errNoStore) {
@@ -127,6 +146,7 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys revoke")
 	cfgPath := configFlag(fs)
+	srv := addServerFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -136,6 +156,13 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	case 1:
 	default:
 		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
+	}
+	if *srv.url != "" {
+		c, err := srv.client(env)
+		if err != nil {
+			return err
+		}
+		return remoteRevoke(ctx, env, c, fs.Arg(0))
 	}
 	st, err := openKeyStore(ctx, env, *cfgPath, false)
 	if errors.Is(err, errNoStore) {
@@ -149,6 +176,71 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
 	}
 	fmt.Fprintf(env.Stderr, "revoked %s\n", fs.Arg(0))
+	return nil
+}
+
+func keysRotate(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet("keys rotate")
+	cfgPath := configFlag(fs)
+	grace := fs.Duration("grace", 0, "let the old key work for `DURATION` more (e.g. 10m; default: revoked at once)")
+	srv := addServerFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch fs.NArg() {
+	case 0:
+		return usagef(fs, "want the ID of the key to rotate")
+	case 1:
+	default:
+		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
+	}
+	if *grace < 0 {
+		return usagef(fs, "--grace must not be negative")
+	}
+	id := fs.Arg(0)
+	if *srv.url != "" {
+		c, err := srv.client(env)
+		if err != nil {
+			return err
+		}
+		return remoteRotate(ctx, env, c, id, *grace)
+	}
+	st, err := openKeyStore(ctx, env, *cfgPath, false)
+	if errors.Is(err, errNoStore) {
+		return fmt.Errorf("rotate %s: no store, so no such key", id)
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := st.ListAPIKeys(ctx, "")
+	if err != nil {
+		return err
+	}
+	var old *store.APIKey
+	for i := range keys {
+		if keys[i].ID == id {
+			old = &keys[i]
+		}
+	}
+	now := time.Now().UTC()
+	switch {
+	case old == nil:
+		return fmt.Errorf("rotate %s: no key has this ID", id)
+	case old.RevokedAt != nil && !old.RevokedAt.After(now):
+		return fmt.Errorf("rotate %s: the key is revoked: create a new one instead", id)
+	}
+	key, prefix, hash := auth.NewKey()
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, Prefix: prefix, Hash: hash, CreatedAt: now, Admin: old.Admin}
+	if err := st.CreateAPIKey(ctx, k); err != nil {
+		return err
+	}
+	until := now.Add(*grace)
+	if err := st.RevokeAPIKey(ctx, old.ID, until); err != nil {
+		return fmt.Errorf("rotate %s: the new key %s exists, but the old one was not revoked: %w", id, k.ID, err)
+	}
+	printCreated(env, remoteKey{ID: k.ID, Prefix: prefix, Key: key, Tenant: k.TenantID, User: k.UserID, Admin: k.Admin},
+		fmt.Sprintf(", replacing %s (revoked from %s)", id, until.Format(time.RFC3339)))
 	return nil
 }
 

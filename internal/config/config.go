@@ -348,6 +348,25 @@ type CORS struct {
 	// call the API; "*" allows any. Empty: none, and requests from a page
 	// on another origin are refused (403).
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// AllowedMethods are the methods a cross-origin page may use beyond
+	// GET, HEAD and POST (default GET, POST, DELETE).
+	AllowedMethods []string `yaml:"allowed_methods"`
+	// AllowedHeaders are the request headers a cross-origin page may send,
+	// or "*" for any (not with allow_credentials). Default: Authorization,
+	// Content-Type, X-Api-Key, Idempotency-Key, Last-Event-ID, Traceparent,
+	// Tracestate, X-Firstword-Timeout, Anthropic-Version, Openai-Beta.
+	AllowedHeaders []string `yaml:"allowed_headers"`
+	// ExposedHeaders are the response headers a cross-origin page may
+	// read. Default: the request and trace ids, the X-Firstword-* headers,
+	// Idempotent-Replayed, Server-Timing, Retry-After and the
+	// x-ratelimit-* headers.
+	ExposedHeaders []string `yaml:"exposed_headers"`
+	// MaxAge is how long a browser may cache a preflight's answer
+	// (default 10m).
+	MaxAge time.Duration `yaml:"max_age"`
+	// AllowCredentials lets pages send cookies with their requests and
+	// read the answers (default false). Not with the origin "*".
+	AllowCredentials bool `yaml:"allow_credentials"`
 }
 
 // Tenant is one tenant's settings.
@@ -418,12 +437,16 @@ type Limits struct {
 // Auth tunes authentication. Keys are managed with "firstword keys".
 type Auth struct {
 	// CacheTTL bounds how long a key check is cached; a revoked key stops
-	// working within it (default 10s).
+	// working within it on every replica (default 1s).
 	CacheTTL time.Duration `yaml:"cache_ttl"`
 }
 
 // Chat configures the /v1/chat pipeline.
 type Chat struct {
+	// IdempotencyWindow is how long a send's Idempotency-Key holds its
+	// turn: a retry with the key within it gets that turn's answer
+	// (default 24h).
+	IdempotencyWindow time.Duration `yaml:"idempotency_window"`
 	// SystemPrompt starts every prompt (the stable prefix).
 	SystemPrompt string `yaml:"system_prompt"`
 	// GuardMode is parallel (default: the model call starts at once and
@@ -760,7 +783,10 @@ func (c *Config) Defaults() {
 		c.Store.Driver = "sqlite"
 	}
 	if c.Auth.CacheTTL == 0 {
-		c.Auth.CacheTTL = 10 * time.Second
+		c.Auth.CacheTTL = time.Second
+	}
+	if c.Chat.IdempotencyWindow == 0 {
+		c.Chat.IdempotencyWindow = 24 * time.Hour
 	}
 	if c.Chat.GuardMode == "" {
 		c.Chat.GuardMode = "parallel"

@@ -229,3 +229,30 @@ func TestResumeConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestCORSValidation: credentials with any origin, or with "*" headers,
+// and malformed methods are invalid config.
+func TestCORSValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"credentials with any origin", `cors: {allowed_origins: ["*"], allow_credentials: true}`, "cors.allow_credentials"},
+		{"credentials with any header", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["*"], allow_credentials: true}`, "cors.allowed_headers"},
+		{"lower-case method", `cors: {allowed_origins: ["https://a.example"], allowed_methods: [put]}`, "cors.allowed_methods"},
+		{"negative max age", `cors: {allowed_origins: ["https://a.example"], max_age: -1s}`, "cors.max_age"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.yaml), func(string) string { return "" })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse(%s) = %v, want an error naming %s", tc.yaml, err, tc.want)
+			}
+		})
+	}
+	cfg, err := Parse("t.yaml", []byte("providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\ncors: {allowed_origins: [\"https://a.example\"], allow_credentials: true, max_age: 1h, allowed_methods: [GET, PUT]}"), func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("a valid policy: %v", err)
+	}
+	if !cfg.CORS.AllowCredentials || cfg.CORS.MaxAge != time.Hour {
+		t.Errorf("a valid policy: %+v", cfg.CORS)
+	}
+}

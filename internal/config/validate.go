@@ -69,6 +69,23 @@ func (c *Config) problems() []string {
 			bad(c.line("cors", "allowed_origins"), "cors.allowed_origins", "want scheme://host[:port] or *, got %q", o)
 		}
 	}
+	if c.CORS.AllowCredentials && slices.Contains(c.CORS.AllowedOrigins, "*") {
+		bad(c.line("cors", "allow_credentials"), "cors.allow_credentials", "cannot be true with the origin \"*\": list the origins")
+	}
+	if c.CORS.AllowCredentials && slices.Contains(c.CORS.AllowedHeaders, "*") {
+		bad(c.line("cors", "allowed_headers"), "cors.allowed_headers", "\"*\" is a header name, not a wildcard, with allow_credentials: list the headers")
+	}
+	for _, m := range c.CORS.AllowedMethods {
+		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " ,") {
+			bad(c.line("cors", "allowed_methods"), "cors.allowed_methods", "want method names in upper case (GET, DELETE...), got %q", m)
+		}
+	}
+	if c.Chat.IdempotencyWindow < 0 {
+		bad(c.line("chat", "idempotency_window"), "chat.idempotency_window", "must not be negative")
+	}
+	if c.CORS.MaxAge < 0 {
+		bad(c.line("cors", "max_age"), "cors.max_age", "must not be negative")
+	}
 	if c.Store.Timeout < 0 {
 		bad(c.line("store", "timeout"), "store.timeout", "must not be negative")
 	}

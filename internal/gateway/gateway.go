@@ -280,8 +280,10 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		MaxRequestBytes: cfg.MaxRequestBytes,
 		Items:           g.cache,
 		Extra:           extra,
-		CORS:            httpapi.CORS{AllowedOrigins: cfg.CORS.AllowedOrigins},
-		AllowedHosts:    append(listenHost(cfg.Listen), cfg.AllowedHosts...),
+		CORS: httpapi.CORS{AllowedOrigins: cfg.CORS.AllowedOrigins, AllowedMethods: cfg.CORS.AllowedMethods,
+			AllowedHeaders: cfg.CORS.AllowedHeaders, ExposedHeaders: cfg.CORS.ExposedHeaders,
+			MaxAge: cfg.CORS.MaxAge, AllowCredentials: cfg.CORS.AllowCredentials},
+		AllowedHosts: append(listenHost(cfg.Listen), cfg.AllowedHosts...),
 		SharedConversations: func(tenant string) bool {
 			t := cfg.Tenants[tenant]
 			return t != nil && t.SharedConversations
@@ -293,6 +295,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		Lease:          cfg.Resume.Lease,
 		Admission:      g.limiter,
 		Limits:         g.limiter,
+
+		IdempotencyWindow: cfg.Chat.IdempotencyWindow,
 	})
 	g.handler = g.api
 	return g, nil

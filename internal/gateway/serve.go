@@ -48,6 +48,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.shared {
 		go g.sweepLost(base)
 	}
+	if g.store != nil {
+		go g.purgeIdempotencyKeys(base)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -100,6 +103,30 @@ func (g *Gateway) sweep(ctx context.Context) {
 			g.log.Warn("sweeping stale streams", "err", err)
 		} else if n > 0 {
 			g.log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
+		}
+	}
+}
+
+// idempotencyPurgeInterval is how often expired idempotency keys are
+// deleted.
+const idempotencyPurgeInterval = 10 * time.Minute
+
+// purgeIdempotencyKeys deletes the idempotency keys whose window has
+// passed, at start and then every idempotencyPurgeInterval. Every replica
+// purges; a key deleted twice is deleted once.
+func (g *Gateway) purgeIdempotencyKeys(ctx context.Context) {
+	t := time.NewTicker(idempotencyPurgeInterval)
+	defer t.Stop()
+	for {
+		if n, err := g.store.PurgeIdempotencyKeys(ctx, time.Now().UTC()); err != nil && ctx.Err() == nil {
+			g.log.Warn("purging expired idempotency keys", "err", err)
+		} else if n > 0 {
+			g.log.Info("purged expired idempotency keys", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -60,9 +60,21 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		body.Model = s.defaultModel()
 	}
 	end("")
+	var claim *idempotentSend
+	if key, ok := r.Header["Idempotency-Key"]; ok {
+		if err := ParseIdempotencyKey(key[0]); err != nil {
+			return err
+		}
+		c, replayed, err := s.claimSend(w, r, p, key[0], body)
+		if err != nil || replayed {
+			return err
+		}
+		claim = c
+	}
 	ticket, err := s.admission(w, r, rec, limits.Request{ID: id, Tenant: p.TenantID, Key: p.KeyID,
 		Tokens: chat.EstimateTokens(body.Message) + defaultReserve})
 	if err != nil {
+		claim.release(r.Context())
 		return err
 	}
 	defer ticket.Close()
@@ -74,8 +86,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	in.Hints = requestHints(r, p.TenantID)
 	turn, err := s.opt.Chat.Prepare(r.Context(), in)
 	if err != nil {
+		claim.release(r.Context())
 		return s.prepareError(err, body.Model)
 	}
+	meta := turn.Meta()
+	claim.bind(r.Context(), meta.ConversationID, meta.MessageID)
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("chat")()
 	}
@@ -83,7 +98,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	defer es.Close()
 	es.prelude = []byte("retry: 1000\n\n")
 	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
-	meta := turn.Meta()
 	ans := s.newAnswer(r, meta.MessageID, es)
 	defer ans.close()
 	metaJSON, _ := json.Marshal(meta)

@@ -45,6 +45,7 @@ var refusalTypes = map[chat.Category]struct{ openAI, anthropic string }{
 	chat.CategoryUnsupportedMedia: {"invalid_request_error", "invalid_request_error"},
 	chat.CategoryStoreUnavailable: {"server_error", "api_error"},
 	chat.CategoryConflict:         {"invalid_request_error", "invalid_request_error"},
+	chat.CategoryUnprocessable:    {"invalid_request_error", "invalid_request_error"},
 }
 
 // statusOverloaded is Anthropic's status for an overloaded API, which its

@@ -302,7 +302,7 @@ func TestStatusTable(t *testing.T) {
 	}
 	for _, c := range []chat.Category{
 		chat.CategoryUnauthenticated, chat.CategoryPermissionDenied, chat.CategoryRequestTimeout,
-		chat.CategoryTooLarge, chat.CategoryUnsupportedMedia, chat.CategoryStoreUnavailable, chat.CategoryConflict,
+		chat.CategoryTooLarge, chat.CategoryUnsupportedMedia, chat.CategoryStoreUnavailable, chat.CategoryConflict, chat.CategoryUnprocessable,
 	} {
 		if status := (&chat.Error{Category: c}).HTTPStatus(); status == http.StatusInternalServerError {
 			t.Errorf("(%s).HTTPStatus() = 500: the refusal is missing from the table", c)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -27,17 +28,112 @@ import (
 //     reaches a handler.
 
 // CORS is the cross-origin policy: the origins whose pages may call the
-// API. Nothing is allowed unless configured.
+// API, with which methods and request headers, and which response headers
+// their scripts may read. Nothing is allowed unless AllowedOrigins is set.
 type CORS struct {
 	// AllowedOrigins are scheme://host[:port] values, or "*" for any.
 	AllowedOrigins []string
+	// AllowedMethods a preflight may ask for (nil: DefaultCORSMethods).
+	AllowedMethods []string
+	// AllowedHeaders a preflight may ask for, or "*" for any (nil:
+	// DefaultCORSHeaders). CORS-safelisted headers need no listing.
+	AllowedHeaders []string
+	// ExposedHeaders are the response headers a page may read (nil:
+	// DefaultCORSExposedHeaders).
+	ExposedHeaders []string
+	// MaxAge is how long a browser may cache a preflight's answer (0: 10m).
+	MaxAge time.Duration
+	// AllowCredentials lets pages send cookies and read answers to
+	// requests made with them; never with the origin "*".
+	AllowCredentials bool
 }
+
+// The CORS defaults: what firstword's own clients send and read.
+var (
+	DefaultCORSMethods = []string{"GET", "POST", "DELETE"}
+	DefaultCORSHeaders = []string{"Authorization", "Content-Type", "X-Api-Key", "Idempotency-Key", "Last-Event-ID",
+		"Traceparent", "Tracestate", "X-Firstword-Timeout", "Anthropic-Version", "Openai-Beta"}
+	DefaultCORSExposedHeaders = []string{"X-Request-Id", "X-Trace-Id", "X-Firstword-Deployment", "X-Firstword-Attempts",
+		"X-Firstword-Route", "X-Firstword-Cache", "X-Firstword-Coalesced", "X-Firstword-Rule", "X-Firstword-Protocol",
+		"X-Firstword-Resume", "Idempotent-Replayed", "Server-Timing", "Retry-After",
+		"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests",
+		"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
 
 func (c *CORS) allows(origin string) bool {
 	if len(c.AllowedOrigins) == 0 {
 		return false
 	}
 	return slices.Contains(c.AllowedOrigins, "*") || slices.Contains(c.AllowedOrigins, NormalizeOrigin(origin))
+}
+
+// allowsMethod reports whether a preflight may ask for method. The
+// CORS-safelisted methods are always allowed.
+func (c *CORS) allowsMethod(method string) bool {
+	switch method {
+	case "GET", "HEAD", "POST":
+		return true
+	}
+	methods := c.AllowedMethods
+	if methods == nil {
+		methods = DefaultCORSMethods
+	}
+	return slices.Contains(methods, method)
+}
+
+// allowsHeaders reports whether a preflight may ask for the request
+// headers in list (Access-Control-Request-Headers: comma-separated,
+// lower case).
+func (c *CORS) allowsHeaders(list string) bool {
+	allowed := c.AllowedHeaders
+	if allowed == nil {
+		allowed = DefaultCORSHeaders
+	}
+	if slices.Contains(allowed, "*") && !c.AllowCredentials {
+		return true
+	}
+	for h := range strings.SplitSeq(list, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" || safelistedHeader(h) {
+			continue
+		}
+		if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, h) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// safelistedHeader reports whether a request header never needs a
+// preflight's leave (the Fetch standard's CORS-safelisted request headers;
+// their values' limits are the browser's business).
+func safelistedHeader(h string) bool {
+	switch strings.ToLower(h) {
+	case "accept", "accept-language", "content-language", "range":
+		return true
+	}
+	return false
+}
+
+func (c *CORS) methods() string {
+	if c.AllowedMethods == nil {
+		return strings.Join(DefaultCORSMethods, ", ")
+	}
+	return strings.Join(c.AllowedMethods, ", ")
+}
+
+func (c *CORS) exposed() string {
+	if c.ExposedHeaders == nil {
+		return strings.Join(DefaultCORSExposedHeaders, ", ")
+	}
+	return strings.Join(c.ExposedHeaders, ", ")
+}
+
+func (c *CORS) maxAge() string {
+	if c.MaxAge <= 0 {
+		return "600"
+	}
+	return strconv.Itoa(int(c.MaxAge / time.Second))
 }
 
 // NormalizeOrigin writes an origin as browsers send it: scheme and host
@@ -58,9 +154,6 @@ func NormalizeOrigin(origin string) string {
 	return scheme + "://" + host
 }
 
-// exposedHeaders are the response headers a cross-origin page may read.
-const exposedHeaders = "X-Request-Id, X-Trace-Id, X-Firstword-Deployment, X-Firstword-Attempts, X-Firstword-Route, X-Firstword-Cache, X-Firstword-Rule, X-Firstword-Protocol, Server-Timing, Retry-After"
-
 // admit runs the browser checks: it returns the error of a request a
 // browser must not make (a 403 or a 415), and reports whether it answered
 // the request itself (a CORS preflight).
@@ -73,19 +166,37 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 		// typed the address); a page cannot forge the header. Behind a
 		// proxy that rewrites Host, Origin and Host differ all the same.
 	case origin != "" && s.opt.CORS.allows(origin):
+		c := &s.opt.CORS
 		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", origin)
 		h.Add("Vary", "Origin")
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-			if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
-				h.Set("Access-Control-Allow-Headers", rh)
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			method, headers := r.Header.Get("Access-Control-Request-Method"), r.Header.Get("Access-Control-Request-Headers")
+			if !c.allowsMethod(method) || !c.allowsHeaders(headers) {
+				// No Access-Control-Allow-* header: the browser refuses
+				// the request it asked about.
+				return false, &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cors_preflight_refused",
+					Message: "cross-origin " + quoteValue(method) + " with headers " + quoteValue(headers) +
+						" is not allowed: see cors.allowed_methods and cors.allowed_headers"}
 			}
-			h.Set("Access-Control-Max-Age", "600")
+			h.Set("Access-Control-Allow-Origin", origin)
+			if c.AllowCredentials {
+				h.Set("Access-Control-Allow-Credentials", "true")
+			}
+			h.Set("Access-Control-Allow-Methods", c.methods())
+			if headers != "" {
+				h.Set("Access-Control-Allow-Headers", headers)
+			}
+			h.Set("Access-Control-Max-Age", c.maxAge())
 			w.WriteHeader(http.StatusNoContent)
 			return true, nil
 		}
-		h.Set("Access-Control-Expose-Headers", exposedHeaders)
+		h.Set("Access-Control-Allow-Origin", origin)
+		if c.AllowCredentials {
+			h.Set("Access-Control-Allow-Credentials", "true")
+		}
+		h.Set("Access-Control-Expose-Headers", c.exposed())
 	case origin != "" && !sameOrigin(origin, r.Host):
 		return false, &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cross_origin_refused",
 			Message: "requests from pages on " + quoteValue(origin) + " are refused: add the origin to cors.allowed_origins to allow them"}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/journal"
@@ -274,6 +275,14 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 	if curMsg != "" && curMsg != m.ID {
 		after = -1 // the cursor is an earlier answer's: this one from its start
 	}
+	return s.followAnswer(w, r, p, m, after)
+}
+
+// followAnswer streams answer m from after its event number after (-1:
+// from its start), then live to its last event: from the journal, or
+// from the store when it has ended and its journal is gone.
+func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Principal, m *store.Message, after int64) error {
+	id := m.ConversationID
 	if s.opt.Journal == nil {
 		return s.withoutJournal(w, m, after)
 	}
@@ -291,7 +300,7 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 		buf = appendEvent(buf[:0], m.ID, ev)
 		return es.Write(buf) == nil
 	}
-	err = s.opt.Journal.Follow(ctx, m.ID, after, follow)
+	err := s.opt.Journal.Follow(ctx, m.ID, after, follow)
 	// An answer that has just begun may not have reached a shared
 	// journal yet (its first write is on its way): ask again, briefly.
 	for wait := 0; errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusStreaming && wait < 20; wait++ {

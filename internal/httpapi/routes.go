@@ -42,6 +42,13 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /admin/debug/pprof/trace", s.admin(http.HandlerFunc(pprof.Trace)))
 	// Tenants' limits, budgets and usage (admin_limits.go).
 	s.limitsRoutes()
+	if s.opt.Store != nil {
+		// The admin key API (admin_keys.go).
+		s.mux.Handle("POST /admin/v1/keys", s.admin(route(s.createKey)))
+		s.mux.Handle("GET /admin/v1/keys", s.admin(route(s.listKeys)))
+		s.mux.Handle("POST /admin/v1/keys/{id}/revoke", s.admin(route(s.revokeKey)))
+		s.mux.Handle("POST /admin/v1/keys/{id}/rotate", s.admin(route(s.rotateKey)))
+	}
 	if s.opt.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.opt.Metrics)
 	}

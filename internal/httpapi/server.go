@@ -112,6 +112,9 @@ type Options struct {
 	// Limits serves the admin API's limits, budgets and usage (nil: those
 	// routes answer 404).
 	Limits LimitsAdmin
+	// IdempotencyWindow is how long a /v1/chat Idempotency-Key holds its
+	// turn (default 24h).
+	IdempotencyWindow time.Duration
 }
 
 // Server serves the API.

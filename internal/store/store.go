@@ -33,8 +33,9 @@ type Store interface {
 	// ListAPIKeys returns all keys of a tenant ("" for every tenant),
 	// newest first.
 	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
-	// RevokeAPIKey marks a key revoked (by ID or prefix). ErrNotFound if
-	// none matches.
+	// RevokeAPIKey marks a key revoked (by ID or prefix) from at, which
+	// may be in the future (a rotation's grace); a key already revoked
+	// keeps the earlier time. ErrNotFound if none matches.
 	RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error
 	// CountAPIKeys counts keys, revoked ones included: a store that has
 	// never had a key is what puts the gateway in local mode.
@@ -110,6 +111,27 @@ type Store interface {
 	// day, ordered by day, tenant, key and model.
 	UsageReport(ctx context.Context, f UsageFilter) ([]UsageRow, error)
 
+	// Idempotent sends (see IdempotencyKey).
+
+	// ClaimIdempotencyKey inserts k (unbound: no turn yet) unless a record
+	// of the same tenant, scope and key that has not expired at now
+	// exists: then it inserts nothing and returns that record. An expired
+	// record is replaced. Of concurrent claims of one key, exactly one
+	// inserts.
+	ClaimIdempotencyKey(ctx context.Context, k *IdempotencyKey, now time.Time) (existing *IdempotencyKey, err error)
+	// GetIdempotencyKey returns a record, expired or not, or ErrNotFound.
+	GetIdempotencyKey(ctx context.Context, tenantID, scope, key string) (*IdempotencyKey, error)
+	// BindIdempotencyKey records the turn a claimed key created.
+	// ErrNotFound if there is no such record.
+	BindIdempotencyKey(ctx context.Context, tenantID, scope, key, conversationID, messageID string) error
+	// ReleaseIdempotencyKey deletes a claim that is still unbound (its
+	// send failed before a turn was created), so that a retry may claim
+	// the key again. A bound record is kept.
+	ReleaseIdempotencyKey(ctx context.Context, tenantID, scope, key string) error
+	// PurgeIdempotencyKeys deletes the records that expired at or before
+	// before and returns how many there were.
+	PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int, error)
+
 	// Close releases the store.
 	Close() error
 }
@@ -164,6 +186,24 @@ type UsageRow struct {
 	// TTFWP95Ms is the 95th percentile (nearest rank) of time to first
 	// word of the requests that had one.
 	TTFWP95Ms float64 `json:"ttfw_p95_ms"`
+}
+
+// IdempotencyKey records the turn a send with an Idempotency-Key created,
+// for the key's window: a retry with the same key gets that turn.
+type IdempotencyKey struct {
+	TenantID string
+	// Scope is whose key it is within the tenant (the user).
+	Scope string
+	Key   string
+	// RequestHash is the hash of the canonical request: the same key with
+	// another request is refused.
+	RequestHash []byte
+	// ConversationID and MessageID are the turn's answer, empty while the
+	// send that claimed the key has not created it yet.
+	ConversationID string
+	MessageID      string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
 }
 
 // Tenant is an organisation using the gateway.

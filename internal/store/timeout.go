@@ -159,3 +159,27 @@ func (s *timeoutStore) UsageReport(ctx context.Context, f UsageFilter) ([]UsageR
 }
 
 func (s *timeoutStore) Close() error { return s.st.Close() }
+
+func (s *timeoutStore) ClaimIdempotencyKey(ctx context.Context, k *IdempotencyKey, now time.Time) (*IdempotencyKey, error) {
+	return bound(s, ctx, func(ctx context.Context) (*IdempotencyKey, error) { return s.st.ClaimIdempotencyKey(ctx, k, now) })
+}
+
+func (s *timeoutStore) GetIdempotencyKey(ctx context.Context, tenantID, scope, key string) (*IdempotencyKey, error) {
+	return bound(s, ctx, func(ctx context.Context) (*IdempotencyKey, error) {
+		return s.st.GetIdempotencyKey(ctx, tenantID, scope, key)
+	})
+}
+
+func (s *timeoutStore) BindIdempotencyKey(ctx context.Context, tenantID, scope, key, conversationID, messageID string) error {
+	return bound0(s, ctx, func(ctx context.Context) error {
+		return s.st.BindIdempotencyKey(ctx, tenantID, scope, key, conversationID, messageID)
+	})
+}
+
+func (s *timeoutStore) ReleaseIdempotencyKey(ctx context.Context, tenantID, scope, key string) error {
+	return bound0(s, ctx, func(ctx context.Context) error { return s.st.ReleaseIdempotencyKey(ctx, tenantID, scope, key) })
+}
+
+func (s *timeoutStore) PurgeIdempotencyKeys(ctx context.Context, before time.Time) (int, error) {
+	return bound(s, ctx, func(ctx context.Context) (int, error) { return s.st.PurgeIdempotencyKeys(ctx, before) })
+}

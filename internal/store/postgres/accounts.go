@@ -90,9 +90,11 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 }
 
 // RevokeAPIKey revokes the key whose ID is idOrPrefix, or every key whose
-// prefix it is. A key already revoked keeps its first RevokedAt.
+// prefix it is. A key keeps the earlier of its RevokedAt and at: a
+// revocation scheduled for later (a rotation's grace) can be brought
+// forward, never pushed back.
 func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error {
-	if err := affected(s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1)
+	if err := affected(s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = least(coalesce(revoked_at, $1), $1)
 		WHERE id = $2 OR prefix = $2`, stamp(at), idOrPrefix)); err != nil {
 		return fmt.Errorf("postgres: revoke api key %s: %w", idOrPrefix, err)
 	}

@@ -106,10 +106,13 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 }
 
 // RevokeAPIKey revokes the key whose ID is idOrPrefix, or every key whose
-// prefix it is. A key already revoked keeps its first RevokedAt.
+// prefix it is. A key keeps the earlier of its RevokedAt and at: a
+// revocation scheduled for later (a rotation's grace) can be brought
+// forward, never pushed back.
 func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error {
-	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?)
-		WHERE id = ? OR prefix = ?`, stamp(at).UnixMicro(), idOrPrefix, idOrPrefix)
+	us := stamp(at).UnixMicro()
+	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = min(coalesce(revoked_at, ?), ?)
+		WHERE id = ? OR prefix = ?`, us, us, idOrPrefix, idOrPrefix)
 	if err == nil {
 		err = affected(res)
 	}

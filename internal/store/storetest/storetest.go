@@ -42,6 +42,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Timestamps", testTimestamps},
 		{"LimitOverrides", testLimitOverrides},
 		{"UsageSpendAndReport", testUsageSpendAndReport},
+		{"IdempotencyKeys", testIdempotencyKeys},
+		{"RevokeLater", testRevokeLater},
+		{"ConcurrentIdempotencyClaims", testConcurrentIdempotencyClaims},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

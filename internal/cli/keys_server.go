@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The keys actions against a running gateway (--server): they call the
+// admin key API with an admin key read from an environment variable, so
+// that it shows in no process list or shell history, and is never printed.
+
+// defaultKeyEnv names the variable that holds the admin key.
+const defaultKeyEnv = "FIRSTWORD_ADMIN_KEY"
+
+type serverFlags struct {
+	url    *string
+	keyEnv *string
+}
+
+func addServerFlags(fs *flag.FlagSet) serverFlags {
+	return serverFlags{
+		url:    fs.String("server", "", "act on the running gateway at `URL` through its admin API instead of on the store"),
+		keyEnv: fs.String("key-env", defaultKeyEnv, "with --server, read the admin key from the environment variable `NAME`"),
+	}
+}
+
+// adminClient calls a gateway's admin API.
+type adminClient struct {
+	base, key string
+	hc        *http.Client
+}
+
+func (f serverFlags) client(env *Env) (*adminClient, error) {
+	u, err := url.Parse(*f.url)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--server: want http(s)://host[:port], got %q", *f.url)
+	}
+	key := env.Getenv(*f.keyEnv)
+	if key == "" {
+		return nil, fmt.Errorf("--server needs an admin key in the environment variable %s (or name another with --key-env)", *f.keyEnv)
+	}
+	return &adminClient{base: strings.TrimSuffix(*f.url, "/"), key: key, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+// do sends a request and decodes a 2xx answer into out; any other answer
+// is an error with the server's message.
+func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
+			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error.Message)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("%s %s: the answer is not the admin API's: %w", method, path, err)
+	}
+	return nil
+}
+
+// remoteKey is a key as the admin API shows it.
+type remoteKey struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Key       string     `json:"key"`
+	Tenant    string     `json:"tenant"`
+	User      string     `json:"user"`
+	Name      string     `json:"name"`
+	Admin     bool       `json:"admin"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, name string, admin bool) error {
+	var k remoteKey
+	body := map[string]any{"tenant": tenant, "user": user, "name": name, "admin": admin}
+	if err := c.do(ctx, "POST", "/admin/v1/keys", body, &k); err != nil {
+		return err
+	}
+	printCreated(env, k, "")
+	return nil
+}
+
+// printCreated says on stderr what was created and prints the key, shown
+// once, alone on stdout, for scripts to capture.
+func printCreated(env *Env, k remoteKey, note string) {
+	kind := "key"
+	if k.Admin {
+		kind = "admin key"
+	}
+	fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s%s; it is shown once:\n", kind, k.ID, k.Prefix, k.Tenant, k.User, note)
+	fmt.Fprintln(env.Stdout, k.Key)
+}
+
+func remoteList(ctx context.Context, env *Env, c *adminClient, tenant string) error {
+	var list struct {
+		Data []remoteKey `json:"data"`
+	}
+	if err := c.do(ctx, "GET", "/admin/v1/keys?tenant="+url.QueryEscape(tenant), nil, &list); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
+	for _, k := range list.Data {
+		revoked := "-"
+		if k.RevokedAt != nil {
+			revoked = k.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.Tenant, k.User, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
+	}
+	return nil
+}
+
+func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) error {
+	if err := c.do(ctx, "POST", "/admin/v1/keys/"+url.PathEscape(id)+"/revoke", nil, nil); err != nil {
+		return fmt.Errorf("revoke %s: %w", id, err)
+	}
+	fmt.Fprintf(env.Stderr, "revoked %s\n", id)
+	return nil
+}
+
+func remoteRotate(ctx context.Context, env *Env, c *adminClient, id string, grace time.Duration) error {
+	var rot struct {
+		Key       remoteKey `json:"key"`
+		RevokedAt time.Time `json:"revoked_at"`
+	}
+	path := "/admin/v1/keys/" + url.PathEscape(id) + "/rotate"
+	if grace > 0 {
+		path += "?grace=" + url.QueryEscape(grace.String())
+	}
+	if err := c.do(ctx, "POST", path, nil, &rot); err != nil {
+		return fmt.Errorf("rotate %s: %w", id, err)
+	}
+	printCreated(env, rot.Key, fmt.Sprintf(", replacing %s (revoked from %s)", id, rot.RevokedAt.Format(time.RFC3339)))
+	return nil
+}

@@ -1,0 +1,214 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/store"
+)
+
+// The admin key API (/admin/v1/keys): create, list, revoke and rotate API
+// keys on a running gateway. A key's secret is shown once, when it is
+// created; the store keeps its hash only. A change is seen at once by the
+// replica that made it and within auth.cache_ttl by the others.
+
+// keyForgetter drops an authenticator's cached answers of a key.
+type keyForgetter interface{ Forget(prefix string) }
+
+// keyJSON is a key as the admin API shows it: never its secret or hash.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	Prefix    string     `json:"prefix"`
+	Tenant    string     `json:"tenant"`
+	User      string     `json:"user"`
+	Name      string     `json:"name"`
+	Admin     bool       `json:"admin"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	// Key is the whole key, only in the answer that created it.
+	Key string `json:"key,omitempty"`
+}
+
+func showKey(k *store.APIKey) keyJSON {
+	return keyJSON{ID: k.ID, Object: "api_key", Prefix: k.Prefix, Tenant: k.TenantID, User: k.UserID, Name: k.Name,
+		Admin: k.Admin, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+// createKeyRequest is the body of POST /admin/v1/keys.
+type createKeyRequest struct {
+	Tenant string `json:"tenant"`
+	User   string `json:"user"`
+	Name   string `json:"name"`
+	Admin  bool   `json:"admin"`
+}
+
+// maxKeyField bounds a key's tenant, user and name.
+const maxKeyField = 256
+
+func (k *createKeyRequest) validate() error {
+	switch {
+	case k.Tenant == "":
+		return invalid("tenant", "tenant is required")
+	case len(k.Tenant) > maxKeyField:
+		return invalid("tenant", "tenant is longer than 256 bytes")
+	case len(k.User) > maxKeyField:
+		return invalid("user", "user is longer than 256 bytes")
+	case len(k.Name) > maxKeyField:
+		return invalid("name", "name is longer than 256 bytes")
+	}
+	return nil
+}
+
+// createKey serves POST /admin/v1/keys: a new key, shown once. A user of
+// "" makes the key its own user (its conversations are its own).
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var body createKeyRequest
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return invalid("", "request body: "+err.Error())
+	}
+	if err := body.validate(); err != nil {
+		return err
+	}
+	k, secret, err := s.newKey(r, body)
+	if err != nil {
+		return err
+	}
+	out := showKey(k)
+	out.Key = secret
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// newKey stores a new key of body's tenant, user and name.
+func (s *Server) newKey(r *http.Request, body createKeyRequest) (*store.APIKey, string, error) {
+	ctx := r.Context()
+	if err := auth.EnsureTenant(ctx, s.opt.Store, body.Tenant, body.Tenant); err != nil {
+		return nil, "", s.adminStoreError(err)
+	}
+	secret, prefix, hash := auth.NewKey()
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: body.Tenant, UserID: body.User, Name: body.Name,
+		Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: body.Admin}
+	if k.UserID == "" {
+		k.UserID = k.ID
+	}
+	if err := s.opt.Store.CreateAPIKey(ctx, k); err != nil {
+		return nil, "", s.adminStoreError(err)
+	}
+	// The first key ends local mode: at once here.
+	s.forgetKey(prefix)
+	return k, secret, nil
+}
+
+// listKeys serves GET /admin/v1/keys[?tenant=ID], newest first.
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
+	keys, err := s.opt.Store.ListAPIKeys(r.Context(), r.URL.Query().Get("tenant"))
+	if err != nil {
+		return s.adminStoreError(err)
+	}
+	data := make([]keyJSON, 0, len(keys))
+	for i := range keys {
+		data = append(data, showKey(&keys[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	return nil
+}
+
+// revokeKey serves POST /admin/v1/keys/{id}/revoke: the key stops working
+// at once on this replica, within auth.cache_ttl on the others.
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	k, err := s.keyByID(r)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if err := s.opt.Store.RevokeAPIKey(r.Context(), k.ID, now); err != nil {
+		return s.adminStoreError(err)
+	}
+	s.forgetKey(k.Prefix)
+	if k.RevokedAt == nil || k.RevokedAt.After(now) {
+		k.RevokedAt = &now
+	}
+	writeJSON(w, http.StatusOK, showKey(k))
+	return nil
+}
+
+// maxRotationGrace bounds how long a rotated key may go on working.
+const maxRotationGrace = 30 * 24 * time.Hour
+
+// rotateKey serves POST /admin/v1/keys/{id}/rotate[?grace=DURATION]: a new
+// key of the same tenant, user, name and kind, shown once; the old key is
+// revoked at once, or when the grace (a Go duration, e.g. 10m) ends.
+func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
+	var grace time.Duration
+	if v := r.URL.Query().Get("grace"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxRotationGrace {
+			return invalid("grace", "grace must be a duration between 0s and 720h, e.g. 10m")
+		}
+		grace = d
+	}
+	old, err := s.keyByID(r)
+	if err != nil {
+		return err
+	}
+	if old.RevokedAt != nil && !old.RevokedAt.After(time.Now()) {
+		return &chat.Error{Category: chat.CategoryConflict, Code: "key_revoked", Param: "id",
+			Message: "the key " + quoteValue(old.ID) + " is revoked: create a new one instead"}
+	}
+	k, secret, err := s.newKey(r, createKeyRequest{Tenant: old.TenantID, User: old.UserID, Name: old.Name, Admin: old.Admin})
+	if err != nil {
+		return err
+	}
+	until := time.Now().UTC().Add(grace)
+	if err := s.opt.Store.RevokeAPIKey(r.Context(), old.ID, until); err != nil {
+		return s.adminStoreError(err)
+	}
+	s.forgetKey(old.Prefix)
+	out := showKey(k)
+	out.Key = secret
+	writeJSON(w, http.StatusCreated, map[string]any{"key": out, "revoked": old.ID, "revoked_at": until})
+	return nil
+}
+
+// keyByID returns the key named by the path's {id}.
+func (s *Server) keyByID(r *http.Request) (*store.APIKey, error) {
+	id := r.PathValue("id")
+	keys, err := s.opt.Store.ListAPIKeys(r.Context(), "")
+	if err != nil {
+		return nil, s.adminStoreError(err)
+	}
+	for i := range keys {
+		if keys[i].ID == id {
+			return &keys[i], nil
+		}
+	}
+	return nil, &chat.Error{Category: chat.CategoryNotFound, Code: "key_not_found", Param: "id",
+		Message: "no key has the id " + quoteValue(id)}
+}
+
+func (s *Server) forgetKey(prefix string) {
+	if f, ok := s.opt.Auth.(keyForgetter); ok {
+		f.Forget(prefix)
+	}
+}
+
+func (s *Server) adminStoreError(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &chat.Error{Category: chat.CategoryNotFound, Code: "key_not_found", Message: "no such key"}
+	}
+	s.log.Error("admin key store", "err", err)
+	return &chat.Error{Category: chat.CategoryStoreUnavailable, Message: "the key store is unavailable"}
+}
