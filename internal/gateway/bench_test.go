@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -143,6 +144,47 @@ func chatFirstWords(b *testing.B, c *http.Client, url string, conc, n int) []tim
 	return out
 }
 
+// redisRoundTrips times n bare PINGs, conc at a time, each on a
+// connection of its own: the round trip admission cannot do without.
+func redisRoundTrips(b *testing.B, redisURL string, conc, n int) []time.Duration {
+	u, err := url.Parse(redisURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range conc {
+		wg.Go(func() {
+			conn, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				start := time.Now()
+				if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+					b.Error(err)
+					return
+				}
+				if line, err := br.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+					b.Errorf("PING: %q %v", line, err)
+					return
+				}
+				out[i] = time.Since(start)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // BenchmarkLimitsFirstWord is what admission on Redis costs the first
 // word: two gateways that differ only in limits (none, and the local
 // tenant limited in requests, tokens and open streams, counted in
@@ -179,6 +221,7 @@ func BenchmarkLimitsFirstWord(b *testing.B) {
 				for _, m := range []string{"off", "redis"} {
 					ttfw[m] = append(ttfw[m], chatFirstWords(b, c, urls[m], conc, perRound)...)
 				}
+				ttfw["rtt"] = append(ttfw["rtt"], redisRoundTrips(b, redisURL, conc, perRound)...)
 			}
 			p := func(ds []time.Duration, q float64) float64 {
 				slices.Sort(ds)
@@ -187,6 +230,9 @@ func BenchmarkLimitsFirstWord(b *testing.B) {
 			b.ReportMetric(p(ttfw["off"], 0.5), "off-p50-ms")
 			b.ReportMetric(p(ttfw["redis"], 0.5), "redis-p50-ms")
 			b.ReportMetric(p(ttfw["redis"], 0.5)-p(ttfw["off"], 0.5), "added-p50-ms")
+			// The floor: one bare Redis round trip (PING on a connection of
+			// its own) at the same concurrency, in the same rounds.
+			b.ReportMetric(p(ttfw["rtt"], 0.5), "redis-rtt-p50-ms")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
