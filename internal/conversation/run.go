@@ -431,6 +431,14 @@ func (r *run) classify(ctx context.Context) ending {
 func (r *run) finish(ctx context.Context) {
 	t, s := r.t, r.t.s
 	rec := t.in.Budget
+	// The turn's first write reads the message: it must be over before
+	// the message is filled in. A failed write may still be reading it
+	// (a store's timeout abandons its call): the ending works on a copy.
+	storeErr := t.Stored()
+	if storeErr != nil {
+		a := *t.assistant
+		t.assistant = &a
+	}
 	m, u := r.message()
 	code, retryable := r.settle(m, r.classify(ctx))
 	rec.Complete(time.Now()) // provisional: the last event follows the save
@@ -444,7 +452,7 @@ func (r *run) finish(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	end := rec.Begin("persist")
-	if err := t.Stored(); err != nil {
+	if storeErr != nil {
 		// The turn's first write failed: there is no row to finish (the
 		// caller answers with the write's error if it sent nothing yet).
 		m.Status, code, retryable = store.StatusError, "store_unavailable", true
