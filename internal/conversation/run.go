@@ -294,6 +294,12 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 				return
 			}
 		}
+		// Nothing of the answer goes out for a message that was not stored.
+		if err := t.Stored(); err != nil {
+			r.err = &chat.Error{Category: chat.CategoryStoreUnavailable, Message: "the message could not be saved", Retryable: true, Err: err}
+			r.cancel(r.err)
+			break
+		}
 		if !r.yield(Event{Kind: "delta", Text: delta}) {
 			r.gone = true
 			// The client refused an event: everything still running for it (the
