@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -361,14 +362,26 @@ func startCancelUpstream(u *cancelUpstream) (string, func(), error) {
 
 func percentiles(v []float64) Percentiles { return Percentiles{pct(v, 50), pct(v, 95)} }
 
-func median(v []float64) float64 { return pct(v, 50) }
+// median is the middle value, or the mean of the two middle ones.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
 
 func medianDuration(v []time.Duration) time.Duration {
 	f := make([]float64, len(v))
 	for i, d := range v {
 		f[i] = float64(d)
 	}
-	return time.Duration(pct(f, 50))
+	return time.Duration(median(f))
 }
 
 // chatPhase measures /v1/chat (each request a new conversation) and
