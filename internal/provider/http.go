@@ -7,7 +7,6 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +18,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -385,31 +383,6 @@ type httpReader struct {
 	follow   func() bool
 	cancel   context.CancelCauseFunc
 	detached bool // the body was handed to drainInBackground
-	// conn is the request's HTTP/1 connection, closed by abandon on the
-	// goroutine that gives up on the answer: the upstream sees the close
-	// at once, not after the transport's own goroutine gets to it.
-	connMu sync.Mutex
-	conn   net.Conn
-}
-
-// abandon closes the answer's connection, if it has one of its own.
-func (r *httpReader) abandon() {
-	r.connMu.Lock()
-	c := r.conn
-	r.conn = nil
-	r.connMu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-}
-
-// ownConn reports whether c carries one request at a time (HTTP/1): an
-// HTTP/2 connection is shared, and only its stream may be reset.
-func ownConn(c net.Conn) bool {
-	if tc, ok := c.(*tls.Conn); ok {
-		return tc.ConnectionState().NegotiatedProtocol != "h2"
-	}
-	return true
 }
 
 func (r *httpReader) Next() (*chat.Chunk, error) {
@@ -427,10 +400,6 @@ func (r *httpReader) Next() (*chat.Chunk, error) {
 	case err == io.EOF:
 		r.err = io.EOF
 		if r.follow() {
-			// Read to its end: the connection goes back to the pool.
-			r.connMu.Lock()
-			r.conn = nil
-			r.connMu.Unlock()
 			r.detached = true
 			drainInBackground(r.resp.Body, func() { r.cancel(nil) })
 		}
@@ -452,16 +421,7 @@ func (r *httpReader) open() error {
 	}
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.ctx))
 	r.cancel = cancel
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
-		if ownConn(i.Conn) {
-			r.connMu.Lock()
-			r.conn = i.Conn
-			r.connMu.Unlock()
-		}
-	}})
-	// The request's end (the client gone, the deadline) closes the
-	// connection first, then cancels the request.
-	r.follow = context.AfterFunc(r.ctx, func() { r.abandon(); cancel(context.Cause(r.ctx)) })
+	r.follow = context.AfterFunc(r.ctx, func() { cancel(context.Cause(r.ctx)) })
 	resp, cr, err := r.o.Open(ctx, r.req)
 	if err != nil {
 		r.follow()
@@ -475,9 +435,6 @@ func (r *httpReader) open() error {
 // Close releases the answer; a Next after it sends nothing.
 func (r *httpReader) Close() {
 	if r.resp != nil && !r.detached {
-		// The connection first: its body unread, the transport would
-		// close it anyway, later, on its own goroutine.
-		r.abandon()
 		r.resp.Body.Close()
 		r.follow()
 		r.cancel(nil)
