@@ -88,7 +88,7 @@ lint: ## gofmt and go vet
 
 check: lint test fuzz ## what CI runs
 
-bench: ## measure the gateway against a direct connection (see docs/BENCHMARKS.md)
+bench: ## the same-run floors: the gateway against a direct connection and httputil.ReverseProxy (see docs/BENCHMARKS.md)
 	$(GO) run ./cmd/firstword bench
 
 clean: ## remove build outputs

@@ -33,8 +33,18 @@ type Options struct {
 	ReverseProxy bool
 	// GatewayEnv is added to the gateway's environment (e.g. GOMAXPROCS=1).
 	GatewayEnv []string
-	// Phases selects what to measure: "latency", "throughput", "memory";
-	// empty means all.
+	// SlowStreams streams at 10 chunks a second are held open while the
+	// gateway's and ReverseProxy's CPU is read over SlowWindow, in
+	// SlowRounds alternating rounds.
+	SlowStreams int
+	SlowWindow  time.Duration
+	SlowRounds  int
+	// ChatRequests per endpoint at concurrency 50 in the chat phase.
+	ChatRequests int
+	// CancelRounds of 50 concurrent streams per target and moment.
+	CancelRounds int
+	// Phases selects what to measure: "latency", "throughput", "memory",
+	// "slowcpu", "chat", "cancel"; empty means all.
 	Phases []string
 	Log    io.Writer
 }
@@ -51,6 +61,9 @@ type Report struct {
 	Latency   []LatencyResult
 	Through   ThroughputResult
 	Memory    MemoryResult
+	Slow      *SlowCPUResult
+	Chat      *ChatResult
+	Cancel    *CancelResult
 }
 
 // LatencyResult compares one concurrency level.
@@ -61,6 +74,9 @@ type LatencyResult struct {
 	Gateway     Dist
 	Proxy       *Dist // httputil.ReverseProxy, when measured
 	Relay       *Dist // a TCP relay (the extra hop alone), with Proxy
+	// Per round: each path's TTFT p50 minus the direct path's in the same
+	// round, in milliseconds (Proxy and Relay empty when not measured).
+	GatewayAdded, ProxyAdded, RelayAdded []float64
 }
 
 // Dist holds percentiles of a path, in milliseconds.
@@ -134,25 +150,44 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer up.Stop()
 	urls := map[string]string{"real": up.URL + "/real", "zero": up.URL + "/zero", "hold": up.URL + "/hold"}
 
+	urls["slow"] = up.URL + "/slow"
+	// The cancellation phase's upstream runs in this process: the client's
+	// close and the upstream's seeing it are read on one clock.
+	cup := newCancelUpstream()
+	curl, stopCancel, err := startCancelUpstream(cup)
+	if err != nil {
+		return nil, err
+	}
+	defer stopCancel()
+	dir, err := os.MkdirTemp("", "firstword-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	cfg := fmt.Sprintf(`listen: %s
+store: {driver: sqlite, path: %s/bench.db}
 providers:
   real: {type: openai, base_url: %s/v1}
   zero: {type: openai, base_url: %s/v1}
   hold: {type: openai, base_url: %s/v1}
+  slow: {type: openai, base_url: %s/v1}
+  cancel: {type: openai, base_url: %s/v1}
 models:
   real: {deployments: [{provider: real, model: bench}]}
   zero: {deployments: [{provider: zero, model: bench}]}
   hold: {deployments: [{provider: hold, model: bench}]}
-`, addr, urls["real"], urls["zero"], urls["hold"])
-	f, err := os.CreateTemp("", "firstword-bench-*.yaml")
+  slow: {deployments: [{provider: slow, model: bench}]}
+  cancel: {deployments: [{provider: cancel, model: bench}]}
+`, addr, dir, urls["real"], urls["zero"], urls["hold"], urls["slow"], curl)
+	f, err := os.CreateTemp(dir, "firstword-bench-*.yaml")
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(f.Name())
 	f.WriteString(cfg)
 	f.Close()
 	gw, err := StartProcess(ctx, addr, "/healthz", o.GatewayEnv, o.Exe, "serve", "--config", f.Name())
@@ -222,13 +257,14 @@ models:
 		if rproxy != nil {
 			targets = append(targets, rproxy.URL, relay.URL+"/real")
 		}
-		d, err := latency(ctx, conc, n, targets, "real")
+		d, added, err := latency(ctx, conc, n, targets, "real")
 		if err != nil {
 			return nil, err
 		}
-		lr := LatencyResult{Concurrency: conc, N: n, Direct: d[0], Gateway: d[1]}
+		lr := LatencyResult{Concurrency: conc, N: n, Direct: d[0], Gateway: d[1], GatewayAdded: added[1]}
 		if rproxy != nil {
 			lr.Proxy, lr.Relay = &d[2], &d[3]
+			lr.ProxyAdded, lr.RelayAdded = added[2], added[3]
 		}
 		rep.Latency = append(rep.Latency, lr)
 	}
@@ -270,6 +306,60 @@ models:
 		}
 
 	}
+	if o.runs("chat") {
+		conc := 50
+		logf("chat: /v1/chat against /v1/chat/completions, concurrency %d, %d requests each (SQLite store)", conc, o.ChatRequests)
+		cr, err := chatPhase(ctx, gw.URL, conc, o.ChatRequests)
+		if err != nil {
+			return nil, fmt.Errorf("chat phase: %w", err)
+		}
+		rep.Chat = cr
+	}
+	if o.runs("cancel") && o.ReverseProxy {
+		logf("cancel: 50 concurrent streams closed by the client, mid-stream and before the first token, %d rounds per target", o.CancelRounds)
+		caddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		cproxy, err := StartProcess(ctx, caddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", caddr, "--upstream", curl)
+		if err != nil {
+			return nil, err
+		}
+		cr, err := cancelPhase(ctx, cup, gw.URL, cproxy.URL, 50, o.CancelRounds)
+		cproxy.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("cancel phase: %w", err)
+		}
+		rep.Cancel = cr
+	}
+	if o.runs("slowcpu") && o.ReverseProxy {
+		logf("slowcpu: %d streams at 10 chunks/s, CPU over %v, %d rounds per path", o.SlowStreams, o.SlowWindow, o.SlowRounds)
+		saddr, err := FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		sproxy, err := StartProcess(ctx, saddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", saddr, "--upstream", urls["slow"])
+		if err != nil {
+			return nil, err
+		}
+		sr := &SlowCPUResult{Streams: o.SlowStreams, Window: o.SlowWindow}
+		for range o.SlowRounds {
+			g, gn, err := slowCPU(ctx, gw, gw.URL, "slow", o.SlowStreams, o.SlowWindow)
+			if err != nil {
+				sproxy.Stop()
+				return nil, fmt.Errorf("slow streams, gateway: %w", err)
+			}
+			p, pn, err := slowCPU(ctx, sproxy, sproxy.URL, "slow", o.SlowStreams, o.SlowWindow)
+			if err != nil {
+				sproxy.Stop()
+				return nil, fmt.Errorf("slow streams, ReverseProxy: %w", err)
+			}
+			sr.Gateway, sr.GatewayChunks = append(sr.Gateway, g), append(sr.GatewayChunks, gn)
+			sr.Proxy, sr.ProxyChunks = append(sr.Proxy, p), append(sr.ProxyChunks, pn)
+		}
+		sproxy.Stop()
+		rep.Slow = sr
+	}
 	if !o.runs("memory") {
 		return rep, nil
 	}
@@ -307,32 +397,46 @@ models:
 }
 
 // latency runs n requests on each target at the given concurrency,
-// alternating the targets in rounds so that all see the same machine.
-func latency(ctx context.Context, conc, n int, targets []string, model string) ([]Dist, error) {
+// alternating the targets in rounds so that all see the same machine. It
+// returns each target's percentiles over all rounds, and per round its TTFT
+// p50 minus the first target's.
+func latency(ctx context.Context, conc, n int, targets []string, model string) ([]Dist, [][]float64, error) {
 	c := NewClient(conc)
 	samples := make([][]Sample, len(targets))
-	rounds := 4
+	added := make([][]float64, len(targets))
+	rounds := 6
 	for r := range rounds {
 		per := n / rounds
 		if r == rounds-1 {
 			per = n - (rounds-1)*(n/rounds)
 		}
+		var base float64
 		for i, t := range targets {
 			s, err := batch(ctx, c, conc, per, t, model)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", t, err)
+				return nil, nil, fmt.Errorf("%s: %w", t, err)
 			}
 			samples[i] = append(samples[i], s...)
+			p50 := dist(s).TTFT50
+			if i == 0 {
+				base = p50
+			}
+			added[i] = append(added[i], p50-base)
 		}
 	}
 	out := make([]Dist, len(targets))
 	for i := range samples {
 		out[i] = dist(samples[i])
 	}
-	return out, nil
+	return out, added, nil
 }
 
 func batch(ctx context.Context, c *http.Client, conc, n int, url, model string) ([]Sample, error) {
+	return batchOf(conc, n, func() (Sample, error) { return Stream(ctx, c, url, model, true) })
+}
+
+// batchOf runs one n times, conc at a time.
+func batchOf(conc, n int, one func() (Sample, error)) ([]Sample, error) {
 	var mu sync.Mutex
 	var out []Sample
 	var firstErr error
@@ -343,7 +447,7 @@ func batch(ctx context.Context, c *http.Client, conc, n int, url, model string) 
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				s, err := Stream(ctx, c, url, model, true)
+				s, err := one()
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -494,6 +598,16 @@ func (r *Report) Markdown(command string) string {
 	if r.Memory.RSSAfter > 0 {
 		r.memoryMarkdown(&b)
 	}
+	if r.Slow != nil {
+		r.slowMarkdown(&b)
+	}
+	if r.Chat != nil {
+		r.chatMarkdown(&b)
+	}
+	if r.Cancel != nil {
+		r.cancelMarkdown(&b)
+	}
+	r.floorsMarkdown(&b)
 	return b.String()
 }
 

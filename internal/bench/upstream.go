@@ -103,14 +103,22 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.Flush()
 }
 
+// The slow upstream's pace: 10 chunks a second, for 12 seconds.
+const (
+	SlowGap    = 100 * time.Millisecond
+	SlowChunks = 120
+)
+
 // Upstreams serves the benchmark's three fake upstreams under path
 // prefixes: /real (TTFT 50 ms, 100 chunks 5 ms apart), /zero (20 chunks, no
-// delay) and /hold (one chunk, then held open until the process ends).
+// delay), /hold (one chunk, then held open until the process ends) and
+// /slow (a real model's pace: SlowChunks chunks SlowGap apart).
 func Upstreams() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/real/", http.StripPrefix("/real", &Upstream{TTFT: 50 * time.Millisecond, Gap: 5 * time.Millisecond, Chunks: 100}))
 	mux.Handle("/zero/", http.StripPrefix("/zero", &Upstream{Chunks: 20}))
 	mux.Handle("/hold/", http.StripPrefix("/hold", &Upstream{Chunks: 2, Hold: true}))
+	mux.Handle("/slow/", http.StripPrefix("/slow", &Upstream{Gap: SlowGap, Chunks: SlowChunks}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })
 	return mux
 }

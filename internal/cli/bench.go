@@ -26,7 +26,12 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	dur := fs.Duration("duration", 10*time.Second, "how long the throughput phase runs on each path, a `DURATION` such as 30s or 2m")
 	idle := fs.Int("idle-streams", 1000, "`N` concurrent open streams in the memory phase")
 	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy and a TCP relay as baselines")
-	phases := fs.String("phases", "latency,throughput,memory", "what to measure: a comma-separated `LIST` of latency, throughput and memory")
+	phases := fs.String("phases", "latency,throughput,chat,cancel,slowcpu,memory", "what to measure: a comma-separated `LIST` of latency, throughput, chat, cancel, slowcpu and memory")
+	slowStreams := fs.Int("slow-streams", 1000, "`N` streams at 10 chunks a second in the slowcpu phase")
+	slowWindow := fs.Duration("slow-window", 4*time.Second, "how long the slowcpu phase reads CPU in each round, a `DURATION`")
+	slowRounds := fs.Int("slow-rounds", 3, "`N` alternating rounds per path in the slowcpu phase")
+	chatN := fs.Int("chat-requests", 400, "`N` requests per endpoint in the chat phase (concurrency 50)")
+	cancelRounds := fs.Int("cancel-rounds", 4, "`N` rounds of 50 closed streams per target and moment in the cancel phase")
 	var genv []string
 	fs.Func("gateway-env", "`NAME=VALUE` added to the gateway's environment (repeatable)", func(v string) error { genv = append(genv, v); return nil })
 	if err := parseFlags(fs, args); err != nil {
@@ -42,7 +47,9 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	rep, err := bench.Run(ctx, bench.Options{
 		Exe: exe, LatencyRequests: *n, ThroughputConcurrency: *conc, ThroughputDuration: *dur,
 		IdleStreams: *idle, ReverseProxy: *proxy, GatewayEnv: genv, Log: env.Stderr,
-		Phases: strings.Split(*phases, ","),
+		Phases:      strings.Split(*phases, ","),
+		SlowStreams: *slowStreams, SlowWindow: *slowWindow, SlowRounds: *slowRounds,
+		ChatRequests: *chatN, CancelRounds: *cancelRounds,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 type checkpointer struct {
 	st       store.Store
 	id       string
+	ready    <-chan struct{} // closed once the row exists
 	interval time.Duration
 	every    int
 
@@ -37,8 +38,8 @@ type checkpointer struct {
 	once    sync.Once
 }
 
-func newCheckpointer(st store.Store, id string, interval time.Duration, every int) *checkpointer {
-	c := &checkpointer{st: st, id: id, interval: interval, every: every, lastAt: time.Now(),
+func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int) *checkpointer {
+	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, lastAt: time.Now(),
 		kick: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
@@ -65,6 +66,12 @@ func (c *checkpointer) update(content string, tokens int) {
 // silent) and whenever update kicks it.
 func (c *checkpointer) run() {
 	defer close(c.done)
+	// No checkpoint before the row it updates is written.
+	select {
+	case <-c.stopped:
+		return
+	case <-c.ready:
+	}
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {

@@ -87,12 +87,14 @@ func TestCheckpointer(t *testing.T) {
 			want: nil,
 		},
 	}
+	written := make(chan struct{})
+	close(written)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newFakeStore()
 				start := time.Now()
-				c := newCheckpointer(st, "msg_1", interval, every)
+				c := newCheckpointer(st, "msg_1", written, interval, every)
 				tt.play(c, func(d time.Duration) {
 					time.Sleep(d)
 					synctest.Wait()

@@ -203,6 +203,8 @@ type fakeStore struct {
 	errCreate, errGet, errAdd, errLast, errFinish, errCheckpoint error
 	// lastDelay is how long LastMessages takes (or until its ctx ends).
 	lastDelay time.Duration
+	// createGate, when set, holds CreateConversation until it is closed.
+	createGate chan struct{}
 
 	mu          sync.Mutex
 	convs       map[string]store.Conversation
@@ -214,6 +216,9 @@ type fakeStore struct {
 func newFakeStore() *fakeStore { return &fakeStore{convs: map[string]store.Conversation{}} }
 
 func (s *fakeStore) CreateConversation(_ context.Context, c *store.Conversation, first ...*store.Message) error {
+	if s.createGate != nil {
+		<-s.createGate
+	}
 	if s.errCreate != nil {
 		return s.errCreate
 	}

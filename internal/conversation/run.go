@@ -106,7 +106,7 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	// by the deadline or by the server's shutdown (see classify).
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	r := &run{t: t, yield: yield, cancel: cancelRun}
+	r := &run{t: t, yield: t.afterStored(yield), cancel: cancelRun}
 
 	// The local guard ran in Prepare, before anything was stored.
 	// No goroutine, no source and no model has started yet: a block here
@@ -147,6 +147,21 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	r.prompt = t.prompt(t.user.Content, g)
 	end("")
 	r.stream(ctx, runCtx, guard)
+}
+
+// afterStored makes the first event wait for the turn's first write:
+// what comes before it (the context, the prompt, the model's first token)
+// runs during the write, but nothing reaches the client before the user's
+// message is durable.
+func (t *Turn) afterStored(yield func(Event) bool) func(Event) bool {
+	waited := false
+	return func(ev Event) bool {
+		if !waited {
+			t.Stored()
+			waited = true
+		}
+		return yield(ev)
+	}
 }
 
 // run is one Run of a turn: what its steps share, and how it ended.
@@ -245,7 +260,7 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 // reaches the client before the guard has passed the message.
 func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	t, s := r.t, r.t.s
-	cp := newCheckpointer(s.opt.Store, t.assistant.ID, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
+	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
 	// Deferred as well as called below: the blocked path returns from
 	// inside the loop (stop is idempotent).
 	defer cp.stop()
@@ -278,6 +293,12 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 				r.refuse(ctx, v)
 				return
 			}
+		}
+		// Nothing of the answer goes out for a message that was not stored.
+		if err := t.Stored(); err != nil {
+			r.err = &chat.Error{Category: chat.CategoryStoreUnavailable, Message: "the message could not be saved", Retryable: true, Err: err}
+			r.cancel(r.err)
+			break
 		}
 		if !r.yield(Event{Kind: "delta", Text: delta}) {
 			r.gone = true
@@ -416,6 +437,14 @@ func (r *run) classify(ctx context.Context) ending {
 func (r *run) finish(ctx context.Context) {
 	t, s := r.t, r.t.s
 	rec := t.in.Budget
+	// The turn's first write reads the message: it must be over before
+	// the message is filled in. A failed write may still be reading it
+	// (a store's timeout abandons its call): the ending works on a copy.
+	storeErr := t.Stored()
+	if storeErr != nil {
+		a := *t.assistant
+		t.assistant = &a
+	}
 	m, u := r.message()
 	code, retryable := r.settle(m, r.classify(ctx))
 	rec.Complete(time.Now()) // provisional: the last event follows the save
@@ -429,7 +458,12 @@ func (r *run) finish(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	end := rec.Begin("persist")
-	if err := s.opt.Store.FinishMessage(pctx, m); err != nil {
+	if storeErr != nil {
+		// The turn's first write failed: there is no row to finish (the
+		// caller answers with the write's error if it sent nothing yet).
+		m.Status, code, retryable = store.StatusError, "store_unavailable", true
+		m.ErrorCode, m.ErrorMessage = code, "the message could not be saved"
+	} else if err := s.opt.Store.FinishMessage(pctx, m); err != nil {
 		s.opt.Log.Error("saving the answer", "request_id", t.in.RequestID, "message_id", m.ID, "err", err)
 		// A done event promises a saved answer: an answer that could not be
 		// saved is reported as an error instead.
@@ -596,6 +630,12 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 	reports[0] = SourceReport{Name: "history", Status: "ok"}
 	if !t.created {
 		grp.Go(func() error {
+			// The history is what came before the user's message: its
+			// place (Seq) is known once it is written.
+			if err := t.Stored(); err != nil {
+				reports[0].Status, reports[0].Error = "failed", err.Error()
+				return fmt.Errorf("history: %w", err)
+			}
 			hctx, cancel := context.WithTimeout(gctx, s.opt.HistoryTimeout)
 			defer cancel()
 			st := time.Now()

@@ -181,6 +181,11 @@ type Turn struct {
 	// stored, so that no stored copy (message, title) holds what it
 	// redacts; nil without a guard.
 	local *Verdict
+	// written is closed when the user's message and the answer's
+	// placeholder are written (or failed to be: writeErr); historyUntil
+	// is set by then.
+	written  chan struct{}
+	writeErr error
 }
 
 // Prepare validates the input, creates the conversation if needed, and
@@ -188,6 +193,25 @@ type Turn struct {
 // Its errors are the client's (ErrEmptyMessage, ErrUnknownModel,
 // ErrNotFound, ErrMessageTooBig) or the store's.
 func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
+	t, err := s.Begin(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Stored(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Begin is Prepare without waiting for the write: it validates the input
+// and reads the conversation (its errors are Prepare's, but for the
+// write's), and returns while the user's message and the answer's
+// placeholder are being written. Run may start at once: the context and
+// the model's call proceed during the write, and no event is yielded
+// before it ended (Stored tells how). A failed write ends Run with
+// nothing saved and nothing yielded but the error event, which the caller
+// answers instead with Stored's error while it has sent nothing.
+func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 	if strings.TrimSpace(in.Message) == "" {
 		return nil, ErrEmptyMessage
 	}
@@ -221,8 +245,6 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 			content = v.Text
 		}
 	}
-	end := in.Budget.Begin("store.prepare")
-	defer end("")
 	now := time.Now().UTC()
 	t.user = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: content, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
 	t.assistant = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
@@ -239,25 +261,48 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 			return nil, err
 		}
 		t.conv = c
-		t.user.ConversationID, t.assistant.ConversationID = c.ID, c.ID
-		if err := s.opt.Store.AddMessages(ctx, t.user, t.assistant); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, ErrNotFound
-			}
-			return nil, err
-		}
 	} else {
 		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
-		t.user.ConversationID, t.assistant.ConversationID = t.conv.ID, t.conv.ID
-		if err := s.opt.Store.CreateConversation(ctx, t.conv, t.user, t.assistant); err != nil {
-			return nil, err
-		}
 		t.created = true
+	}
+	t.user.ConversationID, t.assistant.ConversationID = t.conv.ID, t.conv.ID
+	t.written = make(chan struct{})
+	go t.write(ctx)
+	return t, nil
+}
+
+// write stores the user's message and the answer's placeholder (with the
+// conversation when it is new). It outlives the request's cancellation,
+// within its own bound: a client that leaves during the write still gets
+// its turn saved (cancelled, or finished after a resume).
+func (t *Turn) write(ctx context.Context) {
+	defer close(t.written)
+	end := t.in.Budget.Begin("store.prepare")
+	defer end("")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	st := t.s.opt.Store
+	if t.created {
+		t.writeErr = st.CreateConversation(ctx, t.conv, t.user, t.assistant)
+	} else if err := st.AddMessages(ctx, t.user, t.assistant); errors.Is(err, store.ErrNotFound) {
+		t.writeErr = ErrNotFound
+	} else {
+		t.writeErr = err
 	}
 	// The store set Seq in the write: history is what came before this
 	// message, even if other turns add messages meanwhile.
 	t.historyUntil = t.user.Seq
-	return t, nil
+}
+
+// writeTimeout bounds the turn's first write once the request no longer
+// does; the store's own timeout is usually shorter.
+const writeTimeout = 5 * time.Second
+
+// Stored waits for the turn's first write and returns its error: nil once
+// the user's message and the answer's placeholder are in the store.
+func (t *Turn) Stored() error {
+	<-t.written
+	return t.writeErr
 }
 
 // Meta is the first event of a turn.

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -212,4 +214,48 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v", o)
 	}
 	o.Log.Info("discarded") // a usable logger
+}
+
+// TestBeginRunsDuringTheWrite: after Begin, the turn's model call starts
+// while the user's message is still being written, and no event reaches
+// the client before the write is done; a failed write ends the turn with
+// store_unavailable and nothing saved.
+func TestBeginRunsDuringTheWrite(t *testing.T) {
+	storeDown := errors.New("database is locked")
+	for _, fail := range []bool{false, true} {
+		t.Run(map[bool]string{false: "written", true: "write failed"}[fail], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newFakeStore()
+				st.createGate = make(chan struct{})
+				if fail {
+					st.errCreate = storeDown
+				}
+				r := &fakeRouter{script: []step{{chunk: chat.Chunk{Text: "Hello"}}, {chunk: chat.Chunk{FinishReason: chat.FinishStop}}}}
+				s := New(Options{Store: st, Router: r})
+				turn, err := s.Begin(t.Context(), Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())})
+				if err != nil {
+					t.Fatalf("Begin: %v", err)
+				}
+				var events []Event
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					turn.Run(t.Context(), func(ev Event) bool { events = append(events, ev); return true })
+				}()
+				synctest.Wait()
+				if reqs, _ := r.calls(); len(reqs) != 1 || len(events) != 0 {
+					t.Fatalf("during the write: %d model calls, events %v; want the call made and no event", len(reqs), events)
+				}
+				close(st.createGate)
+				<-done
+				saved, _ := st.saved()
+				switch {
+				case fail && (turn.Stored() != storeDown || len(events) != 1 || events[0].Error == nil || events[0].Error.Code != "store_unavailable" || len(saved) != 0):
+					t.Errorf("write failed: Stored %v, events %+v, %d saved; want the store's error, one store_unavailable error event, nothing saved", turn.Stored(), events, len(saved))
+				case !fail && (turn.Stored() != nil || len(events) != 2 || events[0].Text != "Hello" || events[1].Done == nil || len(saved) != 1 || saved[0].Status != store.StatusComplete):
+					t.Errorf("written: Stored %v, events %+v, saved %+v; want Hello then done, the answer saved complete", turn.Stored(), events, saved)
+				}
+			})
+		})
+	}
 }

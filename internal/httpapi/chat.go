@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -84,26 +85,59 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
 	}
 	in.Hints = requestHints(r, p.TenantID)
-	turn, err := s.opt.Chat.Prepare(r.Context(), in)
+	// The user's message is written while the turn runs: the context and
+	// the model's call start now, and meta (the first event) waits for the
+	// write, which a failure turns into a real status while nothing was
+	// sent.
+	turn, err := s.opt.Chat.Begin(r.Context(), in)
 	if err != nil {
 		claim.release(r.Context())
 		return s.prepareError(err, body.Model)
 	}
 	meta := turn.Meta()
-	claim.bind(r.Context(), meta.ConversationID, meta.MessageID)
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("chat")()
 	}
 	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	es.prelude = []byte("retry: 1000\n\n")
-	es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
 	ans := s.newAnswer(r, meta.MessageID, es)
 	defer ans.close()
-	metaJSON, _ := json.Marshal(meta)
-	// If the client already left, the turn's first delta finds out and
-	// the turn ends cancelled (after the grace window, if resumable).
-	ans.event("meta", metaJSON)
+	// meta goes out as soon as the write is done, from its own goroutine
+	// (the turn's may be waiting for the model), or with the turn's first
+	// event if that comes first; once sent, only the turn's goroutine
+	// writes. The handler does not return before it ran.
+	var once sync.Once
+	stored := false
+	sendMeta := func() {
+		if err := turn.Stored(); err != nil {
+			claim.release(r.Context())
+			perr := s.prepareError(err, body.Model)
+			// Nothing was sent: a real status. (A heartbeat may have
+			// committed the response: the turn's error event says it.)
+			if es.Uncommitted(func(w http.ResponseWriter) { dialectOpenAI.writeError(w, perr) }) {
+				ans.cancel(perr)
+				return
+			}
+		} else {
+			// The key names the turn once the turn exists (its user
+			// message is stored): a retry follows it from here on.
+			claim.bind(r.Context(), meta.ConversationID, meta.MessageID)
+		}
+		stored = true
+		es.Header(func(h http.Header) { h.Set("Server-Timing", rec.ServerTiming(time.Now())) })
+		metaJSON, _ := json.Marshal(meta)
+		// If the client already left, the turn's first delta finds out and
+		// the turn ends cancelled (after the grace window, if resumable).
+		ans.event("meta", metaJSON)
+	}
+	metaDone := make(chan struct{})
+	defer func() { <-metaDone }()
+	go func() {
+		defer close(metaDone)
+		turn.Stored()
+		once.Do(sendMeta)
+	}()
 	var data []byte
 	turn.Run(ans.ctx, func(ev conversation.Event) bool {
 		switch ev.Kind {
@@ -115,6 +149,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 			data, _ = json.Marshal(ev.Done)
 		case "error":
 			data, _ = json.Marshal(ev.Error)
+		}
+		once.Do(sendMeta)
+		if !stored {
+			return false
 		}
 		return ans.event(ev.Kind, data)
 	})
