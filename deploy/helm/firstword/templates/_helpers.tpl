@@ -94,6 +94,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "persistence.existingClaim is for one replica on SQLite; replicas share PostgreSQL instead" }}
 {{- end }}
 {{- end }}
+{{- range $key := list "timeoutSeconds" "delaySeconds" "preStopSleepSeconds" "marginSeconds" "terminationGracePeriodSeconds" }}
+{{- $v := index $.Values.shutdown $key }}
+{{- if not (and (eq $key "terminationGracePeriodSeconds") (kindIs "invalid" $v)) }}
+{{- if not (or (kindIs "int" $v) (kindIs "int64" $v) (and (kindIs "float64" $v) (eq (float64 $v) (floor $v)))) }}
+{{- fail (printf "shutdown.%s must be a whole number of seconds, like 30 (it is %q): the chart adds the unit" $key (toString $v)) }}
+{{- end }}
+{{- if lt (int64 $v) 0 }}
+{{- fail (printf "shutdown.%s must not be negative (it is %v)" $key $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and .Values.secrets .Values.existingSecret }}
 {{- fail "set secrets or existingSecret, not both" }}
 {{- end }}
