@@ -281,7 +281,7 @@ func TestHelmSecretsNeverInConfigMaps(t *testing.T) {
 
 	// With existingSecret the chart makes no Secret and the pods read
 	// the one named.
-	objs = mustRender(t, fleetValues, "secrets=null", "existingSecret=firstword-prod")
+	objs = mustRender(t, fleetValues, "secrets=null", "existingSecret=firstword-prod", "adminKey.generate=false")
 	if len(objs["Secret"]) != 0 {
 		t.Errorf("existingSecret: rendered %d Secrets, want none", len(objs["Secret"]))
 	}
@@ -331,9 +331,13 @@ func TestHelmFleetObjects(t *testing.T) {
 
 	// Defaults: one replica, no HPA, no Ingress, and no PDB: with one
 	// replica a budget either blocks every drain or allows everything.
+	// The one Secret is the generated admin key (TestHelmConfigServes).
 	objs = mustRender(t, nil)
-	if n := len(objs["HorizontalPodAutoscaler"]) + len(objs["Ingress"]) + len(objs["Secret"]) + len(objs["PodDisruptionBudget"]); n != 0 {
-		t.Errorf("defaults rendered HPA %d, Ingress %d, Secret %d, PDB %d; want none", len(objs["HorizontalPodAutoscaler"]), len(objs["Ingress"]), len(objs["Secret"]), len(objs["PodDisruptionBudget"]))
+	if n := len(objs["HorizontalPodAutoscaler"]) + len(objs["Ingress"]) + len(objs["PodDisruptionBudget"]); n != 0 {
+		t.Errorf("defaults rendered HPA %d, Ingress %d, PDB %d; want none", len(objs["HorizontalPodAutoscaler"]), len(objs["Ingress"]), len(objs["PodDisruptionBudget"]))
+	}
+	if s := one(t, objs, "Secret"); s.get("metadata", "name") != "fw-firstword-admin-key" {
+		t.Errorf("default Secret %v, want fw-firstword-admin-key", s.get("metadata", "name"))
 	}
 	for _, sets := range [][]string{{"podDisruptionBudget.minAvailable=1"}, {"persistence.existingClaim=fw-data"}} {
 		if pdbs := mustRender(t, nil, sets...)["PodDisruptionBudget"]; len(pdbs) != 0 {

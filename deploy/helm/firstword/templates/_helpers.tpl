@@ -109,3 +109,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "set secrets or existingSecret, not both" }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding a generated FIRSTWORD_ADMIN_KEY, or "". */}}
+{{- define "firstword.adminKeySecret" -}}
+{{- if and .Values.adminKey.generate (not (hasKey (.Values.secrets | default dict) "FIRSTWORD_ADMIN_KEY")) }}
+{{- printf "%s-admin-key" (include "firstword.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
