@@ -455,3 +455,48 @@ func TestHelmKubeVersion(t *testing.T) {
 		t.Errorf("helm template --kube-version 1.29.9: err %v, output %s; want the kubeVersion refusal", err, out)
 	}
 }
+
+// TestHelmRefusesLiteralSecrets: a secret written into config would land
+// in the ConfigMap, so the chart refuses it, naming the setting but not
+// echoing the value; the forms that read the environment render.
+func TestHelmRefusesLiteralSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"config.providers.sim.api_key=SENTINEL-key", "config.providers.sim.api_key would put the key in a ConfigMap: set api_key_env"},
+		{"config.providers.sim.base_url=https://user:SENTINEL-pw@llm.example/v1", "config.providers.sim.base_url has user info"},
+		{"config.providers.sim.base_url=https://SENTINEL-token@llm.example/v1", "config.providers.sim.base_url has user info"},
+		{"config.providers.sim.base_url=https://llm.example/v1?key=SENTINEL-key", "config.providers.sim.base_url has a query string"},
+		{"config.providers.sim.headers.X-Api-Key=SENTINEL-key", "config.providers.sim.headers.X-Api-Key is written out"},
+		{"config.providers.sim.headers.Authorization=Bearer SENTINEL-token", "config.providers.sim.headers.Authorization is written out"},
+		{"config.guard.http.url=https://guard.example/check?token=SENTINEL-token", "config.guard.http.url has a query string"},
+		{"config.guard.http.url=https://u:SENTINEL-pw@guard.example/check", "config.guard.http.url has user info"},
+		{"config.guard.http.headers.Authorization=SENTINEL-token", "config.guard.http.headers.Authorization is written out"},
+		{"config.sources.lookups[0].url=https://crm.example/u/{{user}}?apikey=SENTINEL-key", "config.sources.lookups[0].url has a query string"},
+		{"config.sources.lookups[0].headers.X-Key=SENTINEL-key", "config.sources.lookups[0].headers.X-Key is written out"},
+		{"config.tracing.endpoint=https://u:SENTINEL-pw@otel.example:4318", "config.tracing.endpoint has user info"},
+		{"config.tracing.headers.X-Honeycomb-Team=SENTINEL-key", "config.tracing.headers.X-Honeycomb-Team is written out"},
+	} {
+		_, stderr, err := render(t, nil, tc.set)
+		if err == nil || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "SENTINEL") {
+			t.Errorf("--set %s: err %v, stderr %q; want a failure saying %q without the value", tc.set, err, stderr, tc.want)
+		}
+	}
+	// References and placeholders are not secrets.
+	objs := mustRender(t, nil,
+		"config.providers.sim.base_url=https://llm.example/v1",
+		"config.providers.sim.headers.Authorization=Bearer ${LLM_TOKEN}",
+		"config.guard.http.url=https://guard.example/check",
+		"config.guard.http.headers.Authorization=${GUARD_TOKEN}",
+		"config.sources.lookups[0].name=crm",
+		"config.sources.lookups[0].url=https://crm.example/u/{{user}}?q={{question}}",
+		"config.sources.lookups[0].headers.X-Key=${CRM_KEY}",
+		"config.tracing.headers.X-Honeycomb-Team=${OTEL_KEY}",
+	)
+	text, _ := one(t, objs, "ConfigMap").get("data", "firstword.yaml").(string)
+	for _, want := range []string{"Bearer ${LLM_TOKEN}", "${GUARD_TOKEN}", "${CRM_KEY}", "${OTEL_KEY}", "{{user}}?q={{question}}"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered config lacks %q:\n%s", want, text)
+		}
+	}
+}
