@@ -61,6 +61,17 @@ func NewKey() (key, prefix string, hash []byte) {
 	return "fw_" + prefix + "_" + secret, prefix, h[:]
 }
 
+// Imported returns the prefix and hash to store for a key made elsewhere
+// (in the form NewKey makes), or ok false for anything else.
+func Imported(key string) (prefix string, hash []byte, ok bool) {
+	prefix, secret, ok := parse(key)
+	if !ok {
+		return "", nil, false
+	}
+	h := sha256.Sum256([]byte(secret))
+	return prefix, h[:], true
+}
+
 // parse splits a key into prefix and secret.
 func parse(key string) (prefix, secret string, ok bool) {
 	rest, ok := strings.CutPrefix(key, "fw_")

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,4 +184,75 @@ func TestServeRefusesOpenLocalMode(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "loopback") {
 		t.Errorf("serve on 0.0.0.0 without keys: %d %q", code, stderr)
 	}
+}
+
+// TestServeAdminKeyFromEnv: FIRSTWORD_ADMIN_KEY gives a store with no keys
+// its first (admin) key, so serve starts on 0.0.0.0; a malformed value is
+// refused, and once the store has keys the variable is ignored.
+func TestServeAdminKeyFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))), 0o600)
+	_, stderr, code := runCLIEnv(t, map[string]string{"FIRSTWORD_ADMIN_KEY": "hunter2"}, "serve", "--config", cfgPath, "--addr", "0.0.0.0:0")
+	if code == 0 || !strings.Contains(stderr, "FIRSTWORD_ADMIN_KEY is not a firstword key") || strings.Contains(stderr, "hunter2") {
+		t.Errorf("serve with a malformed FIRSTWORD_ADMIN_KEY: %d %q", code, stderr)
+	}
+	// serveUntilListening runs serve with the key until it listens, then stops it.
+	serveUntilListening := func(key, addr string) string {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		out := &syncBuffer{}
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Main(ctx, []string{"serve", "--config", cfgPath, "--addr", addr}, func(k string) string {
+				if k == "FIRSTWORD_ADMIN_KEY" {
+					return key
+				}
+				return ""
+			}, nil, io.Discard, out)
+		}()
+		for !strings.Contains(out.String(), `"msg":"listening"`) {
+			select {
+			case code := <-done:
+				t.Fatalf("serve exited %d before listening:\n%s", code, out.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve after cancel: exit %d", code)
+		}
+		return out.String()
+	}
+	key := "fw_Abcd1234_" + strings.Repeat("s3cret", 6)
+	log := serveUntilListening(key, "0.0.0.0:0")
+	if !strings.Contains(log, "stored FIRSTWORD_ADMIN_KEY as admin key") || !strings.Contains(log, `"auth":"keys"`) || strings.Contains(log, key) {
+		t.Errorf("serve's log does not say it stored the key (or shows it):\n%s", log)
+	}
+	list, _, code := runCLI(t, "keys", "list", "--config", cfgPath)
+	if code != 0 || !strings.Contains(list, "Abcd1234") || !strings.Contains(list, "admin") {
+		t.Errorf("keys list after the bootstrap: %d %q", code, list)
+	}
+	// The store has a key now: another value is not added.
+	log = serveUntilListening("fw_Zzzz9999_"+strings.Repeat("other", 4), "127.0.0.1:0")
+	if list, _, _ := runCLI(t, "keys", "list", "--config", cfgPath); strings.Contains(list, "Zzzz9999") || strings.Contains(log, "stored FIRSTWORD_ADMIN_KEY") {
+		t.Errorf("FIRSTWORD_ADMIN_KEY was stored into a store that had keys:\n%s\n%s", list, log)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -984,6 +985,28 @@ func (c *Config) resolve(getenv func(string) string) error {
 			})
 		}
 	}
+	// The other outbound headers read the environment the same way.
+	expand := func(headers map[string]string, path ...string) {
+		for _, k := range sortedKeys(headers) {
+			headers[k] = envRefRE.ReplaceAllStringFunc(headers[k], func(ref string) string {
+				env := envRefRE.FindStringSubmatch(ref)[1]
+				val := getenv(env)
+				if val == "" {
+					errs = append(errs, fmt.Sprintf("line %d: %s.%s: environment variable %s is not set", c.line(append(path[:len(path):len(path)], k)...), strings.Join(path, "."), k, env))
+				}
+				return val
+			})
+		}
+	}
+	if c.Guard != nil && c.Guard.HTTP != nil {
+		expand(c.Guard.HTTP.Headers, "guard", "http", "headers")
+	}
+	for i, l := range c.Sources.Lookups {
+		if l != nil {
+			expand(l.Headers, "sources", "lookups", strconv.Itoa(i), "headers")
+		}
+	}
+	expand(c.Tracing.Headers, "tracing", "headers")
 	return c.errorList(errs)
 }
 

@@ -113,6 +113,36 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
+// TestOtherHeadersEnvReference: the guard's, the lookups' and the
+// tracing exporter's headers read ${NAME} as the providers' do, so a
+// secret header need not be written in the file.
+func TestOtherHeadersEnvReference(t *testing.T) {
+	doc := "providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\n" +
+		"guard: {http: {url: \"http://g/check\", headers: {Authorization: \"Bearer ${GUARD_TOKEN}\", X-Fixed: a}}}\n" +
+		"sources: {lookups: [{name: crm, url: \"http://crm/u/{{user}}\", headers: {X-Key: \"${CRM_KEY}\"}}]}\n" +
+		"tracing: {endpoint: \"http://otel:4318\", headers: {X-Tenant: \"${OTEL_TENANT}\"}}\n"
+	env := map[string]string{"GUARD_TOKEN": "g-1", "CRM_KEY": "c-2", "OTEL_TENANT": "t-3"}
+	c, err := Parse("o.yaml", []byte(doc), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Guard.HTTP.Headers; h["Authorization"] != "Bearer g-1" || h["X-Fixed"] != "a" {
+		t.Errorf("guard headers = %v", h)
+	}
+	if h := c.Sources.Lookups[0].Headers; h["X-Key"] != "c-2" {
+		t.Errorf("lookup headers = %v", h)
+	}
+	if h := c.Tracing.Headers; h["X-Tenant"] != "t-3" {
+		t.Errorf("tracing headers = %v", h)
+	}
+	_, err = Parse("o.yaml", []byte(doc), noenv)
+	for _, want := range []string{"guard.http.headers.Authorization: environment variable GUARD_TOKEN is not set", "sources.lookups.0.headers.X-Key: environment variable CRM_KEY is not set", "tracing.headers.X-Tenant: environment variable OTEL_TENANT is not set"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("unset references: err = %v, want %q", err, want)
+		}
+	}
+}
+
 func TestHeaderEnvReference(t *testing.T) {
 	c, err := Parse("h.yaml", []byte("providers:\n  p:\n    type: openai\n    base_url: http://x\n    headers: {X-Org: \"${ORG}\", X-Fixed: a}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n"), func(k string) string {
 		if k == "ORG" {

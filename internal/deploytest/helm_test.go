@@ -54,11 +54,15 @@ func (m manifest) get(path ...string) any {
 	return cur
 }
 
+// kubeVersion is the cluster helm template renders for: the oldest the
+// chart accepts (helm's own default is older).
+const kubeVersion = "1.30.0"
+
 // render runs helm template with the values files and --set pairs and
 // returns its objects by kind, or helm's error output.
 func render(t *testing.T, valueFiles []string, sets ...string) (map[string][]manifest, string, error) {
 	t.Helper()
-	args := []string{"template", "fw", chart(t), "--namespace", "chat"}
+	args := []string{"template", "fw", chart(t), "--namespace", "chat", "--kube-version", kubeVersion}
 	for _, f := range valueFiles {
 		args = append(args, "-f", f)
 	}
@@ -277,7 +281,7 @@ func TestHelmSecretsNeverInConfigMaps(t *testing.T) {
 
 	// With existingSecret the chart makes no Secret and the pods read
 	// the one named.
-	objs = mustRender(t, fleetValues, "secrets=null", "existingSecret=firstword-prod")
+	objs = mustRender(t, fleetValues, "secrets=null", "existingSecret=firstword-prod", "adminKey.generate=false")
 	if len(objs["Secret"]) != 0 {
 		t.Errorf("existingSecret: rendered %d Secrets, want none", len(objs["Secret"]))
 	}
@@ -325,15 +329,27 @@ func TestHelmFleetObjects(t *testing.T) {
 		t.Errorf("heartbeat %v vs proxy-read-timeout 300s", hb)
 	}
 
-	// Defaults: one replica, no HPA, no Ingress; the PDB is there and
-	// never blocks a drain (maxUnavailable 1).
+	// Defaults: one replica, no HPA, no Ingress, and no PDB: with one
+	// replica a budget either blocks every drain or allows everything.
+	// The one Secret is the generated admin key (TestHelmConfigServes).
 	objs = mustRender(t, nil)
-	if len(objs["HorizontalPodAutoscaler"])+len(objs["Ingress"])+len(objs["Secret"]) != 0 {
-		t.Errorf("defaults rendered HPA %d, Ingress %d, Secret %d; want none", len(objs["HorizontalPodAutoscaler"]), len(objs["Ingress"]), len(objs["Secret"]))
+	if n := len(objs["HorizontalPodAutoscaler"]) + len(objs["Ingress"]) + len(objs["PodDisruptionBudget"]); n != 0 {
+		t.Errorf("defaults rendered HPA %d, Ingress %d, PDB %d; want none", len(objs["HorizontalPodAutoscaler"]), len(objs["Ingress"]), len(objs["PodDisruptionBudget"]))
 	}
+	if s := one(t, objs, "Secret"); s.get("metadata", "name") != "fw-firstword-admin-key" {
+		t.Errorf("default Secret %v, want fw-firstword-admin-key", s.get("metadata", "name"))
+	}
+	for _, sets := range [][]string{{"podDisruptionBudget.minAvailable=1"}, {"persistence.existingClaim=fw-data"}} {
+		if pdbs := mustRender(t, nil, sets...)["PodDisruptionBudget"]; len(pdbs) != 0 {
+			t.Errorf("one replica with %v: rendered a PDB %v", sets, pdbs)
+		}
+	}
+	// Two fixed replicas (on PostgreSQL and Redis) get one.
+	objs = mustRender(t, fleetValues, "autoscaling.enabled=false", "replicaCount=2")
 	if toInt(one(t, objs, "PodDisruptionBudget").get("spec", "maxUnavailable")) != 1 {
-		t.Errorf("default PDB = %v", objs["PodDisruptionBudget"])
+		t.Errorf("PDB with 2 replicas = %v", objs["PodDisruptionBudget"])
 	}
+	objs = mustRender(t, nil)
 	if r := toInt(one(t, objs, "Deployment").get("spec", "replicas")); r != 1 {
 		t.Errorf("default replicas = %d, want 1", r)
 	}
@@ -364,6 +380,11 @@ func TestHelmRefuses(t *testing.T) {
 		{"listen in the config", nil, []string{"config.listen=0.0.0.0:9000"}, "config.listen is set by the chart"},
 		{"short grace override", nil, []string{"shutdown.terminationGracePeriodSeconds=30"}, "must be above preStopSleepSeconds + delaySeconds + timeoutSeconds (45)"},
 		{"secrets and existingSecret", fleetValues, []string{"existingSecret=x"}, "set secrets or existingSecret, not both"},
+		{"shutdown timeout with a unit", nil, []string{"shutdown.timeoutSeconds=30s"}, `shutdown.timeoutSeconds must be a whole number of seconds, like 30 (it is "30s")`},
+		{"shutdown delay with a unit", nil, []string{"shutdown.delaySeconds=2m"}, `shutdown.delaySeconds must be a whole number of seconds, like 30 (it is "2m")`},
+		{"shutdown sleep as a fraction", nil, []string{"shutdown.preStopSleepSeconds=1.5"}, `shutdown.preStopSleepSeconds must be a whole number of seconds`},
+		{"grace period with a unit", nil, []string{"shutdown.terminationGracePeriodSeconds=90s"}, `shutdown.terminationGracePeriodSeconds must be a whole number of seconds`},
+		{"negative margin", nil, []string{"shutdown.marginSeconds=-5"}, "shutdown.marginSeconds must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := render(t, tc.files, tc.sets...)
@@ -372,9 +393,110 @@ func TestHelmRefuses(t *testing.T) {
 			}
 		})
 	}
+	// Whole seconds from --set (integers) and from a values file (YAML
+	// numbers) become durations with one unit.
+	objs := mustRender(t, nil, "shutdown.timeoutSeconds=45", "shutdown.delaySeconds=3")
+	if cfg := renderedConfig(t, objs); cfg.ShutdownTimeout != 45*time.Second || cfg.ShutdownDelay != 3*time.Second {
+		t.Errorf("shutdown_timeout %v, shutdown_delay %v; want 45s, 3s", cfg.ShutdownTimeout, cfg.ShutdownDelay)
+	}
 	// A grace override above the sum is taken as given.
-	objs := mustRender(t, nil, "shutdown.terminationGracePeriodSeconds=120")
+	objs = mustRender(t, nil, "shutdown.terminationGracePeriodSeconds=120")
 	if g := toInt(one(t, objs, "Deployment").get("spec", "template", "spec", "terminationGracePeriodSeconds")); g != 120 {
 		t.Errorf("terminationGracePeriodSeconds = %d with the override 120", g)
+	}
+}
+
+// TestHelmClaimRecreates: on a claim (one SQLite file, ReadWriteOnce) the
+// old pod goes before the new one starts; on an emptyDir the rollout
+// surges, a new pod ready before an old one drains.
+func TestHelmClaimRecreates(t *testing.T) {
+	strategy := func(objs map[string][]manifest) manifest {
+		s, _ := one(t, objs, "Deployment").get("spec", "strategy").(map[string]any)
+		return manifest(s)
+	}
+	s := strategy(mustRender(t, nil, "persistence.existingClaim=fw-data"))
+	if s.get("type") != "Recreate" || s.get("rollingUpdate") != nil {
+		t.Errorf("existingClaim: strategy %v, want Recreate", s)
+	}
+	s = strategy(mustRender(t, nil))
+	if s.get("type") != "RollingUpdate" || toInt(s.get("rollingUpdate", "maxSurge")) != 1 || toInt(s.get("rollingUpdate", "maxUnavailable")) != 0 {
+		t.Errorf("emptyDir: strategy %v, want RollingUpdate maxSurge 1 maxUnavailable 0", s)
+	}
+}
+
+// TestHelmIngressBodySize: ingress-nginx takes bodies up to the config's
+// max_request_bytes (its own default, 1m, is below firstword's 4 MiB);
+// the user's annotation wins.
+func TestHelmIngressBodySize(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{nil, "4m"},
+		{[]string{"config.max_request_bytes=16777216"}, "16m"},
+		{[]string{"config.max_request_bytes=10240"}, "10k"},
+		{[]string{"config.max_request_bytes=5000"}, "5000"},
+		{[]string{"ingress.sse=false"}, "4m"},
+		{[]string{`ingress.annotations.nginx\.ingress\.kubernetes\.io/proxy-body-size=20m`}, "20m"},
+	} {
+		objs := mustRender(t, nil, append([]string{"ingress.enabled=true"}, tc.sets...)...)
+		if got := one(t, objs, "Ingress").get("metadata", "annotations", "nginx.ingress.kubernetes.io/proxy-body-size"); got != tc.want {
+			t.Errorf("%v: proxy-body-size %v, want %q", tc.sets, got, tc.want)
+		}
+	}
+}
+
+// TestHelmKubeVersion: the preStop sleep action needs Kubernetes 1.30, so
+// the chart refuses older clusters.
+func TestHelmKubeVersion(t *testing.T) {
+	cmd := exec.Command(helm(t), "template", "fw", chart(t), "--kube-version", "1.29.9")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "chart requires kubeVersion: >=1.30.0-0") {
+		t.Errorf("helm template --kube-version 1.29.9: err %v, output %s; want the kubeVersion refusal", err, out)
+	}
+}
+
+// TestHelmRefusesLiteralSecrets: a secret written into config would land
+// in the ConfigMap, so the chart refuses it, naming the setting but not
+// echoing the value; the forms that read the environment render.
+func TestHelmRefusesLiteralSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"config.providers.sim.api_key=SENTINEL-key", "config.providers.sim.api_key would put the key in a ConfigMap: set api_key_env"},
+		{"config.providers.sim.base_url=https://user:SENTINEL-pw@llm.example/v1", "config.providers.sim.base_url has user info"},
+		{"config.providers.sim.base_url=https://SENTINEL-token@llm.example/v1", "config.providers.sim.base_url has user info"},
+		{"config.providers.sim.base_url=https://llm.example/v1?key=SENTINEL-key", "config.providers.sim.base_url has a query string"},
+		{"config.providers.sim.headers.X-Api-Key=SENTINEL-key", "config.providers.sim.headers.X-Api-Key is written out"},
+		{"config.providers.sim.headers.Authorization=Bearer SENTINEL-token", "config.providers.sim.headers.Authorization is written out"},
+		{"config.guard.http.url=https://guard.example/check?token=SENTINEL-token", "config.guard.http.url has a query string"},
+		{"config.guard.http.url=https://u:SENTINEL-pw@guard.example/check", "config.guard.http.url has user info"},
+		{"config.guard.http.headers.Authorization=SENTINEL-token", "config.guard.http.headers.Authorization is written out"},
+		{"config.sources.lookups[0].url=https://crm.example/u/{{user}}?apikey=SENTINEL-key", "config.sources.lookups[0].url has a query string"},
+		{"config.sources.lookups[0].headers.X-Key=SENTINEL-key", "config.sources.lookups[0].headers.X-Key is written out"},
+		{"config.tracing.endpoint=https://u:SENTINEL-pw@otel.example:4318", "config.tracing.endpoint has user info"},
+		{"config.tracing.headers.X-Honeycomb-Team=SENTINEL-key", "config.tracing.headers.X-Honeycomb-Team is written out"},
+	} {
+		_, stderr, err := render(t, nil, tc.set)
+		if err == nil || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "SENTINEL") {
+			t.Errorf("--set %s: err %v, stderr %q; want a failure saying %q without the value", tc.set, err, stderr, tc.want)
+		}
+	}
+	// References and placeholders are not secrets.
+	objs := mustRender(t, nil,
+		"config.providers.sim.base_url=https://llm.example/v1",
+		"config.providers.sim.headers.Authorization=Bearer ${LLM_TOKEN}",
+		"config.guard.http.url=https://guard.example/check",
+		"config.guard.http.headers.Authorization=${GUARD_TOKEN}",
+		"config.sources.lookups[0].name=crm",
+		"config.sources.lookups[0].url=https://crm.example/u/{{user}}?q={{question}}",
+		"config.sources.lookups[0].headers.X-Key=${CRM_KEY}",
+		"config.tracing.headers.X-Honeycomb-Team=${OTEL_KEY}",
+	)
+	text, _ := one(t, objs, "ConfigMap").get("data", "firstword.yaml").(string)
+	for _, want := range []string{"Bearer ${LLM_TOKEN}", "${GUARD_TOKEN}", "${CRM_KEY}", "${OTEL_KEY}", "{{user}}?q={{question}}"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered config lacks %q:\n%s", want, text)
+		}
 	}
 }

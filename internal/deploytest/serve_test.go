@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"os"
@@ -46,8 +47,9 @@ func waitStatus(ctx context.Context, t *testing.T, url string, want int) {
 
 // TestHelmConfigServes runs the real binary as the chart's pod would: the
 // rendered firstword.yaml as its config, in /data's stand-in as its
-// working directory, after the API key NOTES.txt tells the operator to
-// create. The probes' paths answer on the chart's port, and on SIGTERM
+// working directory, the generated admin key from the rendered Secret as
+// its FIRSTWORD_ADMIN_KEY and no key created by hand. It starts, on
+// 0.0.0.0, and is not open: only the key is let in. The probes' paths answer on the chart's port, and on SIGTERM
 // readiness turns 503 (shutdown_delay) before the process exits 0.
 func TestHelmConfigServes(t *testing.T) {
 	if testing.Short() {
@@ -67,13 +69,12 @@ func TestHelmConfigServes(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	keys := exec.Command(bin, "keys", "create", "--config", cfgPath, "--tenant", "ops", "--admin")
-	keys.Dir = data
-	if out, err := keys.CombinedOutput(); err != nil {
-		t.Fatalf("firstword keys create: %v\n%s", err, out)
-	}
+	// The pod's environment: the generated admin key from its Secret,
+	// and nothing else (no key is created by hand).
+	key := adminKey(t, objs)
 	serve := exec.Command(bin, "serve", "--config", cfgPath)
 	serve.Dir = data
+	serve.Env = []string{"FIRSTWORD_ADMIN_KEY=" + key}
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -105,6 +106,30 @@ func TestHelmConfigServes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, "firstword.db")); err != nil {
 		t.Errorf("the store is not in the working directory (/data in the pod): %v", err)
 	}
+	// Not open to anyone: a request without the key is refused, the
+	// generated key answers, and it is an admin key.
+	for _, tc := range []struct {
+		path, key string
+		want      int
+	}{
+		{"/v1/conversations", "", http.StatusUnauthorized},
+		{"/v1/conversations", key, http.StatusOK},
+		{"/admin/health", "", http.StatusUnauthorized},
+		{"/admin/health", key, http.StatusOK},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+tc.path, nil)
+		if tc.key != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s with key %v: %d, want %d", tc.path, tc.key != "", resp.StatusCode, tc.want)
+		}
+	}
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -118,4 +143,31 @@ func TestHelmConfigServes(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("serve did not exit after SIGTERM")
 	}
+}
+
+// adminKey is the FIRSTWORD_ADMIN_KEY the rendered Deployment reads from
+// the rendered Secret it names.
+func adminKey(t *testing.T, objs map[string][]manifest) string {
+	t.Helper()
+	c := manifest(one(t, objs, "Deployment").get("spec", "template", "spec", "containers", "[0]").(map[string]any))
+	env, _ := c.get("env").([]any)
+	for _, e := range env {
+		e := manifest(e.(map[string]any))
+		if e.get("name") != "FIRSTWORD_ADMIN_KEY" {
+			continue
+		}
+		for _, s := range objs["Secret"] {
+			if s.get("metadata", "name") == e.get("valueFrom", "secretKeyRef", "name") {
+				enc, _ := s.get("data", e.get("valueFrom", "secretKeyRef", "key").(string)).(string)
+				b, err := base64.StdEncoding.DecodeString(enc)
+				if err != nil || len(b) == 0 {
+					t.Fatalf("Secret %v: FIRSTWORD_ADMIN_KEY %q: %v", s.get("metadata", "name"), enc, err)
+				}
+				return string(b)
+			}
+		}
+		t.Fatalf("FIRSTWORD_ADMIN_KEY names Secret %v, which is not rendered", e.get("valueFrom", "secretKeyRef", "name"))
+	}
+	t.Fatalf("the Deployment sets no FIRSTWORD_ADMIN_KEY: env %v", env)
+	return ""
 }

@@ -72,6 +72,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail (printf "config.%s.url would put a connection URL (and its password) in a ConfigMap: set config.%s.url_env to a variable name and give its value in secrets or existingSecret" $section $section) }}
 {{- end }}
 {{- end }}
+{{- include "firstword.refuseLiteralSecrets" $cfg }}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%v" .Values.port) }}
 {{- $_ := set $cfg "shutdown_timeout" (printf "%vs" .Values.shutdown.timeoutSeconds) }}
 {{- $_ := set $cfg "shutdown_delay" (printf "%vs" .Values.shutdown.delaySeconds) }}
@@ -94,7 +95,65 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "persistence.existingClaim is for one replica on SQLite; replicas share PostgreSQL instead" }}
 {{- end }}
 {{- end }}
+{{- range $key := list "timeoutSeconds" "delaySeconds" "preStopSleepSeconds" "marginSeconds" "terminationGracePeriodSeconds" }}
+{{- $v := index $.Values.shutdown $key }}
+{{- if not (and (eq $key "terminationGracePeriodSeconds") (kindIs "invalid" $v)) }}
+{{- if not (or (kindIs "int" $v) (kindIs "int64" $v) (and (kindIs "float64" $v) (eq (float64 $v) (floor $v)))) }}
+{{- fail (printf "shutdown.%s must be a whole number of seconds, like 30 (it is %q): the chart adds the unit" $key (toString $v)) }}
+{{- end }}
+{{- if lt (int64 $v) 0 }}
+{{- fail (printf "shutdown.%s must not be negative (it is %v)" $key $v) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if and .Values.secrets .Values.existingSecret }}
 {{- fail "set secrets or existingSecret, not both" }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding a generated FIRSTWORD_ADMIN_KEY, or "". */}}
+{{- define "firstword.adminKeySecret" -}}
+{{- if and .Values.adminKey.generate (not (hasKey (.Values.secrets | default dict) "FIRSTWORD_ADMIN_KEY")) }}
+{{- printf "%s-admin-key" (include "firstword.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+{{- end }}
+
+{{/* Fail on secrets written into the config (it becomes a ConfigMap): an
+api_key, a header value that reads no ${NAME}, a URL with user info or
+a literal query value ({{user}}-style placeholders are fine). */}}
+{{- define "firstword.refuseLiteralSecrets" -}}
+{{- $cfg := . }}
+{{- $outbound := list }}
+{{- range $name, $p := ($cfg.providers | default dict) }}
+{{- if and $p (hasKey $p "api_key") }}
+{{- fail (printf "config.providers.%s.api_key would put the key in a ConfigMap: set api_key_env to a variable name and give its value in secrets or existingSecret" $name) }}
+{{- end }}
+{{- if $p }}
+{{- $outbound = append $outbound (dict "where" (printf "config.providers.%s" $name) "url" (dig "base_url" "" $p) "urlKey" "base_url" "headers" (dig "headers" dict $p)) }}
+{{- end }}
+{{- end }}
+{{- with (dig "guard" "http" nil $cfg) }}
+{{- $outbound = append $outbound (dict "where" "config.guard.http" "url" (dig "url" "" .) "urlKey" "url" "headers" (dig "headers" dict .)) }}
+{{- end }}
+{{- range $i, $l := (dig "sources" "lookups" list $cfg) }}
+{{- $outbound = append $outbound (dict "where" (printf "config.sources.lookups[%d]" $i) "url" (dig "url" "" $l) "urlKey" "url" "headers" (dig "headers" dict $l)) }}
+{{- end }}
+{{- with $cfg.tracing }}
+{{- $outbound = append $outbound (dict "where" "config.tracing" "url" (dig "endpoint" "" .) "urlKey" "endpoint" "headers" (dig "headers" dict .)) }}
+{{- end }}
+{{- range $outbound }}
+{{- $url := toString .url }}
+{{- if regexMatch "^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@" $url }}
+{{- fail (printf "%s.%s has user info (user:password@) and would put it in a ConfigMap: give credentials in a header that reads a variable, e.g. Authorization: \"Bearer ${TOKEN}\", with its value in secrets or existingSecret" .where .urlKey) }}
+{{- end }}
+{{- if regexMatch "[?&][^=&#]+=[^&#]" (regexReplaceAll "\\{\\{[a-z]+\\}\\}" $url "") }}
+{{- fail (printf "%s.%s has a query string, which would put what it carries (often a token) in a ConfigMap: give it in a header that reads a variable (${NAME}) instead" .where .urlKey) }}
+{{- end }}
+{{- $where := .where }}
+{{- range $h, $v := .headers }}
+{{- if not (regexMatch "\\$\\{[A-Za-z_][A-Za-z0-9_]*\\}" (toString $v)) }}
+{{- fail (printf "%s.headers.%s is written out, so it would be in a ConfigMap: write \"${NAME}\" (or e.g. \"Bearer ${NAME}\") and give NAME's value in secrets or existingSecret" $where $h) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
