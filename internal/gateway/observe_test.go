@@ -96,7 +96,11 @@ func TestBudgetReportKnownStages(t *testing.T) {
 	if !strings.Contains(rep.CriticalPath, "docs → prompt → route → ttft") || strings.Contains(rep.CriticalPath, "orders") || strings.Contains(rep.CriticalPath, "guard →") {
 		t.Errorf("critical path %q: want it through docs (the slowest source) to ttft", rep.CriticalPath)
 	}
-	if rep.CriticalShare < 0.9 {
+	// The stages before the sources (auth, parse, guard.local and the
+	// user's message's write, which now runs beside the sources) are
+	// sub-millisecond and overlap, so the path's first steps vary from one
+	// request to the next; its tail, asserted above, does not.
+	if rep.CriticalShare < 0.75 {
 		t.Errorf("the critical path holds for %.0f%% of requests", 100*rep.CriticalShare)
 	}
 	if byName["ttft"].ShareOfTTFW < 0.75 || byName["ttft"].ShareOfTTFW > 0.9 {

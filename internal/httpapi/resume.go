@@ -333,6 +333,9 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 	if serr != nil || now == nil || now.ID != m.ID {
 		now = m
 	}
+	if errors.Is(err, journal.ErrLost) && !leaseLapsed(now, s.opt.Lease) {
+		now = s.awaitLapse(ctx, p.TenantID, id, now)
+	}
 	var ev map[string]any
 	switch {
 	case errors.Is(err, journal.ErrLost) && !leaseLapsed(now, s.opt.Lease):
@@ -356,6 +359,25 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 	data, _ := json.Marshal(ev)
 	es.Write(append(append(append(buf[:0], "event: error\ndata: "...), data...), "\n\n"...))
 	return nil
+}
+
+// awaitLapse settles whether a lost lease is a dead producer or a
+// stalled journal: a live producer writes its row at least once a lease,
+// so it reads the row again once a lease has passed since the last write
+// it saw (or the client leaves) and returns what it then finds.
+func (s *Server) awaitLapse(ctx context.Context, tenant, conversationID string, m *store.Message) *store.Message {
+	t := time.NewTimer(time.Until(m.UpdatedAt.Add(s.opt.Lease + 50*time.Millisecond)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return m
+	case <-t.C:
+	}
+	again, err := s.latestAnswer(ctx, tenant, conversationID)
+	if err != nil || again == nil || again.ID != m.ID {
+		return m
+	}
+	return again
 }
 
 // leaseLapsed reports whether a streaming answer's row has gone unwritten
