@@ -135,3 +135,29 @@ func TestBenchCompare(t *testing.T) {
 		t.Errorf("compare printed:\n%s", stdout.String())
 	}
 }
+
+// TestBenchTargetsErrorsKeepKeys: the refusals that echo a URL or a
+// header name what is wrong without the user information, query or
+// header value where a key would be.
+func TestBenchTargetsErrorsKeepKeys(t *testing.T) {
+	const key = "sk-ERR-K3Y"
+	for _, args := range [][]string{
+		{"--target", "a=http://u:" + key + "@127.0.0.1:1/v1", "--target=a=http://127.0.0.1:2/?key=" + key},
+		{"--target=a=http://127.0.0.1:1/v1", "--target", "a=http://u:" + key + "@127.0.0.1:2/v1"},
+		{"--target", "a=ftp://u:" + key + "@127.0.0.1:1/v1"},
+		{"--target", "a=ftp://127.0.0.1:1/v1?key=" + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", "b=Authorization:Bearer " + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", "a=" + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", key},
+		{"--target", "far=https://u:" + key + "@203.0.113.9/v1?key=" + key},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(context.Background(), append([]string{"bench"}, args...), func(string) string { return "" }, nil, &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("bench %v: exit %d, want 2 (usage); stderr %q", args, code, stderr.String())
+		}
+		if strings.Contains(stderr.String()+stdout.String(), "K3Y") {
+			t.Errorf("bench %v: the key is echoed:\n%s", args, stderr.String())
+		}
+	}
+}
