@@ -49,8 +49,10 @@ type LoadInfo struct {
 
 // Cell is one target at one concurrency level. Times are milliseconds.
 type Cell struct {
-	Target       string         `json:"target"`
-	Concurrency  int            `json:"concurrency"`
+	Target      string `json:"target"`
+	Concurrency int    `json:"concurrency"`
+	// PeakInFlight is the most requests that were under way at once.
+	PeakInFlight int            `json:"peak_in_flight"`
 	Requests     int            `json:"requests"`
 	OK           int            `json:"ok"`
 	Errors       map[string]int `json:"errors"`
@@ -143,7 +145,7 @@ func ReadReport(path string) (*Report, error) {
 // the fault columns.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tconc\tok/n\tTTFB p50\tTTFW p50 [95% CI]\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p50\tgap p99\tbunched\ttok/s p50\treq/s\tvs baseline\tcpu/req\trss\terrors\t")
+	fmt.Fprintln(tw, "target\tconc\tpeak\tok/n\tTTFB p50\tTTFW p50 [95% CI]\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p50\tgap p99\tbunched\ttok/s p50\treq/s\tvs baseline\tcpu/req\trss\terrors\t")
 	for _, c := range r.Cells {
 		vs := "-"
 		if c.AddedTTFWP50 != nil {
@@ -158,8 +160,8 @@ func (r *Report) WriteTable(w io.Writer) {
 		if c.CPUPerRequestMs != nil {
 			cpu, rss = fmt.Sprintf("%.3f ms", *c.CPUPerRequestMs), fmt.Sprintf("%.1f MB", *c.RSSMaxMB)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
-			c.Target, c.Concurrency, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			c.Target, c.Concurrency, c.PeakInFlight, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
 			f1(c.TTFW.CI50[0], c.TTFW.N), f1(c.TTFW.CI50[1], c.TTFW.N), f1(c.TTFW.P95, c.TTFW.N), f1(c.TTFW.P99, c.TTFW.N),
 			f1(c.TTC.P50, c.TTC.N), f1(c.TTC.P95, c.TTC.N), f1(c.GapP50, c.Gaps), f1(c.GapP99, c.Gaps),
 			100*c.BunchedShare, f1(c.TokensPerSec.P50, c.TokensPerSec.N), c.Throughput, vs, cpu, rss, errorList(c.Errors))
@@ -171,7 +173,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	if len(r.Faults) > 0 {
 		r.writeFaults(w)
 	}
-	fmt.Fprintf(w, "\ntimes in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
+	fmt.Fprintf(w, "\npeak: most requests in flight at once; times in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
 }
 
 func (r *Report) writeFaults(w io.Writer) {

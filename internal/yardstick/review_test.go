@@ -3,6 +3,7 @@ package yardstick
 import (
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,5 +34,54 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 	if n := elsewhere.Load(); n != 0 {
 		t.Errorf("the redirect's destination received %d requests", n)
+	}
+}
+
+// TestConcurrencyReached: with the default five rounds and fewer requests
+// per round than the level, the level still has conc requests in flight
+// at once: the target answers none until conc have arrived, and the
+// report records the peak.
+func TestConcurrencyReached(t *testing.T) {
+	const conc = 10
+	var mu sync.Mutex
+	arrived, serverPeak, now := 0, 0, 0
+	gate := make(chan struct{})
+	target := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		arrived++
+		now++
+		serverPeak = max(serverPeak, now)
+		g := gate
+		if arrived%conc == 0 {
+			close(gate)
+			gate = make(chan struct{})
+		}
+		mu.Unlock()
+		select {
+		case <-g:
+		case <-time.After(5 * time.Second): // the level never got conc in flight: the assertions below say so
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+		chatTarget(0, 0, 2)(w, r)
+	})
+	rep, err := Run(t.Context(), Options{Targets: []*Target{{Name: "c", URL: serve(t, target) + "/v1/chat"}}, Concurrency: []int{conc},
+		Requests: 20, Rounds: 5, MaxTime: time.Minute, RequestTimeout: 10 * time.Second, Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cellOf(t, rep, "c", conc); c.PeakInFlight != conc || c.OK != 20 {
+		t.Errorf("concurrency %d: peak in flight %d, %d/20 ok", conc, c.PeakInFlight, c.OK)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if serverPeak != conc {
+		t.Errorf("the target saw at most %d requests at once, want %d", serverPeak, conc)
+	}
+	if err := (&Options{Targets: []*Target{{Name: "c", URL: "http://127.0.0.1:1"}}, Concurrency: []int{50}, Requests: 20, Rounds: 1,
+		MaxTime: time.Minute}).Check(); err == nil {
+		t.Error("concurrency 50 with 20 requests accepted")
 	}
 }

@@ -92,6 +92,13 @@ func (o *Options) Check() error {
 	if o.Rounds < 1 {
 		errs = append(errs, errors.New("--rounds must be at least 1"))
 	}
+	if o.Rate == 0 && o.Requests > 0 {
+		for _, c := range o.Concurrency {
+			if c > o.Requests {
+				errs = append(errs, fmt.Errorf("concurrency %d is more than --requests %d: the level could not have that many in flight", c, o.Requests))
+			}
+		}
+	}
 	if o.Rate < 0 {
 		errs = append(errs, errors.New("--rate must not be negative"))
 	}
@@ -124,17 +131,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for i := range acc {
 			acc[i] = &accum{}
 		}
-		for r := range o.Rounds {
+		rounds := o.roundsAt(conc)
+		for r := range rounds {
 			for k := range o.Targets {
 				i := (k + r) % len(o.Targets) // a different target goes first each round
 				quota := 0
 				if o.Requests > 0 {
-					quota = o.Requests*(r+1)/o.Rounds - o.Requests*r/o.Rounds
+					quota = o.Requests*(r+1)/rounds - o.Requests*r/rounds
 					if quota == 0 {
 						continue
 					}
 				}
-				o.round(ctx, o.Targets[i], c, conc, quota, acc[i])
+				o.round(ctx, o.Targets[i], c, conc, quota, rounds, acc[i])
 			}
 		}
 		c.CloseIdleConnections()
@@ -162,6 +170,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// roundsAt is the number of rounds a level is split into: in a closed
+// loop bounded by Requests, few enough that every round has at least conc
+// requests, so that conc of them are really in flight at once.
+func (o *Options) roundsAt(conc int) int {
+	if o.Rate > 0 || o.Requests <= 0 {
+		return o.Rounds
+	}
+	return max(1, min(o.Rounds, o.Requests/conc))
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -177,6 +195,18 @@ type accum struct {
 	cpu     time.Duration
 	rss     int64
 	hasProc bool
+	// inFlight counts requests under way; peak is its highest value.
+	inFlight, peak atomic.Int64
+}
+
+func (a *accum) begin() {
+	n := a.inFlight.Add(1)
+	for {
+		p := a.peak.Load()
+		if n <= p || a.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
 
 func (a *accum) add(s Sample) {
@@ -187,17 +217,19 @@ func (a *accum) add(s Sample) {
 
 // round runs one round of quota requests (0: until the round's share of
 // Duration) against t at concurrency conc.
-func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, quota int, a *accum) {
+func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, quota, rounds int, a *accum) {
 	var deadline time.Time
 	if o.Duration > 0 {
-		deadline = time.Now().Add(o.Duration / time.Duration(o.Rounds))
+		deadline = time.Now().Add(o.Duration / time.Duration(rounds))
 	}
 	more := func(n int64) bool {
 		return ctx.Err() == nil && (quota == 0 || n <= int64(quota)) && (deadline.IsZero() || time.Now().Before(deadline))
 	}
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+		a.begin()
 		s := t.measure(rctx, c, o.Prompt, o.MaxTokens)
+		a.inFlight.Add(-1)
 		cancel()
 		if ctx.Err() != nil {
 			return // cut by the run's end, not the target's doing
@@ -283,7 +315,7 @@ func (a *accum) watch(pid int) func() {
 const maxGapSamples = 20000
 
 func (a *accum) cell(name string, conc int, bunchAfter time.Duration) Cell {
-	c := Cell{Target: name, Concurrency: conc, Requests: len(a.samples), Errors: map[string]int{}}
+	c := Cell{Target: name, Concurrency: conc, PeakInFlight: int(a.peak.Load()), Requests: len(a.samples), Errors: map[string]int{}}
 	var ttfb, ttfw, ttc, gaps, tps []float64
 	nb := 0
 	for _, s := range a.samples {
