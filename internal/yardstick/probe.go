@@ -141,7 +141,8 @@ func visible(text string) bool {
 }
 
 // errorKind names an error for the errors-by-kind column: http_NNN (any
-// redirect: http_3xx, as none is followed), an
+// redirect: http_3xx, as none is followed), done_STATUS or incomplete (the
+// stream ended by its rules with a cut answer), an
 // error event's code (event_CODE), protocol (the stream broke its
 // surface's rules or ended without its end marker), timeout, refused,
 // reset, eof, or other.
@@ -150,7 +151,10 @@ func errorKind(err error) string {
 	var ce *chat.Error
 	var ne net.Error
 	var ee *eventError
+	var de *endError
 	switch {
+	case errors.As(err, &de):
+		return de.kind
 	case errors.As(err, &ee):
 		return "event_" + ee.code
 	case errors.As(err, &se):

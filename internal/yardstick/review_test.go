@@ -1,6 +1,7 @@
 package yardstick
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"sync"
@@ -83,5 +84,35 @@ func TestConcurrencyReached(t *testing.T) {
 	if err := (&Options{Targets: []*Target{{Name: "c", URL: "http://127.0.0.1:1"}}, Concurrency: []int{50}, Requests: 20, Rounds: 1,
 		MaxTime: time.Minute}).Check(); err == nil {
 		t.Error("concurrency 50 with 20 requests accepted")
+	}
+}
+
+// TestCutAnswersAreErrors: a /v1/chat answer that ends with done status
+// timeout, and a Responses answer that ends with response.incomplete, are
+// counted as errors of their own kinds, not as successes.
+func TestCutAnswersAreErrors(t *testing.T) {
+	timedOut := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: meta\ndata: {}\n\nevent: delta\ndata: {\"text\":\" partial\"}\n\nevent: done\ndata: {\"status\":\"timeout\",\"finish_reason\":\"timeout\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}\n\n")
+	})
+	incomplete := newReplay(t, "../../wire/responses/testdata/constructed_reasoning_incomplete.sse",
+		func(e []byte) bool { return bytes.Contains(e, []byte("output_text.delta")) }, 0, 0)
+	complete := newReplay(t, "upstream_phase_text.sse", func(e []byte) bool { return bytes.Contains(e, []byte("output_text.delta")) }, 0, 0)
+	rep, err := Run(t.Context(), Options{Targets: []*Target{
+		{Name: "timeout", URL: serve(t, timedOut) + "/v1/chat"},
+		{Name: "incomplete", URL: serve(t, incomplete) + "/v1/responses"},
+		{Name: "complete", URL: serve(t, complete) + "/v1/responses"},
+	}, Concurrency: []int{1}, Requests: 2, Rounds: 1, MaxTime: time.Minute, RequestTimeout: 5 * time.Second, Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, kind := range map[string]string{"timeout": "done_timeout", "incomplete": "incomplete"} {
+		if c := cellOf(t, rep, name, 1); c.OK != 0 || c.Errors[kind] != 2 {
+			t.Errorf("%s: %d ok, errors %v; want 2 %s", name, c.OK, c.Errors, kind)
+		}
+	}
+	if c := cellOf(t, rep, "complete", 1); c.OK != 2 {
+		t.Errorf("complete: %d ok, errors %v", c.OK, c.Errors)
 	}
 }

@@ -170,6 +170,8 @@ func TestChatReader(t *testing.T) {
 		{"error event", "event: delta\ndata: {\"text\":\"a\"}\n\nevent: error\ndata: {\"code\":\"upstream_unavailable\",\"message\":\"x\"}\n\n", []string{"a"}, "event_upstream_unavailable"},
 		{"cut", "event: delta\ndata: {\"text\":\"a\"}\n\n", []string{"a"}, "protocol"},
 		{"malformed delta", "event: delta\ndata: {\"text\":1}\n\n", nil, "protocol"},
+		{"done timeout", "event: delta\ndata: {\"text\":\"a\"}\n\nevent: done\ndata: {\"status\":\"timeout\",\"usage\":{\"output_tokens\":1}}\n\n", []string{"a"}, "done_timeout"},
+		{"done cancelled", "event: done\ndata: {\"status\":\"cancelled\"}\n\n", nil, "done_cancelled"},
 		{"done with usage", "event: done\ndata: {\"usage\":{\"output_tokens\":9}}\n\n", []string{""}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
