@@ -25,8 +25,8 @@ type CancelResult struct {
 // DropResult counts what the client saw when the upstream cut the
 // stream after dropAfter chunks: "error_event" (a terminal error event:
 // honest), "cut" (the stream ended without its end marker), "fake_success"
-// (a clean end: the client cannot tell the answer is partial), or another
-// error kind.
+// (a clean end: the client cannot tell the answer is partial), "not via
+// the upstream" (the probe never reached it), or another error kind.
 type DropResult struct {
 	Probes   int            `json:"probes"`
 	Outcomes map[string]int `json:"outcomes"`
@@ -139,12 +139,22 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 	}
 }
 
+// notViaUpstream is a drop probe that never reached the upstream.
+const notViaUpstream = "not via the upstream"
+
 // dropProbe reads a stream the upstream cuts and names its ending.
 func dropProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, maxTokens int) string {
-	prompt, _ := u.newProbe(scenarioDrop)
+	prompt, p := u.newProbe(scenarioDrop)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s := t.measure(rctx, c, prompt, maxTokens)
+	select {
+	case <-p.arrived:
+	default:
+		// The upstream never saw the request: whatever the target said,
+		// it was not about the drop.
+		return notViaUpstream
+	}
 	switch {
 	case s.Err == "":
 		return "fake_success"

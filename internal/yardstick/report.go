@@ -205,6 +205,9 @@ func (d DropResult) String() string {
 	if d.Probes == 0 {
 		return "-"
 	}
+	if d.Outcomes[notViaUpstream] == d.Probes {
+		return notViaUpstream
+	}
 	return errorList(d.Outcomes) + fmt.Sprintf(" (of %d)", d.Probes)
 }
 
