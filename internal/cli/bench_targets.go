@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -179,7 +180,7 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	var r float64
 	if *rate != "" {
 		v, err := strconv.ParseFloat(strings.TrimSuffix(*rate, "/s"), 64)
-		if err != nil || v <= 0 || v > 100000 {
+		if err != nil || math.IsNaN(v) || v < 0.01 || v > 100000 {
 			return usagef(fs, "--rate: want requests per second such as 20/s, got %q", *rate)
 		}
 		r = v

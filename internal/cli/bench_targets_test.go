@@ -103,12 +103,20 @@ func TestBenchTargetsBadFlags(t *testing.T) {
 		{"--target", "a=http://127.0.0.1:1", "--api-key-env", "a=FW_BENCH_UNSET_VAR"},
 		{"--target", "a=http://127.0.0.1:1", "--concurrency", "1,x"},
 		{"--target", "a=http://127.0.0.1:1", "--rate", "fast"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "1e-300"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "NaN"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "Inf/s"},
+		{"--target", "a=http://127.0.0.1:1", "--request-timeout", "0s"},
+		{"--target", "a=http://127.0.0.1:1", "--request-timeout", "-1s"},
+		{"--target", "a=http://127.0.0.1:1", "--fault-probes", "-1", "--upstream", "builtin"},
+		{"--target", "a=http://127.0.0.1:1", "--cancel-wait", "0s", "--upstream", "builtin"},
+		{"--target", "a=http://127.0.0.1:1", "--concurrency", "60", "--requests", "50"},
 		{"--target", "a=http://127.0.0.1:1", "--upstream", "mine"},
 		{"--compare", "only-one.json"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := cli.Main(context.Background(), append([]string{"bench"}, args...), func(string) string { return "" }, nil, &stdout, &stderr)
-		if code == 0 || stderr.Len() == 0 {
+		if code != 2 || stderr.Len() == 0 {
 			t.Errorf("bench %v: exit %d, stderr %q", args, code, stderr.String())
 		}
 	}

@@ -51,8 +51,10 @@ func measureFaults(ctx context.Context, t *Target, u *Upstream, c *http.Client, 
 		}
 		cancelProbe(ctx, t, u, c, scenarioSlow, wait, maxTokens, &f.CancelMid, &mid)
 		cancelProbe(ctx, t, u, c, scenarioSilent, wait, maxTokens, &f.CancelBefore, &before)
-		f.Drop.Probes++
-		f.Drop.Outcomes[dropProbe(ctx, t, u, c, maxTokens)]++
+		if out := dropProbe(ctx, t, u, c, maxTokens); ctx.Err() == nil {
+			f.Drop.Probes++
+			f.Drop.Outcomes[out]++
+		}
 		if f.CancelMid.Probes == 0 && f.CancelBefore.Probes == 0 {
 			break // not pointed at the upstream: more probes would say the same, slowly
 		}
@@ -104,6 +106,8 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		select {
 		case x = <-ready:
 		case <-time.After(wait + 5*time.Second):
+		case <-ctx.Done():
+			return // cut by the time cap: not a probe
 		}
 		arrived := false
 		select {
@@ -121,6 +125,8 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		case <-time.After(wait + 5*time.Second):
 			r.NotReached++
 			return
+		case <-ctx.Done():
+			return
 		}
 		// Let the target settle into waiting for the first token.
 		time.Sleep(20 * time.Millisecond)
@@ -136,6 +142,8 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		r.Cancelled++
 		*took = append(*took, ms(p.goneAt.Sub(left)))
 	case <-time.After(wait):
+	case <-ctx.Done():
+		r.Probes-- // cut by the time cap: not a probe
 	}
 }
 

@@ -2,7 +2,9 @@ package yardstick
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -114,5 +116,45 @@ func TestCutAnswersAreErrors(t *testing.T) {
 	}
 	if c := cellOf(t, rep, "complete", 1); c.OK != 2 {
 		t.Errorf("complete: %d ok, errors %v", c.OK, c.Errors)
+	}
+}
+
+// TestInputChecks: rates bench cannot pace, a request timeout that is not
+// positive and fault settings out of range are refused, not run.
+func TestInputChecks(t *testing.T) {
+	for _, bad := range []func(*Options){
+		func(o *Options) { o.Rate = 1e-300 },
+		func(o *Options) { o.Rate = math.NaN() },
+		func(o *Options) { o.Rate = math.Inf(1) },
+		func(o *Options) { o.RequestTimeout = 0 },
+		func(o *Options) { o.FaultProbes = -1 },
+		func(o *Options) { o.Upstream, o.FaultProbes, o.CancelWait = &Upstream{}, 1, 0 },
+	} {
+		o := Options{Targets: []*Target{{Name: "a", URL: "http://127.0.0.1:1"}}, Concurrency: []int{1}, Requests: 1, Rounds: 1,
+			MaxTime: time.Minute, RequestTimeout: time.Second}
+		bad(&o)
+		if _, err := Run(t.Context(), o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+// TestFaultProbesWithinMaxTime: the fault probes stop at --max-time, and
+// the report says the run was cut.
+func TestFaultProbesWithinMaxTime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	up, err := StartUpstream(ctx, "127.0.0.1:0", Pace{Chunks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &Target{Name: "holds-on", URL: fakeGateway(t, up.URL, false, "data: [DONE]\n\n") + "/v1/chat/completions"}
+	t.Cleanup(func() { cancel(); up.Close() })
+	rep, err := Run(context.Background(), Options{Targets: []*Target{tg}, Concurrency: []int{1}, Requests: 1, Rounds: 1,
+		MaxTime: 2 * time.Second, RequestTimeout: 5 * time.Second, Prompt: "hi", Upstream: up, FaultProbes: 1000, CancelWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Truncated || len(rep.Faults) != 1 || rep.Faults[0].CancelMid.Probes == 0 || rep.Faults[0].CancelMid.Probes >= 1000 {
+		t.Errorf("truncated %v, faults %+v: want some of the 1000 probes, cut by --max-time", rep.Truncated, rep.Faults)
 	}
 }

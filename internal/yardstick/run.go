@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -54,6 +55,9 @@ type Progress interface {
 	Finish()
 }
 
+// The open loop's arrival rates, per second, that bench can pace.
+const minRate, maxRate float64 = 0.01, 100000
+
 // Check reports every problem with o at once.
 func (o *Options) Check() error {
 	var errs []error
@@ -99,8 +103,17 @@ func (o *Options) Check() error {
 			}
 		}
 	}
-	if o.Rate < 0 {
-		errs = append(errs, errors.New("--rate must not be negative"))
+	if math.IsNaN(o.Rate) || o.Rate < 0 || (o.Rate > 0 && o.Rate < minRate) || o.Rate > maxRate {
+		errs = append(errs, fmt.Errorf("--rate: want %g to %g requests per second", minRate, maxRate))
+	}
+	if o.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if o.FaultProbes < 0 || o.FaultProbes > 1000 {
+		errs = append(errs, errors.New("--fault-probes: want 0 to 1000"))
+	}
+	if o.Upstream != nil && o.FaultProbes > 0 && o.CancelWait <= 0 {
+		errs = append(errs, errors.New("--cancel-wait must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -111,7 +124,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.MaxTime)
 	defer cancel()
 	rep := newReport(&o)
@@ -152,11 +164,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
-	rep.Truncated = ctx.Err() != nil
-	if o.Upstream != nil && o.FaultProbes > 0 {
-		// The probes are bounded by their number and wait, not by
-		// MaxTime: a load phase that used it all still gets them.
-		ctx := parent
+	if o.Upstream != nil && o.FaultProbes > 0 && ctx.Err() == nil {
+		// MaxTime bounds the probes too: a probe it cuts is not counted.
 		c := clientFor(4)
 		for _, t := range o.Targets {
 			f := measureFaults(ctx, t, o.Upstream, c, o.FaultProbes, o.CancelWait, o.MaxTokens)
@@ -165,6 +174,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		c.CloseIdleConnections()
 	}
+	rep.Truncated = ctx.Err() != nil
 	rep.compareBaseline()
 	rep.Elapsed = time.Since(rep.Started).Seconds()
 	return rep, nil
