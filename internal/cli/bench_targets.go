@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -221,7 +222,13 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	rep.Command = "firstword bench " + strings.Join(redactArgs(args), " ")
-	return writeReport(env, rep, *jsonOut, *htmlOut)
+	if err := writeReport(env, rep, *jsonOut, *htmlOut); err != nil {
+		return err
+	}
+	if rep.Interrupted {
+		return &exitError{code: 130, err: errors.New("interrupted: the report above covers what was measured")}
+	}
+	return nil
 }
 
 func writeReport(env *Env, rep *yardstick.Report, jsonOut, htmlOut string) error {

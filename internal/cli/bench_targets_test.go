@@ -169,3 +169,31 @@ func TestBenchTargetsErrorsKeepKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchTargetsInterrupted: a run stopped midway (Ctrl-C cancels the
+// context) still writes its report, says it was interrupted, and exits 130.
+func TestBenchTargetsInterrupted(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var mu sync.Mutex
+	n := 0
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		n++
+		if n == 3 {
+			stop()
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" one"},"finish_reason":null}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(ctx, []string{"bench", "--target", "a=" + s.URL, "--requests", "100", "--json", jsonPath}, os.Getenv, nil, &stdout, &stderr)
+	b, err := os.ReadFile(jsonPath)
+	if code != 130 || err != nil || !bytes.Contains(b, []byte(`"interrupted": true`)) || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, JSON %v %q..., stderr %q: want 130, a report saying interrupted", code, err, b[:min(len(b), 200)], stderr.String())
+	}
+}

@@ -14,16 +14,18 @@ import (
 
 // Report is a run's result, as --json writes it.
 type Report struct {
-	Started   time.Time    `json:"started"`
-	Elapsed   float64      `json:"elapsed_s"`
-	Command   string       `json:"command,omitempty"`
-	Truncated bool         `json:"truncated,omitempty"` // --max-time cut the run
-	Targets   []TargetInfo `json:"targets"`
-	Baseline  string       `json:"baseline,omitempty"`
-	Load      LoadInfo     `json:"load"`
-	Upstream  string       `json:"upstream,omitempty"`
-	Cells     []Cell       `json:"cells"`
-	Faults    []Faults     `json:"faults,omitempty"`
+	Started   time.Time `json:"started"`
+	Elapsed   float64   `json:"elapsed_s"`
+	Command   string    `json:"command,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"` // --max-time cut the run
+	// Interrupted: the run was stopped (Ctrl-C) before it ended.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Targets     []TargetInfo `json:"targets"`
+	Baseline    string       `json:"baseline,omitempty"`
+	Load        LoadInfo     `json:"load"`
+	Upstream    string       `json:"upstream,omitempty"`
+	Cells       []Cell       `json:"cells"`
+	Faults      []Faults     `json:"faults,omitempty"`
 }
 
 // TargetInfo is a target as a report names it: never its key, and its URL
@@ -52,7 +54,10 @@ type Cell struct {
 	Target      string `json:"target"`
 	Concurrency int    `json:"concurrency"`
 	// PeakInFlight is the most requests that were under way at once.
-	PeakInFlight int            `json:"peak_in_flight"`
+	PeakInFlight int `json:"peak_in_flight"`
+	// Partial: the run was cut during this level; every target has
+	// samples in it, but fewer than asked.
+	Partial      bool           `json:"partial,omitempty"`
 	Requests     int            `json:"requests"`
 	OK           int            `json:"ok"`
 	Errors       map[string]int `json:"errors"`
@@ -160,15 +165,22 @@ func (r *Report) WriteTable(w io.Writer) {
 		if c.CPUPerRequestMs != nil {
 			cpu, rss = fmt.Sprintf("%.3f ms", *c.CPUPerRequestMs), fmt.Sprintf("%.1f MB", *c.RSSMaxMB)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
-			c.Target, c.Concurrency, c.PeakInFlight, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
+		conc := fmt.Sprint(c.Concurrency)
+		if c.Partial {
+			conc += " partial"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			c.Target, conc, c.PeakInFlight, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
 			f1(c.TTFW.CI50[0], c.TTFW.N), f1(c.TTFW.CI50[1], c.TTFW.N), f1(c.TTFW.P95, c.TTFW.N), f1(c.TTFW.P99, c.TTFW.N),
 			f1(c.TTC.P50, c.TTC.N), f1(c.TTC.P95, c.TTC.N), f1(c.GapP50, c.Gaps), f1(c.GapP99, c.Gaps),
 			100*c.BunchedShare, f1(c.TokensPerSec.P50, c.TokensPerSec.N), c.Throughput, vs, cpu, rss, errorList(c.Errors))
 	}
 	tw.Flush()
-	if r.Truncated {
-		fmt.Fprintln(w, "\n--max-time cut the run: the levels and rounds missing above were not measured")
+	switch {
+	case r.Interrupted:
+		fmt.Fprintln(w, "\ninterrupted: the run was stopped; the levels missing above were not measured, those marked partial only in part")
+	case r.Truncated:
+		fmt.Fprintln(w, "\n--max-time cut the run: the levels missing above were not measured, those marked partial only in part")
 	}
 	if len(r.Faults) > 0 {
 		r.writeFaults(w)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,5 +157,66 @@ func TestFaultProbesWithinMaxTime(t *testing.T) {
 	}
 	if !rep.Truncated || len(rep.Faults) != 1 || rep.Faults[0].CancelMid.Probes == 0 || rep.Faults[0].CancelMid.Probes >= 1000 {
 		t.Errorf("truncated %v, faults %+v: want some of the 1000 probes, cut by --max-time", rep.Truncated, rep.Faults)
+	}
+}
+
+// TestCutRunMeasuresEveryTarget: a --duration far past --max-time still
+// measures every target at every level, in short alternating rounds, and
+// the report says the run was cut.
+func TestCutRunMeasuresEveryTarget(t *testing.T) {
+	var targets []*Target
+	for _, name := range []string{"a", "b", "c"} {
+		targets = append(targets, &Target{Name: name, URL: serve(t, chatTarget(time.Millisecond, time.Millisecond, 2)) + "/v1/chat"})
+	}
+	rep, err := Run(t.Context(), Options{Targets: targets, Concurrency: []int{1, 2}, Duration: time.Hour, Rounds: 2,
+		MaxTime: 2 * time.Second, RequestTimeout: 5 * time.Second, Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Truncated || rep.Interrupted {
+		t.Errorf("truncated %v, interrupted %v: want truncated only", rep.Truncated, rep.Interrupted)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		for _, conc := range []int{1, 2} {
+			if c := cellOf(t, rep, name, conc); c.OK == 0 || c.OK != c.Requests {
+				t.Errorf("%s@%d: %d/%d ok", name, conc, c.OK, c.Requests)
+			}
+		}
+	}
+}
+
+// TestInterruptedRun: a run stopped by its caller's context is reported as
+// interrupted, not as cut by --max-time, with only whole-for-every-target
+// levels.
+func TestInterruptedRun(t *testing.T) {
+	ctx, stop := context.WithCancel(t.Context())
+	var n atomic.Int64
+	stopping := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 3 {
+			stop()
+		}
+		chatTarget(0, 0, 2)(w, r)
+	})
+	rep, err := Run(ctx, Options{Targets: []*Target{{Name: "a", URL: serve(t, chatTarget(0, 0, 2)) + "/v1/chat"}, {Name: "b", URL: serve(t, stopping) + "/v1/chat"}},
+		Concurrency: []int{1}, Requests: 100, Rounds: 5, MaxTime: time.Minute, RequestTimeout: 5 * time.Second, Prompt: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted || rep.Truncated {
+		t.Errorf("interrupted %v, truncated %v: want interrupted only", rep.Interrupted, rep.Truncated)
+	}
+	// a's first round of 20 was whole, b was stopped in its first.
+	if len(rep.Cells) != 2 {
+		t.Errorf("%d cells, want a and b at level 1", len(rep.Cells))
+	}
+	for _, c := range rep.Cells {
+		if !c.Partial {
+			t.Errorf("%s@%d: not marked partial", c.Target, c.Concurrency)
+		}
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "interrupted") || strings.Contains(table.String(), "--max-time") {
+		t.Errorf("table:\n%s", table.String())
 	}
 }

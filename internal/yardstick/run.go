@@ -124,6 +124,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, o.MaxTime)
 	defer cancel()
 	rep := newReport(&o)
@@ -158,10 +159,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 		c.CloseIdleConnections()
+		// A level the cap or an interrupt cut is reported only when every
+		// target has samples in it, its cells marked partial: never one
+		// target alone.
+		cut := ctx.Err() != nil
+		if cut && slices.ContainsFunc(acc, func(a *accum) bool { return len(a.samples) == 0 }) {
+			break
+		}
 		for i, t := range o.Targets {
 			if len(acc[i].samples) > 0 {
-				rep.Cells = append(rep.Cells, acc[i].cell(t.Name, conc, o.BunchAfter))
+				cell := acc[i].cell(t.Name, conc, o.BunchAfter)
+				cell.Partial = cut
+				rep.Cells = append(rep.Cells, cell)
 			}
+		}
+		if cut {
+			break
 		}
 	}
 	if o.Upstream != nil && o.FaultProbes > 0 && ctx.Err() == nil {
@@ -174,7 +187,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		c.CloseIdleConnections()
 	}
-	rep.Truncated = ctx.Err() != nil
+	rep.Interrupted = parent.Err() != nil
+	rep.Truncated = ctx.Err() != nil && !rep.Interrupted || o.shortened()
 	rep.compareBaseline()
 	rep.Elapsed = time.Since(rep.Started).Seconds()
 	return rep, nil
@@ -188,6 +202,27 @@ func (o *Options) roundsAt(conc int) int {
 		return o.Rounds
 	}
 	return max(1, min(o.Rounds, o.Requests/conc))
+}
+
+// roundTime is a round's share of Duration, shortened so that every
+// target's rounds at every level fit in nine tenths of MaxTime: a long
+// --duration under a short --max-time measures every target a little
+// rather than the first one only.
+func (o *Options) roundTime(rounds int) time.Duration {
+	d := o.Duration / time.Duration(rounds)
+	fit := o.MaxTime * 9 / 10 / time.Duration(len(o.Targets)*len(o.Concurrency)*rounds)
+	return min(d, fit)
+}
+
+// shortened reports whether roundTime cut the rounds short.
+func (o *Options) shortened() bool {
+	for _, c := range o.Concurrency {
+		r := o.roundsAt(c)
+		if o.Duration > 0 && o.roundTime(r) < o.Duration/time.Duration(r) {
+			return true
+		}
+	}
+	return false
 }
 
 func boolInt(b bool) int {
@@ -230,7 +265,7 @@ func (a *accum) add(s Sample) {
 func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, quota, rounds int, a *accum) {
 	var deadline time.Time
 	if o.Duration > 0 {
-		deadline = time.Now().Add(o.Duration / time.Duration(rounds))
+		deadline = time.Now().Add(o.roundTime(rounds))
 	}
 	more := func(n int64) bool {
 		return ctx.Err() == nil && (quota == 0 || n <= int64(quota)) && (deadline.IsZero() || time.Now().Before(deadline))
