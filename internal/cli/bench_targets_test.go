@@ -139,8 +139,16 @@ func TestBenchCompare(t *testing.T) {
 	if code := cli.Main(context.Background(), []string{"bench", "--compare", paths[0], paths[1]}, os.Getenv, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "→") || !strings.Contains(stdout.String(), "       a     1") {
+	if !strings.Contains(stdout.String(), "→") || !strings.Contains(stdout.String(), "       a     1") || strings.Contains(stdout.String(), "warning") {
 		t.Errorf("compare printed:\n%s", stdout.String())
+	}
+	// A file that is JSON but no report is refused, not compared as empty.
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, []byte("{}"), 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := cli.Main(context.Background(), []string{"bench", "--compare", paths[0], empty}, os.Getenv, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not a bench report") {
+		t.Errorf("compare with {}: exit %d, stderr %q", code, stderr.String())
 	}
 }
 

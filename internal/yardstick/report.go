@@ -46,6 +46,8 @@ type LoadInfo struct {
 	Rate         float64 `json:"rate_per_s,omitempty"` // 0: closed loop
 	Rounds       int     `json:"rounds"`
 	BunchAfterMs float64 `json:"bunch_after_ms"`
+	Prompt       string  `json:"prompt,omitempty"`
+	MaxTokens    int     `json:"max_tokens,omitempty"`
 	CI           string  `json:"ci_method"`
 }
 
@@ -89,7 +91,7 @@ const ciMethod = "95% percentile bootstrap, 500 resamples of the pooled rounds"
 func newReport(o *Options) *Report {
 	r := &Report{Started: time.Now().UTC(), Baseline: o.Baseline, Load: LoadInfo{
 		Concurrency: o.Concurrency, Requests: o.Requests, DurationS: o.Duration.Seconds(), Rate: o.Rate,
-		Rounds: o.Rounds, BunchAfterMs: ms(o.BunchAfter), CI: ciMethod}}
+		Rounds: o.Rounds, BunchAfterMs: ms(o.BunchAfter), Prompt: o.Prompt, MaxTokens: o.MaxTokens, CI: ciMethod}}
 	for _, t := range o.Targets {
 		r.Targets = append(r.Targets, TargetInfo{Name: t.Name, URL: t.PublicURL(), Surface: t.Surface, Model: t.Model, PID: t.PID})
 	}
@@ -142,6 +144,9 @@ func ReadReport(path string) (*Report, error) {
 	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Started.IsZero() || len(r.Targets) == 0 || len(r.Load.Concurrency) == 0 {
+		return nil, fmt.Errorf("%s: not a bench report (no start time, targets or levels): write one with --json", path)
 	}
 	return &r, nil
 }
