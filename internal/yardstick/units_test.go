@@ -63,7 +63,7 @@ func TestResolve(t *testing.T) {
 func TestRemoteRefused(t *testing.T) {
 	opts := func(allow bool) Options {
 		return Options{Targets: []*Target{{Name: "local", URL: "http://127.0.0.1:1"}, {Name: "far", URL: "https://203.0.113.7/v1/messages"}},
-			Concurrency: []int{1}, Requests: 1, Rounds: 1, MaxTime: time.Second, AllowRemote: allow}
+			Concurrency: []int{1}, Requests: 1, Rounds: 1, MaxTime: time.Second, RequestTimeout: time.Second, AllowRemote: allow}
 	}
 	o := opts(false)
 	err := o.Check()
@@ -228,10 +228,10 @@ func TestCompareGolden(t *testing.T) {
 	}
 	old := &Report{Cells: []Cell{cell("a", 1, 50, 250, 0), cell("a", 10, 60, 270, 1), cell("gone", 1, 1, 1, 0)},
 		Targets: []TargetInfo{{Name: "a", URL: "http://127.0.0.1:1/v1/chat/completions", Surface: SurfaceOpenAI, Model: "m1"}, {Name: "gone", URL: "http://127.0.0.1:2/v1/chat", Surface: SurfaceChat, Model: "chat"}},
-		Load: LoadInfo{Prompt: "hi", MaxTokens: 64}}
+		Load:    LoadInfo{Prompt: "hi", MaxTokens: 64}}
 	cur := &Report{Cells: []Cell{cell("a", 1, 40, 260, 0), cell("a", 10, 66, 270, 0), cell("new", 1, 1, 1, 0)},
 		Targets: []TargetInfo{{Name: "a", URL: "http://127.0.0.1:3/v1/chat", Surface: SurfaceChat, Model: "m2"}, {Name: "new", URL: "http://127.0.0.1:4/v1/chat", Surface: SurfaceChat, Model: "chat"}},
-		Load: LoadInfo{Prompt: "hello", MaxTokens: 64}}
+		Load:    LoadInfo{Prompt: "hello", MaxTokens: 64}}
 	var b bytes.Buffer
 	WriteCompare(&b, old, cur)
 	golden := filepath.Join("testdata", "compare.golden")
