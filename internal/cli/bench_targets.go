@@ -2,8 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/url"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -41,17 +42,27 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	var targets []*yardstick.Target
 	byName := map[string]*yardstick.Target{}
 	type perTarget struct {
-		name, value string
-		apply       func(t *yardstick.Target, v string) error
+		flag, name, value string
+		apply             func(t *yardstick.Target, v string) error
 	}
 	var opts []perTarget
+	// The flag package would quote a refused value, which may hold a key:
+	// a per-target flag's error is kept here and reported after parsing,
+	// in words that show no value.
+	var flagErr error
+	keep := func(flag string, err error) error {
+		if err != nil && flagErr == nil {
+			flagErr = fmt.Errorf("--%s: %w", flag, err)
+		}
+		return nil
+	}
 	fs.Func("target", "`NAME=URL` of an endpoint to measure (repeatable); URL \"upstream\" is the built-in upstream itself", func(v string) error {
 		name, u, err := yardstick.SplitAssign(v)
 		if err != nil {
-			return err
+			return keep("target", err)
 		}
 		if byName[name] != nil {
-			return fmt.Errorf("target %s given twice", name)
+			return keep("target", fmt.Errorf("target %s given twice", name))
 		}
 		t := &yardstick.Target{Name: name, URL: u}
 		targets = append(targets, t)
@@ -62,9 +73,9 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		fs.Func(flag, usage, func(v string) error {
 			name, value, err := yardstick.SplitAssign(v)
 			if err != nil {
-				return err
+				return keep(flag, err)
 			}
-			opts = append(opts, perTarget{name, value, apply})
+			opts = append(opts, perTarget{flag, name, value, apply})
 			return nil
 		})
 	}
@@ -122,6 +133,9 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if flagErr != nil {
+		return usagef(fs, "%v", flagErr)
+	}
 	if *compare != "" {
 		if fs.NArg() != 1 {
 			return usagef(fs, "--compare takes two reports: --compare OLD.json NEW.json")
@@ -143,10 +157,10 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	for _, o := range opts {
 		t := byName[o.name]
 		if t == nil {
-			return usagef(fs, "%s: no --target named %s", o.value, o.name)
+			return usagef(fs, "--%s %s=…: no --target named %s", o.flag, o.name, o.name)
 		}
 		if err := o.apply(t, o.value); err != nil {
-			return usagef(fs, "target %s: %v", o.name, err)
+			return usagef(fs, "--%s for target %s: %v", o.flag, o.name, err)
 		}
 	}
 	if *from != "" {
@@ -167,7 +181,7 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	var r float64
 	if *rate != "" {
 		v, err := strconv.ParseFloat(strings.TrimSuffix(*rate, "/s"), 64)
-		if err != nil || v <= 0 || v > 100000 {
+		if err != nil || math.IsNaN(v) || v < 0.01 || v > 100000 {
 			return usagef(fs, "--rate: want requests per second such as 20/s, got %q", *rate)
 		}
 		r = v
@@ -208,7 +222,13 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	rep.Command = "firstword bench " + strings.Join(redactArgs(args), " ")
-	return writeReport(env, rep, *jsonOut, *htmlOut)
+	if err := writeReport(env, rep, *jsonOut, *htmlOut); err != nil {
+		return err
+	}
+	if rep.Interrupted {
+		return &exitError{code: 130, err: errors.New("interrupted: the report above covers what was measured")}
+	}
+	return nil
 }
 
 func writeReport(env *Env, rep *yardstick.Report, jsonOut, htmlOut string) error {
@@ -227,7 +247,7 @@ func writeReport(env *Env, rep *yardstick.Report, jsonOut, htmlOut string) error
 }
 
 // redactArgs is the command line as a report shows it: header values and
-// the user information and query of URLs cut, since keys hide there.
+// the user information and query of every URL cut, since keys hide there.
 func redactArgs(args []string) []string {
 	out := make([]string, len(args))
 	header := false
@@ -241,10 +261,7 @@ func redactArgs(args []string) []string {
 		}
 		name := strings.TrimLeft(a, "-")
 		header = len(name) < len(a) && name == "header"
-		if u, err := url.Parse(a[strings.Index(a, "=")+1:]); err == nil && (u.User != nil || u.RawQuery != "") {
-			a = "[redacted]"
-		}
-		out[i] = a
+		out[i] = yardstick.RedactText(a)
 	}
 	return out
 }

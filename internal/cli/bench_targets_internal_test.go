@@ -27,9 +27,9 @@ func TestWantsTargets(t *testing.T) {
 }
 
 func TestRedactArgs(t *testing.T) {
-	got := redactArgs([]string{"--header", "a=Authorization:Bearer sk-1", "--header=b=X-Key:sk-2", "--target", "c=https://u:sk-3@h/v1", "--target", "d=http://h/?key=sk-4", "--model", "a=m"})
+	got := redactArgs([]string{"--header", "a=Authorization:Bearer sk-1", "--header=b=X-Key:sk-2", "--target", "c=https://u:sk-3@h/v1", "--target", "d=http://h/?key=sk-4", "--target=e=http://user:sk-5@h/v1", "--target=f=http://h/v1?key=sk-6", "--model", "a=m"})
 	for _, a := range got {
-		for _, k := range []string{"sk-1", "sk-2", "sk-3", "sk-4"} {
+		for _, k := range []string{"sk-1", "sk-2", "sk-3", "sk-4", "sk-5", "sk-6"} {
 			if strings.Contains(a, k) {
 				t.Errorf("redactArgs left %q in %q", k, a)
 			}

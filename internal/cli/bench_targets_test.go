@@ -103,12 +103,20 @@ func TestBenchTargetsBadFlags(t *testing.T) {
 		{"--target", "a=http://127.0.0.1:1", "--api-key-env", "a=FW_BENCH_UNSET_VAR"},
 		{"--target", "a=http://127.0.0.1:1", "--concurrency", "1,x"},
 		{"--target", "a=http://127.0.0.1:1", "--rate", "fast"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "1e-300"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "NaN"},
+		{"--target", "a=http://127.0.0.1:1", "--rate", "Inf/s"},
+		{"--target", "a=http://127.0.0.1:1", "--request-timeout", "0s"},
+		{"--target", "a=http://127.0.0.1:1", "--request-timeout", "-1s"},
+		{"--target", "a=http://127.0.0.1:1", "--fault-probes", "-1", "--upstream", "builtin"},
+		{"--target", "a=http://127.0.0.1:1", "--cancel-wait", "0s", "--upstream", "builtin"},
+		{"--target", "a=http://127.0.0.1:1", "--concurrency", "60", "--requests", "50"},
 		{"--target", "a=http://127.0.0.1:1", "--upstream", "mine"},
 		{"--compare", "only-one.json"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := cli.Main(context.Background(), append([]string{"bench"}, args...), func(string) string { return "" }, nil, &stdout, &stderr)
-		if code == 0 || stderr.Len() == 0 {
+		if code != 2 || stderr.Len() == 0 {
 			t.Errorf("bench %v: exit %d, stderr %q", args, code, stderr.String())
 		}
 	}
@@ -131,7 +139,69 @@ func TestBenchCompare(t *testing.T) {
 	if code := cli.Main(context.Background(), []string{"bench", "--compare", paths[0], paths[1]}, os.Getenv, nil, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "→") || !strings.Contains(stdout.String(), "       a     1") {
+	if !strings.Contains(stdout.String(), "→") || !strings.Contains(stdout.String(), "       a     1") || strings.Contains(stdout.String(), "warning") {
 		t.Errorf("compare printed:\n%s", stdout.String())
+	}
+	// A file that is JSON but no report is refused, not compared as empty.
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, []byte("{}"), 0o644)
+	stdout.Reset()
+	stderr.Reset()
+	if code := cli.Main(context.Background(), []string{"bench", "--compare", paths[0], empty}, os.Getenv, nil, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "not a bench report") {
+		t.Errorf("compare with {}: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestBenchTargetsErrorsKeepKeys: the refusals that echo a URL or a
+// header name what is wrong without the user information, query or
+// header value where a key would be.
+func TestBenchTargetsErrorsKeepKeys(t *testing.T) {
+	const key = "sk-ERR-K3Y"
+	for _, args := range [][]string{
+		{"--target", "a=http://u:" + key + "@127.0.0.1:1/v1", "--target=a=http://127.0.0.1:2/?key=" + key},
+		{"--target=a=http://127.0.0.1:1/v1", "--target", "a=http://u:" + key + "@127.0.0.1:2/v1"},
+		{"--target", "a=ftp://u:" + key + "@127.0.0.1:1/v1"},
+		{"--target", "a=ftp://127.0.0.1:1/v1?key=" + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", "b=Authorization:Bearer " + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", "a=" + key},
+		{"--target", "a=http://127.0.0.1:1", "--header", key},
+		{"--target", "far=https://u:" + key + "@203.0.113.9/v1?key=" + key},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(context.Background(), append([]string{"bench"}, args...), func(string) string { return "" }, nil, &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("bench %v: exit %d, want 2 (usage); stderr %q", args, code, stderr.String())
+		}
+		if strings.Contains(stderr.String()+stdout.String(), "K3Y") {
+			t.Errorf("bench %v: the key is echoed:\n%s", args, stderr.String())
+		}
+	}
+}
+
+// TestBenchTargetsInterrupted: a run stopped midway (Ctrl-C cancels the
+// context) still writes its report, says it was interrupted, and exits 130.
+func TestBenchTargetsInterrupted(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var mu sync.Mutex
+	n := 0
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		n++
+		if n == 3 {
+			stop()
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" one"},"finish_reason":null}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(ctx, []string{"bench", "--target", "a=" + s.URL, "--requests", "100", "--json", jsonPath}, os.Getenv, nil, &stdout, &stderr)
+	b, err := os.ReadFile(jsonPath)
+	if code != 130 || err != nil || !bytes.Contains(b, []byte(`"interrupted": true`)) || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, JSON %v %q..., stderr %q: want 130, a report saying interrupted", code, err, b[:min(len(b), 200)], stderr.String())
 	}
 }

@@ -54,6 +54,11 @@ func run(ctx context.Context, env *Env, c *command, args []string) int {
 	if err == nil {
 		return 0
 	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		fmt.Fprintf(env.Stderr, "firstword %s: %v\n", c.name, xe.err)
+		return xe.code
+	}
 	var ue *usageError
 	if !errors.As(err, &ue) {
 		fmt.Fprintf(env.Stderr, "firstword %s: %v\n", c.name, err)
@@ -81,3 +86,12 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 }
+
+// exitError is a failure with its own exit code, such as 130 for a run
+// stopped by Ctrl-C.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }

@@ -3,6 +3,7 @@ package yardstick
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"text/tabwriter"
 )
 
@@ -35,9 +36,70 @@ func WriteCompare(w io.Writer, old, new *Report) {
 	tw.Flush()
 	if matched == 0 {
 		fmt.Fprintln(w, "no target and concurrency level in common")
-		return
+	} else {
+		fmt.Fprintln(w, "\nold → new in ms (change, relative change); errors: failed requests")
 	}
-	fmt.Fprintln(w, "\nold → new in ms (change, relative change); errors: failed requests")
+	if notes := compareSettings(old, new); len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+}
+
+// compareSettings names what differs between two reports besides the
+// figures: targets in one only, and a target's surface, URL path or model,
+// or the prompt and load, changed (the rows then compare different
+// things). Settings an older report did not record are not compared.
+func compareSettings(old, new *Report) []string {
+	var notes []string
+	warn := func(what, a, b string) {
+		if a != "" && b != "" && a != b {
+			notes = append(notes, fmt.Sprintf("warning: %s differs: %s → %s", what, a, b))
+		}
+	}
+	before := map[string]TargetInfo{}
+	for _, t := range old.Targets {
+		before[t.Name] = t
+	}
+	after := map[string]bool{}
+	for _, n := range new.Targets {
+		after[n.Name] = true
+		o, ok := before[n.Name]
+		if !ok {
+			notes = append(notes, fmt.Sprintf("target %s: only in the new report", n.Name))
+			continue
+		}
+		warn("target "+n.Name+" surface", string(o.Surface), string(n.Surface))
+		warn("target "+n.Name+" URL path", urlPath(o.URL), urlPath(n.URL))
+		warn("target "+n.Name+" model", o.Model, n.Model)
+	}
+	for _, o := range old.Targets {
+		if !after[o.Name] {
+			notes = append(notes, fmt.Sprintf("target %s: only in the old report", o.Name))
+		}
+	}
+	warn("the prompt", quoted(old.Load.Prompt), quoted(new.Load.Prompt))
+	if old.Load.MaxTokens != 0 && new.Load.MaxTokens != 0 {
+		warn("--max-tokens", fmt.Sprint(old.Load.MaxTokens), fmt.Sprint(new.Load.MaxTokens))
+	}
+	warn("--rate (0: closed loop)", fmt.Sprint(old.Load.Rate), fmt.Sprint(new.Load.Rate))
+	return notes
+}
+
+func urlPath(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Path
+}
+
+func quoted(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf("%q", s)
 }
 
 // change formats old → new (delta, percent).

@@ -25,8 +25,8 @@ type CancelResult struct {
 // DropResult counts what the client saw when the upstream cut the
 // stream after dropAfter chunks: "error_event" (a terminal error event:
 // honest), "cut" (the stream ended without its end marker), "fake_success"
-// (a clean end: the client cannot tell the answer is partial), or another
-// error kind.
+// (a clean end: the client cannot tell the answer is partial), "not via
+// the upstream" (the probe never reached it), or another error kind.
 type DropResult struct {
 	Probes   int            `json:"probes"`
 	Outcomes map[string]int `json:"outcomes"`
@@ -51,8 +51,10 @@ func measureFaults(ctx context.Context, t *Target, u *Upstream, c *http.Client, 
 		}
 		cancelProbe(ctx, t, u, c, scenarioSlow, wait, maxTokens, &f.CancelMid, &mid)
 		cancelProbe(ctx, t, u, c, scenarioSilent, wait, maxTokens, &f.CancelBefore, &before)
-		f.Drop.Probes++
-		f.Drop.Outcomes[dropProbe(ctx, t, u, c, maxTokens)]++
+		if out := dropProbe(ctx, t, u, c, maxTokens); ctx.Err() == nil {
+			f.Drop.Probes++
+			f.Drop.Outcomes[out]++
+		}
 		if f.CancelMid.Probes == 0 && f.CancelBefore.Probes == 0 {
 			break // not pointed at the upstream: more probes would say the same, slowly
 		}
@@ -104,6 +106,8 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		select {
 		case x = <-ready:
 		case <-time.After(wait + 5*time.Second):
+		case <-ctx.Done():
+			return // cut by the time cap: not a probe
 		}
 		arrived := false
 		select {
@@ -121,6 +125,8 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		case <-time.After(wait + 5*time.Second):
 			r.NotReached++
 			return
+		case <-ctx.Done():
+			return
 		}
 		// Let the target settle into waiting for the first token.
 		time.Sleep(20 * time.Millisecond)
@@ -136,15 +142,27 @@ func cancelProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, sc
 		r.Cancelled++
 		*took = append(*took, ms(p.goneAt.Sub(left)))
 	case <-time.After(wait):
+	case <-ctx.Done():
+		r.Probes-- // cut by the time cap: not a probe
 	}
 }
 
+// notViaUpstream is a drop probe that never reached the upstream.
+const notViaUpstream = "not via the upstream"
+
 // dropProbe reads a stream the upstream cuts and names its ending.
 func dropProbe(ctx context.Context, t *Target, u *Upstream, c *http.Client, maxTokens int) string {
-	prompt, _ := u.newProbe(scenarioDrop)
+	prompt, p := u.newProbe(scenarioDrop)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s := t.measure(rctx, c, prompt, maxTokens)
+	select {
+	case <-p.arrived:
+	default:
+		// The upstream never saw the request: whatever the target said,
+		// it was not about the drop.
+		return notViaUpstream
+	}
 	switch {
 	case s.Err == "":
 		return "fake_success"

@@ -134,4 +134,8 @@ func TestFaultsNotViaUpstream(t *testing.T) {
 	if f.CancelMid.Probes != 0 || f.CancelMid.NotReached != 1 || f.CancelMid.String() != "not via the upstream" {
 		t.Errorf("cancel mid-stream: %+v %q", f.CancelMid, f.CancelMid)
 	}
+	// The target answered cleanly, but not about a drop it never saw.
+	if f.Drop.Probes != 1 || f.Drop.Outcomes["fake_success"] != 0 || f.Drop.String() != "not via the upstream" {
+		t.Errorf("upstream drop: %+v %q", f.Drop, f.Drop)
+	}
 }

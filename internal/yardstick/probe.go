@@ -140,7 +140,9 @@ func visible(text string) bool {
 	return false
 }
 
-// errorKind names an error for the errors-by-kind column: http_NNN, an
+// errorKind names an error for the errors-by-kind column: http_NNN (any
+// redirect: http_3xx, as none is followed), done_STATUS or incomplete (the
+// stream ended by its rules with a cut answer), an
 // error event's code (event_CODE), protocol (the stream broke its
 // surface's rules or ended without its end marker), timeout, refused,
 // reset, eof, or other.
@@ -149,10 +151,16 @@ func errorKind(err error) string {
 	var ce *chat.Error
 	var ne net.Error
 	var ee *eventError
+	var de *endError
 	switch {
+	case errors.As(err, &de):
+		return de.kind
 	case errors.As(err, &ee):
 		return "event_" + ee.code
 	case errors.As(err, &se):
+		if se.code >= 300 && se.code < 400 {
+			return "http_3xx"
+		}
 		return fmt.Sprintf("http_%d", se.code)
 	case errors.As(err, &ce) && ce.Category == chat.CategoryProtocol:
 		if errors.Is(ce, io.ErrUnexpectedEOF) || errors.Is(ce, syscall.ECONNRESET) {
@@ -177,7 +185,7 @@ func errorKind(err error) string {
 
 // clientFor returns an HTTP client for conc concurrent streams.
 func clientFor(conc int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	return &http.Client{CheckRedirect: refuseRedirect, Transport: &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		MaxIdleConns:        conc * 2,
@@ -187,3 +195,8 @@ func clientFor(conc int) *http.Client {
 		ForceAttemptHTTP2:   true,
 	}}
 }
+
+// refuseRedirect keeps every request on the target given: a redirect could
+// lead off loopback past --allow-remote, with the key in its headers. The
+// 3xx itself is returned and counted as http_3xx.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -14,16 +14,18 @@ import (
 
 // Report is a run's result, as --json writes it.
 type Report struct {
-	Started   time.Time    `json:"started"`
-	Elapsed   float64      `json:"elapsed_s"`
-	Command   string       `json:"command,omitempty"`
-	Truncated bool         `json:"truncated,omitempty"` // --max-time cut the run
-	Targets   []TargetInfo `json:"targets"`
-	Baseline  string       `json:"baseline,omitempty"`
-	Load      LoadInfo     `json:"load"`
-	Upstream  string       `json:"upstream,omitempty"`
-	Cells     []Cell       `json:"cells"`
-	Faults    []Faults     `json:"faults,omitempty"`
+	Started   time.Time `json:"started"`
+	Elapsed   float64   `json:"elapsed_s"`
+	Command   string    `json:"command,omitempty"`
+	Truncated bool      `json:"truncated,omitempty"` // --max-time cut the run
+	// Interrupted: the run was stopped (Ctrl-C) before it ended.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Targets     []TargetInfo `json:"targets"`
+	Baseline    string       `json:"baseline,omitempty"`
+	Load        LoadInfo     `json:"load"`
+	Upstream    string       `json:"upstream,omitempty"`
+	Cells       []Cell       `json:"cells"`
+	Faults      []Faults     `json:"faults,omitempty"`
 }
 
 // TargetInfo is a target as a report names it: never its key, and its URL
@@ -44,13 +46,20 @@ type LoadInfo struct {
 	Rate         float64 `json:"rate_per_s,omitempty"` // 0: closed loop
 	Rounds       int     `json:"rounds"`
 	BunchAfterMs float64 `json:"bunch_after_ms"`
+	Prompt       string  `json:"prompt,omitempty"`
+	MaxTokens    int     `json:"max_tokens,omitempty"`
 	CI           string  `json:"ci_method"`
 }
 
 // Cell is one target at one concurrency level. Times are milliseconds.
 type Cell struct {
-	Target       string         `json:"target"`
-	Concurrency  int            `json:"concurrency"`
+	Target      string `json:"target"`
+	Concurrency int    `json:"concurrency"`
+	// PeakInFlight is the most requests that were under way at once.
+	PeakInFlight int `json:"peak_in_flight"`
+	// Partial: the run was cut during this level; every target has
+	// samples in it, but fewer than asked.
+	Partial      bool           `json:"partial,omitempty"`
 	Requests     int            `json:"requests"`
 	OK           int            `json:"ok"`
 	Errors       map[string]int `json:"errors"`
@@ -82,7 +91,7 @@ const ciMethod = "95% percentile bootstrap, 500 resamples of the pooled rounds"
 func newReport(o *Options) *Report {
 	r := &Report{Started: time.Now().UTC(), Baseline: o.Baseline, Load: LoadInfo{
 		Concurrency: o.Concurrency, Requests: o.Requests, DurationS: o.Duration.Seconds(), Rate: o.Rate,
-		Rounds: o.Rounds, BunchAfterMs: ms(o.BunchAfter), CI: ciMethod}}
+		Rounds: o.Rounds, BunchAfterMs: ms(o.BunchAfter), Prompt: o.Prompt, MaxTokens: o.MaxTokens, CI: ciMethod}}
 	for _, t := range o.Targets {
 		r.Targets = append(r.Targets, TargetInfo{Name: t.Name, URL: t.PublicURL(), Surface: t.Surface, Model: t.Model, PID: t.PID})
 	}
@@ -136,6 +145,9 @@ func ReadReport(path string) (*Report, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if r.Started.IsZero() || len(r.Targets) == 0 || len(r.Load.Concurrency) == 0 {
+		return nil, fmt.Errorf("%s: not a bench report (no start time, targets or levels): write one with --json", path)
+	}
 	return &r, nil
 }
 
@@ -143,7 +155,7 @@ func ReadReport(path string) (*Report, error) {
 // the fault columns.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tconc\tok/n\tTTFB p50\tTTFW p50 [95% CI]\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p50\tgap p99\tbunched\ttok/s p50\treq/s\tvs baseline\tcpu/req\trss\terrors\t")
+	fmt.Fprintln(tw, "target\tconc\tpeak\tok/n\tTTFB p50\tTTFW p50 [95% CI]\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p50\tgap p99\tbunched\ttok/s p50\treq/s\tvs baseline\tcpu/req\trss\terrors\t")
 	for _, c := range r.Cells {
 		vs := "-"
 		if c.AddedTTFWP50 != nil {
@@ -158,20 +170,27 @@ func (r *Report) WriteTable(w io.Writer) {
 		if c.CPUPerRequestMs != nil {
 			cpu, rss = fmt.Sprintf("%.3f ms", *c.CPUPerRequestMs), fmt.Sprintf("%.1f MB", *c.RSSMaxMB)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
-			c.Target, c.Concurrency, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
+		conc := fmt.Sprint(c.Concurrency)
+		if c.Partial {
+			conc += " partial"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			c.Target, conc, c.PeakInFlight, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
 			f1(c.TTFW.CI50[0], c.TTFW.N), f1(c.TTFW.CI50[1], c.TTFW.N), f1(c.TTFW.P95, c.TTFW.N), f1(c.TTFW.P99, c.TTFW.N),
 			f1(c.TTC.P50, c.TTC.N), f1(c.TTC.P95, c.TTC.N), f1(c.GapP50, c.Gaps), f1(c.GapP99, c.Gaps),
 			100*c.BunchedShare, f1(c.TokensPerSec.P50, c.TokensPerSec.N), c.Throughput, vs, cpu, rss, errorList(c.Errors))
 	}
 	tw.Flush()
-	if r.Truncated {
-		fmt.Fprintln(w, "\n--max-time cut the run: the levels and rounds missing above were not measured")
+	switch {
+	case r.Interrupted:
+		fmt.Fprintln(w, "\ninterrupted: the run was stopped; the levels missing above were not measured, those marked partial only in part")
+	case r.Truncated:
+		fmt.Fprintln(w, "\n--max-time cut the run: the levels missing above were not measured, those marked partial only in part")
 	}
 	if len(r.Faults) > 0 {
 		r.writeFaults(w)
 	}
-	fmt.Fprintf(w, "\ntimes in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
+	fmt.Fprintf(w, "\npeak: most requests in flight at once; times in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
 }
 
 func (r *Report) writeFaults(w io.Writer) {
@@ -202,6 +221,9 @@ func (c CancelResult) String() string {
 func (d DropResult) String() string {
 	if d.Probes == 0 {
 		return "-"
+	}
+	if d.Outcomes[notViaUpstream] == d.Probes {
+		return notViaUpstream
 	}
 	return errorList(d.Outcomes) + fmt.Sprintf(" (of %d)", d.Probes)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -54,6 +55,9 @@ type Progress interface {
 	Finish()
 }
 
+// The open loop's arrival rates, per second, that bench can pace.
+const minRate, maxRate float64 = 0.01, 100000
+
 // Check reports every problem with o at once.
 func (o *Options) Check() error {
 	var errs []error
@@ -92,8 +96,24 @@ func (o *Options) Check() error {
 	if o.Rounds < 1 {
 		errs = append(errs, errors.New("--rounds must be at least 1"))
 	}
-	if o.Rate < 0 {
-		errs = append(errs, errors.New("--rate must not be negative"))
+	if o.Rate == 0 && o.Requests > 0 {
+		for _, c := range o.Concurrency {
+			if c > o.Requests {
+				errs = append(errs, fmt.Errorf("concurrency %d is more than --requests %d: the level could not have that many in flight", c, o.Requests))
+			}
+		}
+	}
+	if math.IsNaN(o.Rate) || o.Rate < 0 || (o.Rate > 0 && o.Rate < minRate) || o.Rate > maxRate {
+		errs = append(errs, fmt.Errorf("--rate: want %g to %g requests per second", minRate, maxRate))
+	}
+	if o.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if o.FaultProbes < 0 || o.FaultProbes > 1000 {
+		errs = append(errs, errors.New("--fault-probes: want 0 to 1000"))
+	}
+	if o.Upstream != nil && o.FaultProbes > 0 && o.CancelWait <= 0 {
+		errs = append(errs, errors.New("--cancel-wait must be positive"))
 	}
 	return errors.Join(errs...)
 }
@@ -124,31 +144,41 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for i := range acc {
 			acc[i] = &accum{}
 		}
-		for r := range o.Rounds {
+		rounds := o.roundsAt(conc)
+		for r := range rounds {
 			for k := range o.Targets {
 				i := (k + r) % len(o.Targets) // a different target goes first each round
 				quota := 0
 				if o.Requests > 0 {
-					quota = o.Requests*(r+1)/o.Rounds - o.Requests*r/o.Rounds
+					quota = o.Requests*(r+1)/rounds - o.Requests*r/rounds
 					if quota == 0 {
 						continue
 					}
 				}
-				o.round(ctx, o.Targets[i], c, conc, quota, acc[i])
+				o.round(ctx, o.Targets[i], c, conc, quota, rounds, acc[i])
 			}
 		}
 		c.CloseIdleConnections()
+		// A level the cap or an interrupt cut is reported only when every
+		// target has samples in it, its cells marked partial: never one
+		// target alone.
+		cut := ctx.Err() != nil
+		if cut && slices.ContainsFunc(acc, func(a *accum) bool { return len(a.samples) == 0 }) {
+			break
+		}
 		for i, t := range o.Targets {
 			if len(acc[i].samples) > 0 {
-				rep.Cells = append(rep.Cells, acc[i].cell(t.Name, conc, o.BunchAfter))
+				cell := acc[i].cell(t.Name, conc, o.BunchAfter)
+				cell.Partial = cut
+				rep.Cells = append(rep.Cells, cell)
 			}
 		}
+		if cut {
+			break
+		}
 	}
-	rep.Truncated = ctx.Err() != nil
-	if o.Upstream != nil && o.FaultProbes > 0 {
-		// The probes are bounded by their number and wait, not by
-		// MaxTime: a load phase that used it all still gets them.
-		ctx := parent
+	if o.Upstream != nil && o.FaultProbes > 0 && ctx.Err() == nil {
+		// MaxTime bounds the probes too: a probe it cuts is not counted.
 		c := clientFor(4)
 		for _, t := range o.Targets {
 			f := measureFaults(ctx, t, o.Upstream, c, o.FaultProbes, o.CancelWait, o.MaxTokens)
@@ -157,9 +187,42 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		c.CloseIdleConnections()
 	}
+	rep.Interrupted = parent.Err() != nil
+	rep.Truncated = ctx.Err() != nil && !rep.Interrupted || o.shortened()
 	rep.compareBaseline()
 	rep.Elapsed = time.Since(rep.Started).Seconds()
 	return rep, nil
+}
+
+// roundsAt is the number of rounds a level is split into: in a closed
+// loop bounded by Requests, few enough that every round has at least conc
+// requests, so that conc of them are really in flight at once.
+func (o *Options) roundsAt(conc int) int {
+	if o.Rate > 0 || o.Requests <= 0 {
+		return o.Rounds
+	}
+	return max(1, min(o.Rounds, o.Requests/conc))
+}
+
+// roundTime is a round's share of Duration, shortened so that every
+// target's rounds at every level fit in nine tenths of MaxTime: a long
+// --duration under a short --max-time measures every target a little
+// rather than the first one only.
+func (o *Options) roundTime(rounds int) time.Duration {
+	d := o.Duration / time.Duration(rounds)
+	fit := o.MaxTime * 9 / 10 / time.Duration(len(o.Targets)*len(o.Concurrency)*rounds)
+	return min(d, fit)
+}
+
+// shortened reports whether roundTime cut the rounds short.
+func (o *Options) shortened() bool {
+	for _, c := range o.Concurrency {
+		r := o.roundsAt(c)
+		if o.Duration > 0 && o.roundTime(r) < o.Duration/time.Duration(r) {
+			return true
+		}
+	}
+	return false
 }
 
 func boolInt(b bool) int {
@@ -177,6 +240,18 @@ type accum struct {
 	cpu     time.Duration
 	rss     int64
 	hasProc bool
+	// inFlight counts requests under way; peak is its highest value.
+	inFlight, peak atomic.Int64
+}
+
+func (a *accum) begin() {
+	n := a.inFlight.Add(1)
+	for {
+		p := a.peak.Load()
+		if n <= p || a.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
 
 func (a *accum) add(s Sample) {
@@ -187,17 +262,19 @@ func (a *accum) add(s Sample) {
 
 // round runs one round of quota requests (0: until the round's share of
 // Duration) against t at concurrency conc.
-func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, quota int, a *accum) {
+func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, quota, rounds int, a *accum) {
 	var deadline time.Time
 	if o.Duration > 0 {
-		deadline = time.Now().Add(o.Duration / time.Duration(o.Rounds))
+		deadline = time.Now().Add(o.roundTime(rounds))
 	}
 	more := func(n int64) bool {
 		return ctx.Err() == nil && (quota == 0 || n <= int64(quota)) && (deadline.IsZero() || time.Now().Before(deadline))
 	}
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
+		a.begin()
 		s := t.measure(rctx, c, o.Prompt, o.MaxTokens)
+		a.inFlight.Add(-1)
 		cancel()
 		if ctx.Err() != nil {
 			return // cut by the run's end, not the target's doing
@@ -283,7 +360,7 @@ func (a *accum) watch(pid int) func() {
 const maxGapSamples = 20000
 
 func (a *accum) cell(name string, conc int, bunchAfter time.Duration) Cell {
-	c := Cell{Target: name, Concurrency: conc, Requests: len(a.samples), Errors: map[string]int{}}
+	c := Cell{Target: name, Concurrency: conc, PeakInFlight: int(a.peak.Load()), Requests: len(a.samples), Errors: map[string]int{}}
 	var ttfb, ttfw, ttc, gaps, tps []float64
 	nb := 0
 	for _, s := range a.samples {

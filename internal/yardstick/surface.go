@@ -82,7 +82,7 @@ func (t *Target) decoder(body io.Reader) chunkReader {
 	case SurfaceAnthropic:
 		return anthropic.NewStreamReader(body, maxEvent)
 	case SurfaceResponses:
-		return responses.NewUpstreamStreamReader(body, maxEvent)
+		return &incompleteReader{r: responses.NewUpstreamStreamReader(body, maxEvent)}
 	case SurfaceChat:
 		return newChatReader(body)
 	default:
@@ -144,6 +144,11 @@ func (c *chatReader) next() (*chat.Chunk, error) {
 				return nil, chat.ProtocolError(fmt.Errorf("malformed done event"))
 			}
 			c.ended = io.EOF
+			if d.Status != "" && d.Status != "complete" {
+				// A cut answer (timeout, cancelled) is not a success.
+				c.ended = &endError{kind: "done_" + d.Status}
+				return nil, c.ended
+			}
 			if d.Usage == nil {
 				return nil, io.EOF
 			}
@@ -168,3 +173,28 @@ func (c *chatReader) next() (*chat.Chunk, error) {
 type eventError struct{ code, message string }
 
 func (e *eventError) Error() string { return "error event " + e.code + ": " + e.message }
+
+// endError is a stream that ended by its surface's rules but without a
+// whole answer: kind names how (done_timeout, done_cancelled, incomplete).
+type endError struct{ kind string }
+
+func (e *endError) Error() string { return "the answer ended " + e.kind }
+
+// incompleteReader ends a Responses stream whose terminal event was
+// response.incomplete (a finish other than stop or tool calls) with an
+// endError instead of a clean end.
+type incompleteReader struct {
+	r      chunkReader
+	finish chat.FinishReason
+}
+
+func (i *incompleteReader) Next() (*chat.Chunk, error) {
+	ch, err := i.r.Next()
+	if err == io.EOF && i.finish != "" && i.finish != chat.FinishStop && i.finish != chat.FinishToolCalls {
+		return nil, &endError{kind: "incomplete"}
+	}
+	if ch != nil && ch.FinishReason != "" {
+		i.finish = ch.FinishReason
+	}
+	return ch, err
+}

@@ -9,6 +9,7 @@
 package yardstick
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -82,7 +83,7 @@ func (t *Target) SetAPIKey(k string) { t.apiKey = k }
 func (t *Target) Resolve() error {
 	u, err := url.Parse(t.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("target %s: want an http or https URL, got %q", t.Name, t.URL)
+		return fmt.Errorf("target %s: want an http or https URL, got %q", t.Name, RedactURL(t.URL))
 	}
 	guess := GuessSurface(u.Path)
 	if t.Surface == "" {
@@ -124,22 +125,34 @@ func (t *Target) Loopback() bool {
 
 // PublicURL is the URL as reports show it: without user information or
 // query, where a key could hide.
-func (t *Target) PublicURL() string {
-	u, err := url.Parse(t.URL)
+func (t *Target) PublicURL() string { return RedactURL(t.URL) }
+
+// RedactURL is s without the user information, query and fragment of a
+// URL, where a key could hide; "[redacted]" when s does not parse.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
 	if err != nil {
-		return "?"
+		return "[redacted]"
 	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
 	return u.String()
 }
+
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://\S*`)
+
+// RedactText is s with every URL in it redacted as RedactURL does.
+func RedactText(s string) string { return urlInText.ReplaceAllStringFunc(s, RedactURL) }
 
 var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // SplitAssign splits a per-target flag value NAME=VALUE.
 func SplitAssign(s string) (name, value string, err error) {
 	name, value, ok := strings.Cut(s, "=")
-	if !ok || !targetName.MatchString(name) {
-		return "", "", fmt.Errorf("want NAME=VALUE with a NAME of letters, digits, '.', '_' and '-', got %q", s)
+	if !ok {
+		return "", "", errors.New("want NAME=VALUE, got no '=' (the value is not shown: it may be a key)")
+	}
+	if !targetName.MatchString(name) {
+		return "", "", fmt.Errorf("want NAME=VALUE with a NAME of letters, digits, '.', '_' and '-', got NAME %q", name)
 	}
 	return name, value, nil
 }
@@ -149,7 +162,7 @@ func SplitHeader(s string) (string, string, error) {
 	k, v, ok := strings.Cut(s, ":")
 	k = strings.TrimSpace(k)
 	if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
-		return "", "", fmt.Errorf("want a header K:V, got %q", s)
+		return "", "", fmt.Errorf("want a header K:V (the value is not shown: it may be a key)")
 	}
 	return k, strings.TrimSpace(v), nil
 }

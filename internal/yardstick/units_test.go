@@ -63,7 +63,7 @@ func TestResolve(t *testing.T) {
 func TestRemoteRefused(t *testing.T) {
 	opts := func(allow bool) Options {
 		return Options{Targets: []*Target{{Name: "local", URL: "http://127.0.0.1:1"}, {Name: "far", URL: "https://203.0.113.7/v1/messages"}},
-			Concurrency: []int{1}, Requests: 1, Rounds: 1, MaxTime: time.Second, AllowRemote: allow}
+			Concurrency: []int{1}, Requests: 1, Rounds: 1, MaxTime: time.Second, RequestTimeout: time.Second, AllowRemote: allow}
 	}
 	o := opts(false)
 	err := o.Check()
@@ -170,6 +170,8 @@ func TestChatReader(t *testing.T) {
 		{"error event", "event: delta\ndata: {\"text\":\"a\"}\n\nevent: error\ndata: {\"code\":\"upstream_unavailable\",\"message\":\"x\"}\n\n", []string{"a"}, "event_upstream_unavailable"},
 		{"cut", "event: delta\ndata: {\"text\":\"a\"}\n\n", []string{"a"}, "protocol"},
 		{"malformed delta", "event: delta\ndata: {\"text\":1}\n\n", nil, "protocol"},
+		{"done timeout", "event: delta\ndata: {\"text\":\"a\"}\n\nevent: done\ndata: {\"status\":\"timeout\",\"usage\":{\"output_tokens\":1}}\n\n", []string{"a"}, "done_timeout"},
+		{"done cancelled", "event: done\ndata: {\"status\":\"cancelled\"}\n\n", nil, "done_cancelled"},
 		{"done with usage", "event: done\ndata: {\"usage\":{\"output_tokens\":9}}\n\n", []string{""}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,8 +226,12 @@ func TestCompareGolden(t *testing.T) {
 			TTFW: Dist{N: 50, P50: ttfw, P95: ttfw * 1.5, P99: ttfw * 2}, TTC: Dist{N: 50 - failed, P50: ttc, P95: ttc * 1.2},
 			Gaps: 100, GapP99: 12}
 	}
-	old := &Report{Cells: []Cell{cell("a", 1, 50, 250, 0), cell("a", 10, 60, 270, 1), cell("gone", 1, 1, 1, 0)}}
-	cur := &Report{Cells: []Cell{cell("a", 1, 40, 260, 0), cell("a", 10, 66, 270, 0), cell("new", 1, 1, 1, 0)}}
+	old := &Report{Cells: []Cell{cell("a", 1, 50, 250, 0), cell("a", 10, 60, 270, 1), cell("gone", 1, 1, 1, 0)},
+		Targets: []TargetInfo{{Name: "a", URL: "http://127.0.0.1:1/v1/chat/completions", Surface: SurfaceOpenAI, Model: "m1"}, {Name: "gone", URL: "http://127.0.0.1:2/v1/chat", Surface: SurfaceChat, Model: "chat"}},
+		Load:    LoadInfo{Prompt: "hi", MaxTokens: 64}}
+	cur := &Report{Cells: []Cell{cell("a", 1, 40, 260, 0), cell("a", 10, 66, 270, 0), cell("new", 1, 1, 1, 0)},
+		Targets: []TargetInfo{{Name: "a", URL: "http://127.0.0.1:3/v1/chat", Surface: SurfaceChat, Model: "m2"}, {Name: "new", URL: "http://127.0.0.1:4/v1/chat", Surface: SurfaceChat, Model: "chat"}},
+		Load:    LoadInfo{Prompt: "hello", MaxTokens: 64}}
 	var b bytes.Buffer
 	WriteCompare(&b, old, cur)
 	golden := filepath.Join("testdata", "compare.golden")
