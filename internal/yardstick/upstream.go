@@ -121,19 +121,30 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	// The request's context ends when the client's connection closes, or
 	// after the handler returns: only the first means the client left.
-	stop := context.AfterFunc(ctx, func() {
+	gone := func() {
 		at := time.Now()
 		p.goneOn.Do(func() {
 			p.goneAt = at
 			close(p.gone)
 		})
-	})
+	}
+	stop := context.AfterFunc(ctx, gone)
 	defer stop()
+	// The slow and silent answers last half a minute: one that returns
+	// sooner does so because its client left, which a failed write can
+	// show before the request's context does.
+	start := time.Now()
 	switch p.scen {
 	case scenarioSlow:
 		u.slow.ServeHTTP(w, r)
+		if time.Since(start) < 29*time.Second {
+			gone()
+		}
 	case scenarioSilent:
 		u.silent.ServeHTTP(w, r)
+		if time.Since(start) < 29*time.Second {
+			gone()
+		}
 	case scenarioDrop:
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
