@@ -202,6 +202,7 @@ func BenchmarkLimitsFirstWord(b *testing.B) {
 		"off": base,
 		"redis": base + fmt.Sprintf("limits: {driver: redis, url: %q}\n", redisURL) +
 			"tenants:\n  local: {limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000, concurrent_streams: 100000}}\n",
+		"memory": base + "tenants:\n  local: {limits: {requests_per_minute: 100000000, tokens_per_minute: 1000000000, concurrent_streams: 100000}}\n",
 	}
 	urls := map[string]string{}
 	for name, y := range configs {
@@ -218,7 +219,7 @@ func BenchmarkLimitsFirstWord(b *testing.B) {
 			ttfw := map[string][]time.Duration{}
 			perRound := max(conc*4, 40)
 			for range b.N {
-				for _, m := range []string{"off", "redis"} {
+				for _, m := range []string{"off", "redis", "memory"} {
 					ttfw[m] = append(ttfw[m], chatFirstWords(b, c, urls[m], conc, perRound)...)
 				}
 				ttfw["rtt"] = append(ttfw["rtt"], redisRoundTrips(b, redisURL, conc, perRound)...)
@@ -230,6 +231,7 @@ func BenchmarkLimitsFirstWord(b *testing.B) {
 			b.ReportMetric(p(ttfw["off"], 0.5), "off-p50-ms")
 			b.ReportMetric(p(ttfw["redis"], 0.5), "redis-p50-ms")
 			b.ReportMetric(p(ttfw["redis"], 0.5)-p(ttfw["off"], 0.5), "added-p50-ms")
+			b.ReportMetric(p(ttfw["memory"], 0.5)-p(ttfw["off"], 0.5), "memory-added-p50-ms")
 			// The floor: one bare Redis round trip (PING on a connection of
 			// its own) at the same concurrency, in the same rounds.
 			b.ReportMetric(p(ttfw["rtt"], 0.5), "redis-rtt-p50-ms")
