@@ -64,6 +64,8 @@ var (
 		Message: "the conversation store is unavailable"}
 	errAdminKeyRequired = &chat.Error{Category: chat.CategoryPermissionDenied, Code: "admin_key_required",
 		Message: "this route needs an admin key (firstword keys create --admin)"}
+	errCrossSiteAdmin = &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cross_origin_refused",
+		Message: "the operators' routes refuse requests from other origins' pages"}
 )
 
 // invalid refuses a request whose param (if any) is wrong.

@@ -165,7 +165,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 		// The browser says the page is the gateway's own (or the user
 		// typed the address); a page cannot forge the header. Behind a
 		// proxy that rewrites Host, Origin and Host differ all the same.
-	case origin != "" && s.opt.CORS.allows(origin):
+	case origin != "" && !operatorRoute(r.URL.Path) && s.opt.CORS.allows(origin):
 		c := &s.opt.CORS
 		h := w.Header()
 		h.Add("Vary", "Origin")
@@ -214,6 +214,25 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 			Message: "the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')"}
 	}
 	return false, nil
+}
+
+// operatorRoute reports whether path is one of the operators' routes
+// (/admin/*, /metrics): CORS never opens them to another origin's pages.
+func operatorRoute(path string) bool {
+	return strings.HasPrefix(path, "/admin/") || path == "/admin" || path == "/metrics"
+}
+
+// crossSite reports whether a browser says another origin's page made the
+// request: an Origin other than the server's own, or Fetch Metadata.
+func crossSite(r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
+		return true
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	}
+	return false
 }
 
 // fromAnotherPage reports whether the browser says a page of another
