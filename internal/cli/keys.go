@@ -235,6 +235,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	if err := st.CreateAPIKey(ctx, k); err != nil {
 		return err
 	}
+	if err := store.CopyKeyOverride(ctx, st, old.ID, k.ID); err != nil {
+		return fmt.Errorf("rotate %s: the new key %s exists, but its limits were not copied (the old one is not revoked): %w", id, k.ID, err)
+	}
 	until := now.Add(*grace)
 	if err := st.RevokeAPIKey(ctx, old.ID, until); err != nil {
 		return fmt.Errorf("rotate %s: the new key %s exists, but the old one was not revoked: %w", id, k.ID, err)

@@ -69,3 +69,41 @@ func TestTenantsCommand(t *testing.T) {
 		t.Errorf("--server without an admin key: %d %s", code, stderr)
 	}
 }
+
+// TestRotateOnStoreKeepsLimits: keys rotate on the store gives the new key
+// the old key's limits override.
+func TestRotateOnStoreKeepsLimits(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	if _, stderr, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "acme"); code != 0 {
+		t.Fatalf("keys create: %s", stderr)
+	}
+	keys, err := gw.Store().ListAPIKeys(t.Context(), "acme")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys: %v %v", keys, err)
+	}
+	old := keys[0].ID
+	if out, stderr, code := runCLI(t, "tenants", "set-limits", "--key", old, "--config", cfgPath, "--set", `{"requests_per_minute": 1}`); code != 0 {
+		t.Fatalf("set-limits --key: %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "keys", "rotate", "--config", cfgPath, old); code != 0 {
+		t.Fatalf("rotate: %d %s %s", code, out, stderr)
+	}
+	keys, _ = gw.Store().ListAPIKeys(t.Context(), "acme")
+	ovs, _ := gw.Store().ListLimitOverrides(t.Context())
+	for _, k := range keys {
+		if k.ID == old {
+			continue
+		}
+		for _, o := range ovs {
+			if o.Scope == "key" && o.SubjectID == k.ID && strings.Contains(string(o.Settings), `"requests_per_minute":1`) {
+				return
+			}
+		}
+		t.Fatalf("the rotated key %s has no override: %+v", k.ID, ovs)
+	}
+	t.Fatalf("no rotated key: %+v", keys)
+}

@@ -408,3 +408,37 @@ models:
 		t.Errorf("bad input stored overrides: %+v", ovs)
 	}
 }
+
+// TestRotatedKeyKeepsLimits: a key limited to 1 request per minute,
+// rotated through the admin API, hands its limit to the new key: the new
+// key's 2nd request gets 429.
+func TestRotatedKeyKeepsLimits(t *testing.T) {
+	gw := gatewaytest.StartYAML(t, `
+auth: {cache_ttl: 50ms}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`, "")
+	admin, _ := keyWithID(t, gw.Store(), "ops", true)
+	_, id := keyWithID(t, gw.Store(), "acme", false)
+	time.Sleep(100 * time.Millisecond)
+	if code, body := send(t, "PUT", gw.URL+"/admin/v1/keys/"+id+"/limits", admin, `{"requests_per_minute": 1}`); code != http.StatusOK {
+		t.Fatalf("PUT limits: %d %s", code, body)
+	}
+	code, body := send(t, "POST", gw.URL+"/admin/v1/keys/"+id+"/rotate", admin, "")
+	if code != http.StatusCreated {
+		t.Fatalf("rotate: %d %s", code, body)
+	}
+	var rotated struct{ Key adminKey }
+	if err := json.Unmarshal([]byte(body), &rotated); err != nil || rotated.Key.Key == "" {
+		t.Fatalf("rotate answer %s: %v", body, err)
+	}
+	req := `{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`
+	if code, body := send(t, "POST", gw.URL+"/v1/chat/completions", rotated.Key.Key, req); code != http.StatusOK {
+		t.Fatalf("the new key's 1st request: %d %s", code, body)
+	}
+	if code, body := send(t, "POST", gw.URL+"/v1/chat/completions", rotated.Key.Key, req); code != http.StatusTooManyRequests {
+		t.Fatalf("the new key's 2nd request: %d %s, want 429 (the rotated key's 1 rpm)", code, body)
+	}
+}

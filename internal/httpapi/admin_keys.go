@@ -172,6 +172,12 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := store.CopyKeyOverride(r.Context(), s.opt.Store, old.ID, k.ID); err != nil {
+		return s.adminStoreError(err)
+	}
+	if s.opt.Limits != nil {
+		s.opt.Limits.Reload(r.Context())
+	}
 	until := time.Now().UTC().Add(grace)
 	if err := s.opt.Store.RevokeAPIKey(r.Context(), old.ID, until); err != nil {
 		return s.adminStoreError(err)
