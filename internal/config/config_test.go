@@ -270,6 +270,9 @@ func TestCORSValidation(t *testing.T) {
 		{"credentials with any header", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["*"], allow_credentials: true}`, "cors.allowed_headers"},
 		{"lower-case method", `cors: {allowed_origins: ["https://a.example"], allowed_methods: [put]}`, "cors.allowed_methods"},
 		{"negative max age", `cors: {allowed_origins: ["https://a.example"], max_age: -1s}`, "cors.max_age"},
+		{"header name with a space", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["bad header"]}`, "cors.allowed_headers"},
+		{"empty header name", `cors: {allowed_origins: ["https://a.example"], allowed_headers: [""]}`, "cors.allowed_headers"},
+		{"wildcard inside a header name", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["x-*-id"]}`, "cors.allowed_headers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(tc.yaml), func(string) string { return "" })
@@ -278,7 +281,7 @@ func TestCORSValidation(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := Parse("t.yaml", []byte("providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\ncors: {allowed_origins: [\"https://a.example\"], allow_credentials: true, max_age: 1h, allowed_methods: [GET, PUT]}"), func(string) string { return "" })
+	cfg, err := Parse("t.yaml", []byte("providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\ncors: {allowed_origins: [\"https://a.example\"], allow_credentials: true, max_age: 1h, allowed_methods: [GET, PUT], allowed_headers: [x-stainless-*, X-Custom]}"), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("a valid policy: %v", err)
 	}

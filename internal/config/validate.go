@@ -75,6 +75,11 @@ func (c *Config) problems() []string {
 	if c.CORS.AllowCredentials && slices.Contains(c.CORS.AllowedHeaders, "*") {
 		bad(c.line("cors", "allowed_headers"), "cors.allowed_headers", "\"*\" is a header name, not a wildcard, with allow_credentials: list the headers")
 	}
+	for _, h := range c.CORS.AllowedHeaders {
+		if name := strings.TrimSuffix(h, "*"); h != "*" && !validHeaderName(name) {
+			bad(c.line("cors", "allowed_headers"), "cors.allowed_headers", "want header names, prefixes ending in * (x-stainless-*) or *, got %q", h)
+		}
+	}
 	for _, m := range c.CORS.AllowedMethods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " ,") {
 			bad(c.line("cors", "allowed_methods"), "cors.allowed_methods", "want method names in upper case (GET, DELETE...), got %q", m)
@@ -464,4 +469,18 @@ func (c *Config) limitProblems() []string {
 		}
 	}
 	return errs
+}
+
+// validHeaderName reports whether name is an HTTP header name (an RFC 9110
+// token; without "*", which only ends a prefix pattern).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
