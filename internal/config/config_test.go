@@ -91,6 +91,7 @@ func TestBadConfig(t *testing.T) {
 		{"redis limits without a server", "limits: {driver: redis}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "limits.url"}},
 		{"tiny limits period", "limits: {period: 1ms}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "limits.period"}},
 		{"negative tenant limit", "tenants:\n  acme:\n    limits: {requests_per_minute: -1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "tenants.acme.limits"}},
+		{"oversized tenant limit", "tenants:\n  acme:\n    limits: {tokens_per_minute: 100000000000}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "tenants.acme.limits", "at most 1000000000"}},
 		{"soft threshold over 1", "tenants:\n  acme:\n    budget: {usd_per_day: 1, soft_threshold: 2}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "soft_threshold"}},
 		{"unknown budget key", "tenants:\n  acme:\n    budget: {usd_per_week: 1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "usd_per_week"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},

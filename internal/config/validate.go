@@ -459,6 +459,9 @@ func (c *Config) limitProblems() []string {
 		if r := t.Limits; r != nil && (r.RequestsPerMinute < 0 || r.TokensPerMinute < 0 || r.ConcurrentStreams < 0) {
 			bad(c.line("tenants", name, "limits"), "tenants."+name+".limits", "must not be negative (0 is no limit)")
 		}
+		if r := t.Limits; r != nil && (r.RequestsPerMinute > maxLimit || r.TokensPerMinute > maxLimit || r.ConcurrentStreams > maxLimit) {
+			bad(c.line("tenants", name, "limits"), "tenants."+name+".limits", "must be at most 1000000000")
+		}
 		if b := t.Budget; b != nil {
 			if b.USDPerDay < 0 || b.USDPerMonth < 0 || b.TokensPerDay < 0 || b.TokensPerMonth < 0 {
 				bad(c.line("tenants", name, "budget"), "tenants."+name+".budget", "must not be negative (0 is no cap)")
@@ -470,6 +473,9 @@ func (c *Config) limitProblems() []string {
 	}
 	return errs
 }
+
+// maxLimit bounds a rate or concurrency limit (limits.MaxLimit).
+const maxLimit = 1_000_000_000
 
 // validHeaderName reports whether name is an HTTP header name (an RFC 9110
 // token; without "*", which only ends a prefix pattern).

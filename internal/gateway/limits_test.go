@@ -391,6 +391,8 @@ models:
 		{"unknown field", "PUT", "/admin/v1/tenants/acme", `{"requests_per_hour": 1}`, 400, "requests_per_hour"},
 		{"not JSON", "PUT", "/admin/v1/tenants/acme", `{`, 400, "request body"},
 		{"soft threshold", "PUT", "/admin/v1/tenants/acme", `{"soft_threshold": 2}`, 400, "soft_threshold"},
+		{"oversized limit", "PUT", "/admin/v1/tenants/acme", `{"tokens_per_minute": 9223372036854775807}`, 400, "tokens_per_minute must be at most 1000000000"},
+		{"one above the max", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1000000001}`, 400, "requests_per_minute must be at most"},
 		{"unknown key", "PUT", "/admin/v1/keys/key_nope/limits", `{"requests_per_minute": 1}`, 404, "key_nope"},
 		{"bad from", "GET", "/admin/v1/usage?from=yesterday", "", 400, "from"},
 	} {

@@ -208,3 +208,18 @@ func TestBudgetsAndOverrides(t *testing.T) {
 		t.Errorf("stats %+v, want 2 budget refusals and the soft threshold logged once", s)
 	}
 }
+
+// TestHugeLimitNoPanic: a limit above the period in nanoseconds (which
+// config and the admin API refuse, but a stored override could hold)
+// admits and settles without dividing by zero.
+func TestHugeLimitNoPanic(t *testing.T) {
+	l, _ := newTest(t, Options{Tenants: map[string]Policy{"acme": {Limits: Rates{RequestsPerMinute: 1 << 62, TokensPerMinute: 1 << 62}}}})
+	for range 3 {
+		tk, err := l.Admit(context.Background(), Request{Tenant: "acme", Tokens: 100})
+		if err != nil || tk == nil {
+			t.Fatalf("admit: %v %v", tk, err)
+		}
+		tk.settle(10)
+		tk.Close()
+	}
+}
