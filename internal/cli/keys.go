@@ -67,6 +67,11 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	if *tenant == "" {
 		return usagef(fs, "--tenant is required")
 	}
+	for _, f := range []struct{ name, v string }{{"--tenant", *tenant}, {"--user", *user}, {"--name", *name}} {
+		if why := auth.CheckName(f.v); why != "" {
+			return usagef(fs, "%s %s", f.name, why)
+		}
+	}
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -47,6 +48,11 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 		id = fs.Arg(0)
 	case fs.NArg() > 0:
 		return usagef(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for _, f := range []struct{ name, v string }{{"the tenant ID", id}, {"--key", *keyID}} {
+		if why := auth.CheckName(f.v); why != "" {
+			return usagef(fs, "%s %s", f.name, why)
+		}
 	}
 	var c tenantsClient
 	if *server != "" {

@@ -107,3 +107,27 @@ func TestRotateOnStoreKeepsLimits(t *testing.T) {
 	}
 	t.Fatalf("no rotated key: %+v", keys)
 }
+
+// TestCLIRefusesControlCharacters: keys create and tenants refuse
+// tenants, users, names and IDs with control characters before touching
+// the store.
+func TestCLIRefusesControlCharacters(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))), 0o600)
+	for _, args := range [][]string{
+		{"keys", "create", "--config", cfgPath, "--tenant", "a\x00b"},
+		{"keys", "create", "--config", cfgPath, "--tenant", "acme", "--user", "u\x1b[2J"},
+		{"keys", "create", "--config", cfgPath, "--tenant", "acme", "--name", strings.Repeat("n", 129)},
+		{"tenants", "set-limits", "a\x00b", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`},
+		{"tenants", "set-limits", "--key", "key_\x00", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`},
+		{"tenants", "show", "a\nb", "--config", cfgPath},
+	} {
+		if out, stderr, code := runCLI(t, args...); code != 2 || !(strings.Contains(stderr, "printable") || strings.Contains(stderr, "longer than 128")) {
+			t.Errorf("%q: exit %d, %q %q; want 2 and why", args, code, out, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fw.db")); err == nil {
+		t.Error("a refused command created the store")
+	}
+}

@@ -395,6 +395,14 @@ models:
 		{"one above the max", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1000000001}`, 400, "requests_per_minute must be at most"},
 		{"unknown key", "PUT", "/admin/v1/keys/key_nope/limits", `{"requests_per_minute": 1}`, 404, "key_nope"},
 		{"bad from", "GET", "/admin/v1/usage?from=yesterday", "", 400, "from"},
+		{"NUL in a new key's tenant", "POST", "/admin/v1/keys", `{"tenant":"a\u0000b"}`, 400, "tenant must hold printable characters only"},
+		{"newline in a key's name", "POST", "/admin/v1/keys", `{"tenant":"acme","name":"a\nb"}`, 400, "name must hold printable"},
+		{"long user", "POST", "/admin/v1/keys", `{"tenant":"acme","user":"` + strings.Repeat("u", 129) + `"}`, 400, "user is longer than 128 bytes"},
+		{"NUL in a tenant to set", "PUT", "/admin/v1/tenants/a%00b", `{"requests_per_minute": 1}`, 400, "id must hold printable"},
+		{"NUL in a tenant to show", "GET", "/admin/v1/tenants/a%00b", "", 400, "id must hold printable"},
+		{"NUL in a tenant filter", "GET", "/admin/v1/keys?tenant=a%00b", "", 400, "tenant must hold printable"},
+		{"NUL in a usage filter", "GET", "/admin/v1/usage?tenant=a%00b", "", 400, "tenant must hold printable"},
+		{"NUL in a key ID", "POST", "/admin/v1/keys/key_%01/rotate", "", 400, "id must hold printable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := send(t, tc.method, gw.URL+tc.path, admin, tc.body)

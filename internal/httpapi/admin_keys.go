@@ -49,19 +49,23 @@ type createKeyRequest struct {
 	Admin  bool   `json:"admin"`
 }
 
-// maxKeyField bounds a key's tenant, user and name.
-const maxKeyField = 256
-
 func (k *createKeyRequest) validate() error {
-	switch {
-	case k.Tenant == "":
+	if k.Tenant == "" {
 		return invalid("tenant", "tenant is required")
-	case len(k.Tenant) > maxKeyField:
-		return invalid("tenant", "tenant is longer than 256 bytes")
-	case len(k.User) > maxKeyField:
-		return invalid("user", "user is longer than 256 bytes")
-	case len(k.Name) > maxKeyField:
-		return invalid("name", "name is longer than 256 bytes")
+	}
+	for _, f := range []struct{ name, v string }{{"tenant", k.Tenant}, {"user", k.User}, {"name", k.Name}} {
+		if err := checkName(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkName refuses a tenant, user, name or ID with control characters,
+// or too long, as a 400 naming param.
+func checkName(param, v string) error {
+	if why := auth.CheckName(v); why != "" {
+		return invalid(param, param+" "+why)
 	}
 	return nil
 }
@@ -114,6 +118,9 @@ func (s *Server) newKey(r *http.Request, body createKeyRequest) (*store.APIKey, 
 
 // listKeys serves GET /admin/v1/keys[?tenant=ID], newest first.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
+	if err := checkName("tenant", r.URL.Query().Get("tenant")); err != nil {
+		return err
+	}
 	keys, err := s.opt.Store.ListAPIKeys(r.Context(), r.URL.Query().Get("tenant"))
 	if err != nil {
 		return s.adminStoreError(err)
@@ -192,6 +199,9 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 // keyByID returns the key named by the path's {id}.
 func (s *Server) keyByID(r *http.Request) (*store.APIKey, error) {
 	id := r.PathValue("id")
+	if err := checkName("id", id); err != nil {
+		return nil, err
+	}
 	keys, err := s.opt.Store.ListAPIKeys(r.Context(), "")
 	if err != nil {
 		return nil, s.adminStoreError(err)
