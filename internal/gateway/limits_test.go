@@ -452,3 +452,38 @@ models:
 		t.Fatalf("the new key's 2nd request: %d %s, want 429 (the rotated key's 1 rpm)", code, body)
 	}
 }
+
+// TestUnknownModelSpendsNoRate: a request for a model no alias serves is
+// a 404 before admission: with 1 request per minute, two 404s on each
+// surface leave the slot for a real request.
+func TestUnknownModelSpendsNoRate(t *testing.T) {
+	for _, tc := range []struct{ path, bad, good string }{
+		{"/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`},
+		{"/v1/messages", `{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"chat","max_tokens":5,"messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`},
+		{"/v1/chat", `{"model":"nope","message":"hi"}`, `{"model":"chat","message":"hi [sim ttft=1ms tokens=2]"}`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			gw := gatewaytest.StartYAML(t, `
+tenants:
+  local: {limits: {requests_per_minute: 1}}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`, "")
+			for range 2 {
+				if code, body := send(t, "POST", gw.URL+tc.path, "", tc.bad); code != http.StatusNotFound {
+					t.Fatalf("unknown model: %d %s, want 404", code, body)
+				}
+			}
+			if code, body := send(t, "POST", gw.URL+tc.path, "", tc.good); code != http.StatusOK {
+				t.Fatalf("after two 404s, a real request: %d %s, want 200 (the 404s spent no rate)", code, body)
+			}
+			if code, body := send(t, "POST", gw.URL+tc.path, "", tc.good); code != http.StatusTooManyRequests {
+				t.Fatalf("the 2nd real request: %d %s, want 429", code, body)
+			}
+		})
+	}
+}
