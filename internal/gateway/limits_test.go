@@ -147,11 +147,18 @@ tenants:
 		waitRows(t, gw.Store(), i+1)
 	}
 	code, b := send(t, "POST", gw.URL+"/v1/chat/completions", key, body)
-	if code != http.StatusTooManyRequests || !strings.Contains(b, `"code":"insufficient_quota"`) {
-		t.Fatalf("past the budget: %d %s, want 429 insufficient_quota", code, b)
+	var oe struct {
+		Error struct{ Type, Code string } `json:"error"`
+	}
+	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(b), &oe) != nil || oe.Error.Type != "insufficient_quota" || oe.Error.Code != "insufficient_quota" {
+		t.Fatalf("past the budget: %d %s, want 429 with type and code insufficient_quota", code, b)
 	}
 	code, b = send(t, "POST", gw.URL+"/v1/messages", key, `{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
-	if code != http.StatusTooManyRequests || !strings.Contains(b, `"rate_limit_error"`) {
+	var ae struct {
+		Type  string
+		Error struct{ Type string } `json:"error"`
+	}
+	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(b), &ae) != nil || ae.Type != "error" || ae.Error.Type != "rate_limit_error" {
 		t.Errorf("Anthropic's surface past the budget: %d %s, want 429 rate_limit_error", code, b)
 	}
 	if n := calls.Load(); n != 2 {
