@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -251,6 +252,15 @@ func (a *adminStore) put(ctx context.Context, path string, body []byte) (any, er
 		scope, id = store.ScopeKey, strings.TrimSuffix(rest, "/limits")
 	}
 	id, _ = url.PathUnescape(id)
+	if scope == store.ScopeKey {
+		keys, err := a.st.ListAPIKeys(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.ID == id }) {
+			return nil, fmt.Errorf("tenants: no key has the ID %q (keys list shows them)", id)
+		}
+	}
 	var in struct {
 		limits.Override
 		Reset bool `json:"reset"`
@@ -259,6 +269,9 @@ func (a *adminStore) put(ctx context.Context, path string, body []byte) (any, er
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		return nil, fmt.Errorf("tenants: --set: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("tenants: --set: unexpected data after the JSON value")
 	}
 	if field, why := in.Override.Check(); field != "" {
 		return nil, fmt.Errorf("tenants: --set: %s %s", field, why)

@@ -131,3 +131,28 @@ func TestCLIRefusesControlCharacters(t *testing.T) {
 		t.Error("a refused command created the store")
 	}
 }
+
+// TestSetLimitsOnStoreRefuses: tenants set-limits on the store refuses,
+// as the admin API does, an unknown key and trailing JSON, and stores
+// nothing.
+func TestSetLimitsOnStoreRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tenants", "set-limits", "--key", "nosuchkey", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`}, `no key has the ID "nosuchkey"`},
+		{[]string{"tenants", "set-limits", "acme", "--config", cfgPath, "--set", `{"requests_per_minute": 1} {}`}, "unexpected data after the JSON value"},
+	} {
+		if out, stderr, code := runCLI(t, tc.args...); code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %q %q; want an error saying %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+	if ovs, _ := gw.Store().ListLimitOverrides(t.Context()); len(ovs) != 0 {
+		t.Errorf("refused commands stored overrides: %+v", ovs)
+	}
+}

@@ -397,6 +397,8 @@ models:
 		{"negative", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": -1}`, 400, "must not be negative"},
 		{"unknown field", "PUT", "/admin/v1/tenants/acme", `{"requests_per_hour": 1}`, 400, "requests_per_hour"},
 		{"not JSON", "PUT", "/admin/v1/tenants/acme", `{`, 400, "request body"},
+		{"trailing JSON", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1} {}`, 400, "unexpected data after the JSON value"},
+		{"trailing JSON on a new key", "POST", "/admin/v1/keys", `{"tenant":"acme"} {"tenant":"b"}`, 400, "unexpected data after the JSON value"},
 		{"soft threshold", "PUT", "/admin/v1/tenants/acme", `{"soft_threshold": 2}`, 400, "soft_threshold"},
 		{"oversized limit", "PUT", "/admin/v1/tenants/acme", `{"tokens_per_minute": 9223372036854775807}`, 400, "tokens_per_minute must be at most 1000000000"},
 		{"one above the max", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1000000001}`, 400, "requests_per_minute must be at most"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -70,6 +71,20 @@ func checkName(param, v string) error {
 	return nil
 }
 
+// decodeStrict decodes one JSON value into v: no unknown field, and
+// nothing after the value.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
 // createKey serves POST /admin/v1/keys: a new key, shown once. A user of
 // "" makes the key its own user (its conversations are its own).
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -78,9 +93,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body createKeyRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := decodeStrict(raw, &body); err != nil {
 		return invalid("", "request body: "+err.Error())
 	}
 	if err := body.validate(); err != nil {

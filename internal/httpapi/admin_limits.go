@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -216,9 +215,7 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request, scope, id s
 		// Reset drops every override first: the config's policy applies.
 		Reset bool `json:"reset"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := decodeStrict(raw, &body); err != nil {
 		return invalid("", "request body: "+err.Error())
 	}
 	if field, why := body.Override.Check(); field != "" {
