@@ -67,6 +67,11 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	if *tenant == "" {
 		return usagef(fs, "--tenant is required")
 	}
+	for _, f := range []struct{ name, v string }{{"--tenant", *tenant}, {"--user", *user}, {"--name", *name}} {
+		if why := auth.CheckName(f.v); why != "" {
+			return usagef(fs, "%s %s", f.name, why)
+		}
+	}
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {
@@ -234,6 +239,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, Prefix: prefix, Hash: hash, CreatedAt: now, Admin: old.Admin}
 	if err := st.CreateAPIKey(ctx, k); err != nil {
 		return err
+	}
+	if err := store.CopyKeyOverride(ctx, st, old.ID, k.ID); err != nil {
+		return fmt.Errorf("rotate %s: the new key %s exists, but its limits were not copied (the old one is not revoked): %w", id, k.ID, err)
 	}
 	until := now.Add(*grace)
 	if err := st.RevokeAPIKey(ctx, old.ID, until); err != nil {

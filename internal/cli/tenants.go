@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -47,6 +49,11 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 		id = fs.Arg(0)
 	case fs.NArg() > 0:
 		return usagef(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for _, f := range []struct{ name, v string }{{"the tenant ID", id}, {"--key", *keyID}} {
+		if why := auth.CheckName(f.v); why != "" {
+			return usagef(fs, "%s %s", f.name, why)
+		}
 	}
 	var c tenantsClient
 	if *server != "" {
@@ -245,6 +252,15 @@ func (a *adminStore) put(ctx context.Context, path string, body []byte) (any, er
 		scope, id = store.ScopeKey, strings.TrimSuffix(rest, "/limits")
 	}
 	id, _ = url.PathUnescape(id)
+	if scope == store.ScopeKey {
+		keys, err := a.st.ListAPIKeys(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.ID == id }) {
+			return nil, fmt.Errorf("tenants: no key has the ID %q (keys list shows them)", id)
+		}
+	}
 	var in struct {
 		limits.Override
 		Reset bool `json:"reset"`
@@ -253,6 +269,9 @@ func (a *adminStore) put(ctx context.Context, path string, body []byte) (any, er
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		return nil, fmt.Errorf("tenants: --set: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("tenants: --set: unexpected data after the JSON value")
 	}
 	if field, why := in.Override.Check(); field != "" {
 		return nil, fmt.Errorf("tenants: --set: %s %s", field, why)

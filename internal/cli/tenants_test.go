@@ -69,3 +69,90 @@ func TestTenantsCommand(t *testing.T) {
 		t.Errorf("--server without an admin key: %d %s", code, stderr)
 	}
 }
+
+// TestRotateOnStoreKeepsLimits: keys rotate on the store gives the new key
+// the old key's limits override.
+func TestRotateOnStoreKeepsLimits(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	if _, stderr, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "acme"); code != 0 {
+		t.Fatalf("keys create: %s", stderr)
+	}
+	keys, err := gw.Store().ListAPIKeys(t.Context(), "acme")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys: %v %v", keys, err)
+	}
+	old := keys[0].ID
+	if out, stderr, code := runCLI(t, "tenants", "set-limits", "--key", old, "--config", cfgPath, "--set", `{"requests_per_minute": 1}`); code != 0 {
+		t.Fatalf("set-limits --key: %d %s %s", code, out, stderr)
+	}
+	if out, stderr, code := runCLI(t, "keys", "rotate", "--config", cfgPath, old); code != 0 {
+		t.Fatalf("rotate: %d %s %s", code, out, stderr)
+	}
+	keys, _ = gw.Store().ListAPIKeys(t.Context(), "acme")
+	ovs, _ := gw.Store().ListLimitOverrides(t.Context())
+	for _, k := range keys {
+		if k.ID == old {
+			continue
+		}
+		for _, o := range ovs {
+			if o.Scope == "key" && o.SubjectID == k.ID && strings.Contains(string(o.Settings), `"requests_per_minute":1`) {
+				return
+			}
+		}
+		t.Fatalf("the rotated key %s has no override: %+v", k.ID, ovs)
+	}
+	t.Fatalf("no rotated key: %+v", keys)
+}
+
+// TestCLIRefusesControlCharacters: keys create and tenants refuse
+// tenants, users, names and IDs with control characters before touching
+// the store.
+func TestCLIRefusesControlCharacters(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))), 0o600)
+	for _, args := range [][]string{
+		{"keys", "create", "--config", cfgPath, "--tenant", "a\x00b"},
+		{"keys", "create", "--config", cfgPath, "--tenant", "acme", "--user", "u\x1b[2J"},
+		{"keys", "create", "--config", cfgPath, "--tenant", "acme", "--name", strings.Repeat("n", 129)},
+		{"tenants", "set-limits", "a\x00b", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`},
+		{"tenants", "set-limits", "--key", "key_\x00", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`},
+		{"tenants", "show", "a\nb", "--config", cfgPath},
+	} {
+		if out, stderr, code := runCLI(t, args...); code != 2 || !(strings.Contains(stderr, "printable") || strings.Contains(stderr, "longer than 128")) {
+			t.Errorf("%q: exit %d, %q %q; want 2 and why", args, code, out, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fw.db")); err == nil {
+		t.Error("a refused command created the store")
+	}
+}
+
+// TestSetLimitsOnStoreRefuses: tenants set-limits on the store refuses,
+// as the admin API does, an unknown key and trailing JSON, and stores
+// nothing.
+func TestSetLimitsOnStoreRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "fw.yaml")
+	cfgText := fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
+	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tenants", "set-limits", "--key", "nosuchkey", "--config", cfgPath, "--set", `{"requests_per_minute": 1}`}, `no key has the ID "nosuchkey"`},
+		{[]string{"tenants", "set-limits", "acme", "--config", cfgPath, "--set", `{"requests_per_minute": 1} {}`}, "unexpected data after the JSON value"},
+	} {
+		if out, stderr, code := runCLI(t, tc.args...); code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%q: exit %d, %q %q; want an error saying %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+	if ovs, _ := gw.Store().ListLimitOverrides(t.Context()); len(ovs) != 0 {
+		t.Errorf("refused commands stored overrides: %+v", ovs)
+	}
+}

@@ -352,10 +352,10 @@ type CORS struct {
 	// AllowedMethods are the methods a cross-origin page may use beyond
 	// GET, HEAD and POST (default GET, POST, DELETE).
 	AllowedMethods []string `yaml:"allowed_methods"`
-	// AllowedHeaders are the request headers a cross-origin page may send,
-	// or "*" for any (not with allow_credentials). Default: Authorization,
-	// Content-Type, X-Api-Key, Idempotency-Key, Last-Event-ID, Traceparent,
-	// Tracestate, X-Firstword-Timeout, Anthropic-Version, Openai-Beta.
+	// AllowedHeaders are the request headers a cross-origin page may send:
+	// names, prefixes ending in "*" (x-stainless-*), or "*" for any (not
+	// with allow_credentials). Default: what the official OpenAI and
+	// Anthropic SDKs send from a browser (httpapi.DefaultCORSHeaders).
 	AllowedHeaders []string `yaml:"allowed_headers"`
 	// ExposedHeaders are the response headers a cross-origin page may
 	// read. Default: the request and trace ids, the X-Firstword-* headers,

@@ -91,6 +91,7 @@ func TestBadConfig(t *testing.T) {
 		{"redis limits without a server", "limits: {driver: redis}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "limits.url"}},
 		{"tiny limits period", "limits: {period: 1ms}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "limits.period"}},
 		{"negative tenant limit", "tenants:\n  acme:\n    limits: {requests_per_minute: -1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "tenants.acme.limits"}},
+		{"oversized tenant limit", "tenants:\n  acme:\n    limits: {tokens_per_minute: 100000000000}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "tenants.acme.limits", "at most 1000000000"}},
 		{"soft threshold over 1", "tenants:\n  acme:\n    budget: {usd_per_day: 1, soft_threshold: 2}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "soft_threshold"}},
 		{"unknown budget key", "tenants:\n  acme:\n    budget: {usd_per_week: 1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "usd_per_week"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
@@ -270,6 +271,9 @@ func TestCORSValidation(t *testing.T) {
 		{"credentials with any header", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["*"], allow_credentials: true}`, "cors.allowed_headers"},
 		{"lower-case method", `cors: {allowed_origins: ["https://a.example"], allowed_methods: [put]}`, "cors.allowed_methods"},
 		{"negative max age", `cors: {allowed_origins: ["https://a.example"], max_age: -1s}`, "cors.max_age"},
+		{"header name with a space", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["bad header"]}`, "cors.allowed_headers"},
+		{"empty header name", `cors: {allowed_origins: ["https://a.example"], allowed_headers: [""]}`, "cors.allowed_headers"},
+		{"wildcard inside a header name", `cors: {allowed_origins: ["https://a.example"], allowed_headers: ["x-*-id"]}`, "cors.allowed_headers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(tc.yaml), func(string) string { return "" })
@@ -278,7 +282,7 @@ func TestCORSValidation(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := Parse("t.yaml", []byte("providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\ncors: {allowed_origins: [\"https://a.example\"], allow_credentials: true, max_age: 1h, allowed_methods: [GET, PUT]}"), func(string) string { return "" })
+	cfg, err := Parse("t.yaml", []byte("providers: {sim: {type: sim}}\nmodels: {chat: {deployments: [{provider: sim, model: small}]}}\ncors: {allowed_origins: [\"https://a.example\"], allow_credentials: true, max_age: 1h, allowed_methods: [GET, PUT], allowed_headers: [x-stainless-*, X-Custom]}"), func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("a valid policy: %v", err)
 	}

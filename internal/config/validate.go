@@ -75,6 +75,11 @@ func (c *Config) problems() []string {
 	if c.CORS.AllowCredentials && slices.Contains(c.CORS.AllowedHeaders, "*") {
 		bad(c.line("cors", "allowed_headers"), "cors.allowed_headers", "\"*\" is a header name, not a wildcard, with allow_credentials: list the headers")
 	}
+	for _, h := range c.CORS.AllowedHeaders {
+		if name := strings.TrimSuffix(h, "*"); h != "*" && !validHeaderName(name) {
+			bad(c.line("cors", "allowed_headers"), "cors.allowed_headers", "want header names, prefixes ending in * (x-stainless-*) or *, got %q", h)
+		}
+	}
 	for _, m := range c.CORS.AllowedMethods {
 		if m == "" || strings.ToUpper(m) != m || strings.ContainsAny(m, " ,") {
 			bad(c.line("cors", "allowed_methods"), "cors.allowed_methods", "want method names in upper case (GET, DELETE...), got %q", m)
@@ -454,6 +459,9 @@ func (c *Config) limitProblems() []string {
 		if r := t.Limits; r != nil && (r.RequestsPerMinute < 0 || r.TokensPerMinute < 0 || r.ConcurrentStreams < 0) {
 			bad(c.line("tenants", name, "limits"), "tenants."+name+".limits", "must not be negative (0 is no limit)")
 		}
+		if r := t.Limits; r != nil && (r.RequestsPerMinute > maxLimit || r.TokensPerMinute > maxLimit || r.ConcurrentStreams > maxLimit) {
+			bad(c.line("tenants", name, "limits"), "tenants."+name+".limits", "must be at most 1000000000")
+		}
 		if b := t.Budget; b != nil {
 			if b.USDPerDay < 0 || b.USDPerMonth < 0 || b.TokensPerDay < 0 || b.TokensPerMonth < 0 {
 				bad(c.line("tenants", name, "budget"), "tenants."+name+".budget", "must not be negative (0 is no cap)")
@@ -464,4 +472,21 @@ func (c *Config) limitProblems() []string {
 		}
 	}
 	return errs
+}
+
+// maxLimit bounds a rate or concurrency limit (limits.MaxLimit).
+const maxLimit = 1_000_000_000
+
+// validHeaderName reports whether name is an HTTP header name (an RFC 9110
+// token; without "*", which only ends a prefix pattern).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

@@ -147,11 +147,18 @@ tenants:
 		waitRows(t, gw.Store(), i+1)
 	}
 	code, b := send(t, "POST", gw.URL+"/v1/chat/completions", key, body)
-	if code != http.StatusTooManyRequests || !strings.Contains(b, `"code":"insufficient_quota"`) {
-		t.Fatalf("past the budget: %d %s, want 429 insufficient_quota", code, b)
+	var oe struct {
+		Error struct{ Type, Code string } `json:"error"`
+	}
+	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(b), &oe) != nil || oe.Error.Type != "insufficient_quota" || oe.Error.Code != "insufficient_quota" {
+		t.Fatalf("past the budget: %d %s, want 429 with type and code insufficient_quota", code, b)
 	}
 	code, b = send(t, "POST", gw.URL+"/v1/messages", key, `{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
-	if code != http.StatusTooManyRequests || !strings.Contains(b, `"rate_limit_error"`) {
+	var ae struct {
+		Type  string
+		Error struct{ Type string } `json:"error"`
+	}
+	if code != http.StatusTooManyRequests || json.Unmarshal([]byte(b), &ae) != nil || ae.Type != "error" || ae.Error.Type != "rate_limit_error" {
 		t.Errorf("Anthropic's surface past the budget: %d %s, want 429 rate_limit_error", code, b)
 	}
 	if n := calls.Load(); n != 2 {
@@ -390,9 +397,21 @@ models:
 		{"negative", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": -1}`, 400, "must not be negative"},
 		{"unknown field", "PUT", "/admin/v1/tenants/acme", `{"requests_per_hour": 1}`, 400, "requests_per_hour"},
 		{"not JSON", "PUT", "/admin/v1/tenants/acme", `{`, 400, "request body"},
+		{"trailing JSON", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1} {}`, 400, "unexpected data after the JSON value"},
+		{"trailing JSON on a new key", "POST", "/admin/v1/keys", `{"tenant":"acme"} {"tenant":"b"}`, 400, "unexpected data after the JSON value"},
 		{"soft threshold", "PUT", "/admin/v1/tenants/acme", `{"soft_threshold": 2}`, 400, "soft_threshold"},
+		{"oversized limit", "PUT", "/admin/v1/tenants/acme", `{"tokens_per_minute": 9223372036854775807}`, 400, "tokens_per_minute must be at most 1000000000"},
+		{"one above the max", "PUT", "/admin/v1/tenants/acme", `{"requests_per_minute": 1000000001}`, 400, "requests_per_minute must be at most"},
 		{"unknown key", "PUT", "/admin/v1/keys/key_nope/limits", `{"requests_per_minute": 1}`, 404, "key_nope"},
 		{"bad from", "GET", "/admin/v1/usage?from=yesterday", "", 400, "from"},
+		{"NUL in a new key's tenant", "POST", "/admin/v1/keys", `{"tenant":"a\u0000b"}`, 400, "tenant must hold printable characters only"},
+		{"newline in a key's name", "POST", "/admin/v1/keys", `{"tenant":"acme","name":"a\nb"}`, 400, "name must hold printable"},
+		{"long user", "POST", "/admin/v1/keys", `{"tenant":"acme","user":"` + strings.Repeat("u", 129) + `"}`, 400, "user is longer than 128 bytes"},
+		{"NUL in a tenant to set", "PUT", "/admin/v1/tenants/a%00b", `{"requests_per_minute": 1}`, 400, "id must hold printable"},
+		{"NUL in a tenant to show", "GET", "/admin/v1/tenants/a%00b", "", 400, "id must hold printable"},
+		{"NUL in a tenant filter", "GET", "/admin/v1/keys?tenant=a%00b", "", 400, "tenant must hold printable"},
+		{"NUL in a usage filter", "GET", "/admin/v1/usage?tenant=a%00b", "", 400, "tenant must hold printable"},
+		{"NUL in a key ID", "POST", "/admin/v1/keys/key_%01/rotate", "", 400, "id must hold printable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := send(t, tc.method, gw.URL+tc.path, admin, tc.body)
@@ -406,5 +425,74 @@ models:
 	}
 	if ovs, _ := gw.Store().ListLimitOverrides(context.Background()); len(ovs) != 0 {
 		t.Errorf("bad input stored overrides: %+v", ovs)
+	}
+}
+
+// TestRotatedKeyKeepsLimits: a key limited to 1 request per minute,
+// rotated through the admin API, hands its limit to the new key: the new
+// key's 2nd request gets 429.
+func TestRotatedKeyKeepsLimits(t *testing.T) {
+	gw := gatewaytest.StartYAML(t, `
+auth: {cache_ttl: 50ms}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`, "")
+	admin, _ := keyWithID(t, gw.Store(), "ops", true)
+	_, id := keyWithID(t, gw.Store(), "acme", false)
+	time.Sleep(100 * time.Millisecond)
+	if code, body := send(t, "PUT", gw.URL+"/admin/v1/keys/"+id+"/limits", admin, `{"requests_per_minute": 1}`); code != http.StatusOK {
+		t.Fatalf("PUT limits: %d %s", code, body)
+	}
+	code, body := send(t, "POST", gw.URL+"/admin/v1/keys/"+id+"/rotate", admin, "")
+	if code != http.StatusCreated {
+		t.Fatalf("rotate: %d %s", code, body)
+	}
+	var rotated struct{ Key adminKey }
+	if err := json.Unmarshal([]byte(body), &rotated); err != nil || rotated.Key.Key == "" {
+		t.Fatalf("rotate answer %s: %v", body, err)
+	}
+	req := `{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`
+	if code, body := send(t, "POST", gw.URL+"/v1/chat/completions", rotated.Key.Key, req); code != http.StatusOK {
+		t.Fatalf("the new key's 1st request: %d %s", code, body)
+	}
+	if code, body := send(t, "POST", gw.URL+"/v1/chat/completions", rotated.Key.Key, req); code != http.StatusTooManyRequests {
+		t.Fatalf("the new key's 2nd request: %d %s, want 429 (the rotated key's 1 rpm)", code, body)
+	}
+}
+
+// TestUnknownModelSpendsNoRate: a request for a model no alias serves is
+// a 404 before admission: with 1 request per minute, two 404s on each
+// surface leave the slot for a real request.
+func TestUnknownModelSpendsNoRate(t *testing.T) {
+	for _, tc := range []struct{ path, bad, good string }{
+		{"/v1/chat/completions", `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`},
+		{"/v1/messages", `{"model":"nope","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+			`{"model":"chat","max_tokens":5,"messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`},
+		{"/v1/chat", `{"model":"nope","message":"hi"}`, `{"model":"chat","message":"hi [sim ttft=1ms tokens=2]"}`},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			gw := gatewaytest.StartYAML(t, `
+tenants:
+  local: {limits: {requests_per_minute: 1}}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`, "")
+			for range 2 {
+				if code, body := send(t, "POST", gw.URL+tc.path, "", tc.bad); code != http.StatusNotFound {
+					t.Fatalf("unknown model: %d %s, want 404", code, body)
+				}
+			}
+			if code, body := send(t, "POST", gw.URL+tc.path, "", tc.good); code != http.StatusOK {
+				t.Fatalf("after two 404s, a real request: %d %s, want 200 (the 404s spent no rate)", code, body)
+			}
+			if code, body := send(t, "POST", gw.URL+tc.path, "", tc.good); code != http.StatusTooManyRequests {
+				t.Fatalf("the 2nd real request: %d %s, want 429", code, body)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -49,19 +50,37 @@ type createKeyRequest struct {
 	Admin  bool   `json:"admin"`
 }
 
-// maxKeyField bounds a key's tenant, user and name.
-const maxKeyField = 256
-
 func (k *createKeyRequest) validate() error {
-	switch {
-	case k.Tenant == "":
+	if k.Tenant == "" {
 		return invalid("tenant", "tenant is required")
-	case len(k.Tenant) > maxKeyField:
-		return invalid("tenant", "tenant is longer than 256 bytes")
-	case len(k.User) > maxKeyField:
-		return invalid("user", "user is longer than 256 bytes")
-	case len(k.Name) > maxKeyField:
-		return invalid("name", "name is longer than 256 bytes")
+	}
+	for _, f := range []struct{ name, v string }{{"tenant", k.Tenant}, {"user", k.User}, {"name", k.Name}} {
+		if err := checkName(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkName refuses a tenant, user, name or ID with control characters,
+// or too long, as a 400 naming param.
+func checkName(param, v string) error {
+	if why := auth.CheckName(v); why != "" {
+		return invalid(param, param+" "+why)
+	}
+	return nil
+}
+
+// decodeStrict decodes one JSON value into v: no unknown field, and
+// nothing after the value.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -74,9 +93,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body createKeyRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := decodeStrict(raw, &body); err != nil {
 		return invalid("", "request body: "+err.Error())
 	}
 	if err := body.validate(); err != nil {
@@ -114,6 +131,9 @@ func (s *Server) newKey(r *http.Request, body createKeyRequest) (*store.APIKey, 
 
 // listKeys serves GET /admin/v1/keys[?tenant=ID], newest first.
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
+	if err := checkName("tenant", r.URL.Query().Get("tenant")); err != nil {
+		return err
+	}
 	keys, err := s.opt.Store.ListAPIKeys(r.Context(), r.URL.Query().Get("tenant"))
 	if err != nil {
 		return s.adminStoreError(err)
@@ -172,6 +192,12 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := store.CopyKeyOverride(r.Context(), s.opt.Store, old.ID, k.ID); err != nil {
+		return s.adminStoreError(err)
+	}
+	if s.opt.Limits != nil {
+		s.opt.Limits.Reload(r.Context())
+	}
 	until := time.Now().UTC().Add(grace)
 	if err := s.opt.Store.RevokeAPIKey(r.Context(), old.ID, until); err != nil {
 		return s.adminStoreError(err)
@@ -186,6 +212,9 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 // keyByID returns the key named by the path's {id}.
 func (s *Server) keyByID(r *http.Request) (*store.APIKey, error) {
 	id := r.PathValue("id")
+	if err := checkName("id", id); err != nil {
+		return nil, err
+	}
 	keys, err := s.opt.Store.ListAPIKeys(r.Context(), "")
 	if err != nil {
 		return nil, s.adminStoreError(err)

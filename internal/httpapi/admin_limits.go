@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/limits"
@@ -156,6 +157,9 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
 	if err := s.limitsReady(); err != nil {
 		return err
 	}
+	if err := checkName("id", r.PathValue("id")); err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 	sums, err := s.spendSums(r.Context(), now)
 	if err != nil {
@@ -178,6 +182,9 @@ func (s *Server) putKeyLimits(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
+	if err := checkName("id", id); err != nil {
+		return err
+	}
 	keys, err := s.opt.Store.ListAPIKeys(r.Context(), "")
 	if err != nil {
 		s.log.Error("listing keys", "err", err)
@@ -193,8 +200,11 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request, scope, id s
 	if err := s.limitsReady(); err != nil {
 		return err
 	}
-	if id == "" || len(id) > 200 {
-		return invalid("id", "the ID must be 1 to 200 bytes")
+	if id == "" {
+		return invalid("id", "the ID must not be empty")
+	}
+	if err := checkName("id", id); err != nil {
+		return err
 	}
 	raw, err := s.readBody(w, r)
 	if err != nil {
@@ -205,9 +215,7 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request, scope, id s
 		// Reset drops every override first: the config's policy applies.
 		Reset bool `json:"reset"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if err := decodeStrict(raw, &body); err != nil {
 		return invalid("", "request body: "+err.Error())
 	}
 	if field, why := body.Override.Check(); field != "" {
@@ -259,6 +267,14 @@ func (s *Server) adminUsage(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	f := store.UsageFilter{TenantID: q.Get("tenant"), KeyID: q.Get("key"), Model: q.Get("model")}
+	for _, p := range []struct{ name, v string }{{"tenant", f.TenantID}, {"key", f.KeyID}} {
+		if err := checkName(p.name, p.v); err != nil {
+			return err
+		}
+	}
+	if !utf8.ValidString(f.Model) || strings.ContainsFunc(f.Model, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return invalid("model", "model must hold printable characters only")
+	}
 	var err error
 	if f.From, err = parseWhen(q.Get("from")); err != nil {
 		return invalid("from", "from: want an RFC 3339 time or YYYY-MM-DD")

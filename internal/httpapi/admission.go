@@ -69,7 +69,7 @@ func reserve(req *chat.Request) int {
 func refusalError(ref *limits.Refusal) *chat.Error {
 	e := &chat.Error{Category: chat.CategoryRateLimited, Code: "rate_limit_exceeded", Message: ref.Message, RetryAfter: ref.RetryAfter}
 	if ref.Reason == "budget" {
-		e.Code = "insufficient_quota"
+		e.Code = codeInsufficientQuota
 	}
 	return e
 }

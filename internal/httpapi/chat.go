@@ -61,6 +61,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		body.Model = s.defaultModel()
 	}
 	end("")
+	if err := s.modelServed(body.Model); err != nil {
+		return err // before admission: a 404 spends no rate limit
+	}
 	var claim *idempotentSend
 	if key, ok := r.Header["Idempotency-Key"]; ok {
 		if err := ParseIdempotencyKey(key[0]); err != nil {

@@ -115,3 +115,43 @@ func TestCORS(t *testing.T) {
 		})
 	}
 }
+
+// TestCORSSDKHeaders: with the default allowed headers, the preflights of
+// the official OpenAI JS SDK and Anthropic TS SDK in a browser (their
+// Access-Control-Request-Headers as sent) pass; a header matching no name
+// or prefix does not, and a prefix pattern needs more than the prefix.
+func TestCORSSDKHeaders(t *testing.T) {
+	const app = "https://app.example"
+	srv := corsServer(t, CORS{AllowedOrigins: []string{app}})
+	for _, tc := range []struct {
+		name, path, headers string
+		status              int
+	}{
+		{"openai js", "/v1/chat/completions", "authorization,content-type,openai-organization,openai-project,x-stainless-arch,x-stainless-lang," +
+			"x-stainless-os,x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout", 204},
+		{"anthropic ts", "/v1/messages", "anthropic-dangerous-direct-browser-access,anthropic-version,anthropic-beta,content-type,x-api-key," +
+			"x-stainless-arch,x-stainless-lang,x-stainless-os,x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime," +
+			"x-stainless-runtime-version,x-stainless-timeout", 204},
+		{"firstword's own", "/v1/chat", "Content-Type, Idempotency-Key, Last-Event-ID, X-Firstword-Timeout, Cache-Control, X-Request-Timeout", 204},
+		{"unknown header", "/v1/chat/completions", "content-type,x-secret", 403},
+		{"the bare prefix", "/v1/chat/completions", "x-stainless-", 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("OPTIONS", srv.URL+tc.path, nil)
+			req.Header.Set("Origin", app)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", tc.headers)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("preflight: %d, want %d", resp.StatusCode, tc.status)
+			}
+			if tc.status == 204 && (resp.Header.Get("Access-Control-Allow-Headers") != tc.headers || resp.Header.Get("Access-Control-Allow-Origin") != app) {
+				t.Errorf("preflight headers: %v", resp.Header)
+			}
+		})
+	}
+}

@@ -48,6 +48,10 @@ var refusalTypes = map[chat.Category]struct{ openAI, anthropic string }{
 	chat.CategoryUnprocessable:    {"invalid_request_error", "invalid_request_error"},
 }
 
+// codeInsufficientQuota is OpenAI's code and type of a 429 for a spent
+// budget (Anthropic's dialect keeps rate_limit_error).
+const codeInsufficientQuota = "insufficient_quota"
+
 // statusOverloaded is Anthropic's status for an overloaded API, which its
 // SDKs retry; it answers CategoryOverloaded in Anthropic's dialect.
 const statusOverloaded = 529
@@ -64,6 +68,8 @@ var (
 		Message: "the conversation store is unavailable"}
 	errAdminKeyRequired = &chat.Error{Category: chat.CategoryPermissionDenied, Code: "admin_key_required",
 		Message: "this route needs an admin key (firstword keys create --admin)"}
+	errCrossSiteAdmin = &chat.Error{Category: chat.CategoryPermissionDenied, Code: "cross_origin_refused",
+		Message: "the operators' routes refuse requests from other origins' pages"}
 )
 
 // invalid refuses a request whose param (if any) is wrong.
@@ -118,6 +124,9 @@ func (d dialect) writeError(w http.ResponseWriter, err error) {
 	}
 	if e.Code != "" {
 		body.Code, _ = json.Marshal(e.Code)
+	}
+	if e.Category == chat.CategoryRateLimited && e.Code == codeInsufficientQuota {
+		body.Type = codeInsufficientQuota // OpenAI's spent quota: its type is its code
 	}
 	if e.Param != "" {
 		body.Param = &e.Param

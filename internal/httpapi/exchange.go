@@ -233,6 +233,9 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, x *exchange, a *a
 	if err := s.withinLimits(x.req); err != nil {
 		return nil, err
 	}
+	if err := s.modelServed(x.req.Model); err != nil {
+		return nil, err // before admission: a 404 spends no rate limit
+	}
 	x.ticket, err = s.admission(w, r, x.rec, limits.Request{ID: x.id, Tenant: x.tenant, Key: x.key, Tokens: reserve(x.req)})
 	if err != nil {
 		return nil, err
@@ -288,6 +291,17 @@ func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.C
 	ctx, cancel := context.WithCancelCause(ctx)
 	x.cancel = cancel
 	return ctx, func(err error) { cancel(err); cancelDeadline(); release(err) }, nil
+}
+
+// modelServed refuses a model the router does not serve (404).
+func (s *Server) modelServed(model string) error {
+	if s.opt.Router == nil {
+		return nil
+	}
+	if _, err := s.opt.Router.Deadline(model, time.Now(), 0); err != nil {
+		return modelNotFound(model, notServed(err))
+	}
+	return nil
 }
 
 // notServed is why the router does not serve a model, when it is more

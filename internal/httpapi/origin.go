@@ -35,8 +35,9 @@ type CORS struct {
 	AllowedOrigins []string
 	// AllowedMethods a preflight may ask for (nil: DefaultCORSMethods).
 	AllowedMethods []string
-	// AllowedHeaders a preflight may ask for, or "*" for any (nil:
-	// DefaultCORSHeaders). CORS-safelisted headers need no listing.
+	// AllowedHeaders a preflight may ask for: names, prefixes ending in
+	// "*" ("x-stainless-*"), or "*" for any (nil: DefaultCORSHeaders).
+	// CORS-safelisted headers need no listing.
 	AllowedHeaders []string
 	// ExposedHeaders are the response headers a page may read (nil:
 	// DefaultCORSExposedHeaders).
@@ -51,8 +52,11 @@ type CORS struct {
 // The CORS defaults: what firstword's own clients send and read.
 var (
 	DefaultCORSMethods = []string{"GET", "POST", "DELETE"}
-	DefaultCORSHeaders = []string{"Authorization", "Content-Type", "X-Api-Key", "Idempotency-Key", "Last-Event-ID",
-		"Traceparent", "Tracestate", "X-Firstword-Timeout", "Anthropic-Version", "Openai-Beta"}
+	// The official OpenAI and Anthropic SDKs' browser requests send these.
+	DefaultCORSHeaders = []string{"authorization", "content-type", "accept", "idempotency-key", "last-event-id",
+		"x-request-timeout", "openai-organization", "openai-project", "openai-beta", "x-stainless-*",
+		"x-api-key", "anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access",
+		"cache-control", "x-firstword-*", "traceparent", "tracestate"}
 	DefaultCORSExposedHeaders = []string{"X-Request-Id", "X-Trace-Id", "X-Firstword-Deployment", "X-Firstword-Attempts",
 		"X-Firstword-Route", "X-Firstword-Cache", "X-Firstword-Coalesced", "X-Firstword-Rule", "X-Firstword-Protocol",
 		"X-Firstword-Resume", "Idempotent-Replayed", "Server-Timing", "Retry-After",
@@ -97,11 +101,20 @@ func (c *CORS) allowsHeaders(list string) bool {
 		if h == "" || safelistedHeader(h) {
 			continue
 		}
-		if !slices.ContainsFunc(allowed, func(a string) bool { return strings.EqualFold(a, h) }) {
+		if !slices.ContainsFunc(allowed, func(a string) bool { return headerMatches(a, h) }) {
 			return false
 		}
 	}
 	return true
+}
+
+// headerMatches reports whether the header name h matches pattern: the
+// same name, or a prefix ending in "*" ("x-stainless-*"), in any case.
+func headerMatches(pattern, h string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok && prefix != "" {
+		return len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix)
+	}
+	return strings.EqualFold(pattern, h)
 }
 
 // safelistedHeader reports whether a request header never needs a
@@ -165,7 +178,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 		// The browser says the page is the gateway's own (or the user
 		// typed the address); a page cannot forge the header. Behind a
 		// proxy that rewrites Host, Origin and Host differ all the same.
-	case origin != "" && s.opt.CORS.allows(origin):
+	case origin != "" && !operatorRoute(r.URL.Path) && s.opt.CORS.allows(origin):
 		c := &s.opt.CORS
 		h := w.Header()
 		h.Add("Vary", "Origin")
@@ -214,6 +227,25 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 			Message: "the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')"}
 	}
 	return false, nil
+}
+
+// operatorRoute reports whether path is one of the operators' routes
+// (/admin/*, /metrics): CORS never opens them to another origin's pages.
+func operatorRoute(path string) bool {
+	return strings.HasPrefix(path, "/admin/") || path == "/admin" || path == "/metrics"
+}
+
+// crossSite reports whether a browser says another origin's page made the
+// request: an Origin other than the server's own, or Fetch Metadata.
+func crossSite(r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) {
+		return true
+	}
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	}
+	return false
 }
 
 // fromAnotherPage reports whether the browser says a page of another

@@ -76,6 +76,11 @@ func (s *Server) admin(h http.Handler) http.Handler {
 		if !p.Admin && !p.Local {
 			return errAdminKeyRequired
 		}
+		if p.Local && crossSite(r) {
+			// No key stands in the way in local mode: only the gateway's
+			// own pages and non-browser clients may use the operators' API.
+			return errCrossSiteAdmin
+		}
 		h.ServeHTTP(w, r)
 		return nil
 	})

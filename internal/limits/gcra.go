@@ -78,7 +78,7 @@ func (l *local) admit(checks []Check) []Result {
 // as redis_rate counts it: one cost unit every Period/Limit, up to Limit
 // at once.
 func gcra(tat, now time.Time, c Check) (Result, time.Time) {
-	interval := c.Period / time.Duration(c.Limit)
+	interval := c.interval()
 	if tat.Before(now) {
 		tat = now
 	}
@@ -91,6 +91,12 @@ func gcra(tat, now time.Time, c Check) (Result, time.Time) {
 	return Result{Allowed: true, Remaining: int(diff / interval), ResetAfter: newTAT.Sub(now)}, newTAT
 }
 
+// interval is the time one cost unit takes to come back: Period/Limit,
+// at least 1ns (a limit above the period in nanoseconds would make it 0).
+func (c Check) interval() time.Duration {
+	return max(c.Period/time.Duration(c.Limit), 1)
+}
+
 // adjust moves a rate's count by delta cost units (negative: a refund),
 // without refusing: it settles a reservation.
 func (l *local) adjust(c Check, delta int) {
@@ -101,7 +107,7 @@ func (l *local) adjust(c Check, delta int) {
 	if tat.Before(now) {
 		tat = now
 	}
-	tat = tat.Add(c.Period / time.Duration(c.Limit) * time.Duration(delta))
+	tat = tat.Add(c.interval() * time.Duration(delta))
 	if tat.After(now) {
 		l.tats[c.Key] = tat
 	} else {

@@ -203,13 +203,6 @@ func (l *Limiter) reload(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	now := l.now().UTC()
-	// Spend recorded from here on is counted locally until the next
-	// reload has surely seen it in the store (the usage writer batches
-	// rows for a few milliseconds): until then it may be counted twice,
-	// which errs on refusing early, never on spending over.
-	l.mu.Lock()
-	l.spendPrev, l.spend = l.spend, map[subject]*spent{}
-	l.mu.Unlock()
 	ovs, err := l.opt.Source.ListLimitOverrides(ctx)
 	if err != nil {
 		l.stats.reloadErrors.Add(1)
@@ -219,6 +212,7 @@ func (l *Limiter) reload(ctx context.Context) {
 	if !l.anyBudget(ovs) {
 		// Nothing is capped: the month's sums are not read every second.
 		l.install(ovs, map[subject]*spent{})
+		l.rotateSpend()
 		return
 	}
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
@@ -229,6 +223,19 @@ func (l *Limiter) reload(ctx context.Context) {
 		return
 	}
 	l.install(ovs, spendOf(sums, now))
+	l.rotateSpend()
+}
+
+// rotateSpend runs after a reload installed what it read: the spend this
+// replica recorded before the read is in the store's sums now, but what it
+// recorded during the read may not be, so it is kept one reload more
+// (counted twice until then, which errs on refusing early, never on
+// spending over). A failed read rotates nothing: the replica's own spend
+// since the last good read stays counted while the store is down.
+func (l *Limiter) rotateSpend() {
+	l.mu.Lock()
+	l.spendPrev, l.spend = l.spend, map[subject]*spent{}
+	l.mu.Unlock()
 }
 
 // anyBudget reports whether the config or ovs cap any spend.

@@ -134,14 +134,15 @@ type fakeSource struct {
 	ovs        []store.LimitOverride
 	spend      []store.SpendSum
 	spendReads int
+	err        error // the store is down
 }
 
 func (f *fakeSource) ListLimitOverrides(context.Context) ([]store.LimitOverride, error) {
-	return f.ovs, nil
+	return f.ovs, f.err
 }
 func (f *fakeSource) UsageSpend(context.Context, time.Time) ([]store.SpendSum, error) {
 	f.spendReads++
-	return f.spend, nil
+	return f.spend, f.err
 }
 
 // TestNoBudgetNoSpendQuery: with no budget anywhere, reloads read the
@@ -206,5 +207,50 @@ func TestBudgetsAndOverrides(t *testing.T) {
 	}
 	if s := l.Stats(); s.Refused["budget"] != 2 || s.SoftCrossed != 1 {
 		t.Errorf("stats %+v, want 2 budget refusals and the soft threshold logged once", s)
+	}
+}
+
+// TestHugeLimitNoPanic: a limit above the period in nanoseconds (which
+// config and the admin API refuse, but a stored override could hold)
+// admits and settles without dividing by zero.
+func TestHugeLimitNoPanic(t *testing.T) {
+	l, _ := newTest(t, Options{Tenants: map[string]Policy{"acme": {Limits: Rates{RequestsPerMinute: 1 << 62, TokensPerMinute: 1 << 62}}}})
+	for range 3 {
+		tk, err := l.Admit(context.Background(), Request{Tenant: "acme", Tokens: 100})
+		if err != nil || tk == nil {
+			t.Fatalf("admit: %v %v", tk, err)
+		}
+		tk.settle(10)
+		tk.Close()
+	}
+}
+
+// TestFailedReloadsKeepSpend: while the store is down, reloads fail and
+// the replica's own spend since the last good read stays counted: budgets
+// are still enforced after any number of failed reloads.
+func TestFailedReloadsKeepSpend(t *testing.T) {
+	src := &fakeSource{}
+	l, _ := newTest(t, Options{Source: src, Tenants: map[string]Policy{"acme": {Budget: Budget{TokensPerDay: 1000}}}})
+	ctx := context.Background()
+	l.Reload(ctx)
+	l.Metered("a", "acme", "", l.now(), 0, 900)
+	src.err = errors.New("store down")
+	for range 3 {
+		l.Reload(ctx)
+	}
+	l.Metered("b", "acme", "", l.now(), 0, 200)
+	if _, err := l.Admit(ctx, Request{Tenant: "acme"}); reason(err) != "budget" {
+		t.Fatalf("1100 of 1000 tokens spent, 3 failed reloads: %s, want budget", reason(err))
+	}
+	if s := l.Stats(); s.ReloadErrors != 3 {
+		t.Errorf("reload errors: %d, want 3", s.ReloadErrors)
+	}
+	// The store is back and has the rows: still refused, from its sums.
+	src.err = nil
+	src.spend = []store.SpendSum{{TenantID: "acme", Day: "2026-12-01", Tokens: 1100}}
+	l.Reload(ctx)
+	l.Reload(ctx)
+	if _, err := l.Admit(ctx, Request{Tenant: "acme"}); reason(err) != "budget" {
+		t.Errorf("after the store came back: %s, want budget", reason(err))
 	}
 }

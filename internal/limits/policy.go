@@ -127,9 +127,15 @@ func (o Override) Merge(n Override) Override {
 
 // Check reports the first invalid field of o, or "".
 func (o Override) Check() (field, why string) {
-	for name, v := range map[string]*int{"requests_per_minute": o.RequestsPerMinute, "tokens_per_minute": o.TokensPerMinute, "concurrent_streams": o.ConcurrentStreams} {
-		if v != nil && *v < 0 {
-			return name, "must not be negative (0 is no limit)"
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"requests_per_minute", o.RequestsPerMinute}, {"tokens_per_minute", o.TokensPerMinute}, {"concurrent_streams", o.ConcurrentStreams}} {
+		switch {
+		case f.v != nil && *f.v < 0:
+			return f.name, "must not be negative (0 is no limit)"
+		case f.v != nil && *f.v > MaxLimit:
+			return f.name, "must be at most 1000000000"
 		}
 	}
 	for name, v := range map[string]*float64{"usd_per_day": o.USDPerDay, "usd_per_month": o.USDPerMonth} {
@@ -147,6 +153,10 @@ func (o Override) Check() (field, why string) {
 	}
 	return "", ""
 }
+
+// MaxLimit bounds a rate or concurrency limit: at most one unit per
+// nanosecond of a 1s period, so a rate's interval is never zero.
+const MaxLimit = 1_000_000_000
 
 // ParseOverride decodes an override as stored (JSON).
 func ParseOverride(b []byte) (Override, error) {
