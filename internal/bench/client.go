@@ -37,24 +37,36 @@ func requestBody(model string) string {
 	return `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"benchmark"}]}`
 }
 
-// Stream sends one streaming request and reads it to the end.
-func Stream(ctx context.Context, c *http.Client, url, model string, gaps bool) (Sample, error) {
-	var s Sample
-	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(requestBody(model)))
+// postJSON posts body to url and returns the response, once its status
+// is 200, and when the request was sent; any other status is an error
+// with the body's text.
+func postJSON(ctx context.Context, c *http.Client, url, body string) (*http.Response, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	if err != nil {
-		return s, err
+		return nil, time.Time{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	start := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
+		return nil, start, err
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, start, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	return resp, start, nil
+}
+
+// Stream sends one streaming request and reads it to the end.
+func Stream(ctx context.Context, c *http.Client, url, model string, gaps bool) (Sample, error) {
+	var s Sample
+	resp, start, err := postJSON(ctx, c, url+"/v1/chat/completions", requestBody(model))
+	if err != nil {
 		return s, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return s, fmt.Errorf("status %d: %s", resp.StatusCode, b)
-	}
 	rd := sse.NewReader(resp.Body, 0)
 	var last time.Time
 	for {

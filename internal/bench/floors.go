@@ -130,22 +130,11 @@ type ChatResult struct {
 // the time to its first delta and to its done event.
 func chatFirstWord(ctx context.Context, c *http.Client, url, model string) (Sample, error) {
 	var s Sample
-	body := `{"model":"` + model + `","message":"benchmark"}`
-	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat", strings.NewReader(body))
-	if err != nil {
-		return s, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	start := time.Now()
-	resp, err := c.Do(req)
+	resp, start, err := postJSON(ctx, c, url+"/v1/chat", `{"model":"`+model+`","message":"benchmark"}`)
 	if err != nil {
 		return s, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return s, fmt.Errorf("status %d: %s", resp.StatusCode, b)
-	}
 	rd := sse.NewReader(resp.Body, 0)
 	for {
 		ev, err := rd.Next()
