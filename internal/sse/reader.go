@@ -54,6 +54,7 @@ type Reader struct {
 	unknown  bool // return unknown fields
 	cut      bool // the input ended inside a line
 	ended    bool // Next returned io.ErrUnexpectedEOF
+	full     bool // the last read filled the buffer: the source may hold more
 
 	ev      Event
 	data    []byte
@@ -333,6 +334,12 @@ func indexEOL(b []byte) int {
 	return -1
 }
 
+// readAhead is the buffer a busy stream grows to: a read that fills the
+// buffer says the source had more ready, and taking all of it in one read
+// lets a caller that asks EventBuffered write every event that arrived
+// together at once. A stream that waits keeps the first, small buffer.
+const readAhead = 4 << 10
+
 // fill reads more input, compacting or growing the buffer as needed.
 func (r *Reader) fill() {
 	if r.r > 0 {
@@ -340,7 +347,7 @@ func (r *Reader) fill() {
 		r.w = n
 		r.r = 0
 	}
-	if r.w == len(r.buf) {
+	if r.w == len(r.buf) || r.full && len(r.buf) < readAhead && len(r.buf) < r.max+1 {
 		size := 2 * len(r.buf)
 		if size > r.max+1 {
 			size = r.max + 1
@@ -351,6 +358,7 @@ func (r *Reader) fill() {
 	}
 	for range 100 {
 		n, err := r.src.Read(r.buf[r.w:])
+		r.full = r.w+n == len(r.buf)
 		r.w += n
 		if err != nil {
 			r.err = err

@@ -331,3 +331,68 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+// limitedReads counts the reads made of it and gives at most chunk
+// bytes each.
+type limitedReads struct {
+	r     io.Reader
+	chunk int
+	reads int
+}
+
+func (c *limitedReads) Read(p []byte) (int, error) {
+	c.reads++
+	if len(p) > c.chunk {
+		p = p[:c.chunk]
+	}
+	return c.r.Read(p)
+}
+
+// A busy stream's reader grows its buffer to readAhead, so that what the
+// source has ready is taken in one read (and one EventBuffered run); one
+// whose reads never fill the buffer keeps the first, small one.
+func TestReaderReadAhead(t *testing.T) {
+	event := "data: " + strings.Repeat("x", 94) + "\n\n" // 102 bytes
+	body := strings.Repeat(event, 400)                 // ~40 KB
+	for _, tc := range []struct {
+		name      string
+		chunk     int // bytes the source has ready at each read
+		wantBuf   int
+		wantReads int // at most
+	}{
+		{"all ready at once", len(body), readAhead, len(body)/readAhead + 4},
+		{"a few events at a time", 3 * len(event), 1024, len(body)/(3*len(event)) + 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &limitedReads{r: strings.NewReader(body), chunk: tc.chunk}
+			r := NewReader(src, 0)
+			n, unbuffered := 0, 0
+			for {
+				_, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				n++
+				if !r.EventBuffered() {
+					unbuffered++
+				}
+			}
+			if n != 400 {
+				t.Fatalf("read %d events, want 400", n)
+			}
+			if len(r.buf) != tc.wantBuf {
+				t.Errorf("buffer = %d bytes, want %d", len(r.buf), tc.wantBuf)
+			}
+			if src.reads > tc.wantReads {
+				t.Errorf("%d reads of the source, want at most %d", src.reads, tc.wantReads)
+			}
+			// Each read ends at most one run of buffered events.
+			if unbuffered > src.reads {
+				t.Errorf("EventBuffered false after %d events, more than the %d reads", unbuffered, src.reads)
+			}
+		})
+	}
+}

@@ -187,6 +187,8 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			if len(s.held) == 0 {
 				s.out.Usage = s.usage
 			}
+			// [DONE] is read: the next chunk, or the end, is here.
+			s.out.More = true
 			return &s.out, nil
 		}
 		for s.choice < len(s.c.Choices) {

@@ -209,3 +209,33 @@ func (r *readsReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestReadStreamLastChunkMore: finish reasons are held until [DONE], so
+// the chunk that carries them comes out once the end is already read:
+// it is marked More, and the writer sends it with the stream's ending in
+// one write. The end then comes without another read.
+func TestReadStreamLastChunkMore(t *testing.T) {
+	raw, err := os.ReadFile("testdata/framing_openrouter_crlf.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &readsReader{reads: blocks.FindAll(raw, -1)}
+	sr := NewStreamReader(src, 0)
+	var last chat.Chunk
+	for {
+		c, err := sr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = *c
+	}
+	if last.FinishReason == "" || !last.More {
+		t.Errorf("last chunk = %+v, want a finish reason and More", last)
+	}
+	if len(src.reads) != 0 {
+		t.Errorf("%d reads left unread", len(src.reads))
+	}
+}

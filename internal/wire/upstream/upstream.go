@@ -54,7 +54,8 @@ func (h *HoldBack) Next(s Stepper) (*chat.Chunk, error) {
 		if h.held && (h.err != nil || !s.Buffered()) {
 			// Never wait on the upstream with a chunk in hand.
 			h.out, h.held = h.pending, false
-			h.out.More = false
+			// Ended cleanly, the stream's end is already here too.
+			h.out.More = h.err == io.EOF
 			return &h.out, nil
 		}
 		if h.err != nil {

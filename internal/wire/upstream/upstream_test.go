@@ -83,9 +83,15 @@ func TestHoldBack(t *testing.T) {
 			wantErr: io.EOF,
 		},
 		{
-			name:    "an event with no chunk between",
+			name:    "an event with no chunk between; the end read with the last",
 			steps:   []step{{text: "a", buffered: true}, {buffered: true}, {text: "b", buffered: true}, {done: true}},
-			want:    []got{{"a", true}, {"b", false}},
+			want:    []got{{"a", true}, {"b", true}},
+			wantErr: io.EOF,
+		},
+		{
+			name:    "the chunk of the ending event is More: nothing is left to wait for",
+			steps:   []step{{text: "a"}, {text: "b", done: true}},
+			want:    []got{{"a", false}, {"b", true}},
 			wantErr: io.EOF,
 		},
 		{
