@@ -353,7 +353,7 @@ func (c *limitedReads) Read(p []byte) (int, error) {
 // whose reads never fill the buffer keeps the first, small one.
 func TestReaderReadAhead(t *testing.T) {
 	event := "data: " + strings.Repeat("x", 94) + "\n\n" // 102 bytes
-	body := strings.Repeat(event, 400)                 // ~40 KB
+	body := strings.Repeat(event, 400)                   // ~40 KB
 	for _, tc := range []struct {
 		name      string
 		chunk     int // bytes the source has ready at each read
