@@ -23,6 +23,10 @@ type Shared interface {
 	// reservation).
 	Adjust(ctx context.Context, c Check, delta int) error
 	// Release frees lease's slots under keys.
+	//
+	// Adjust and Release may take effect after they return, provided it
+	// is before any later Admit of the same Shared; a Shared that defers
+	// them counts their late failures in a LateErrors() uint64 method.
 	Release(ctx context.Context, keys []string, lease string) error
 	// Renew extends leases (key → lease IDs) by a lease's length.
 	Renew(ctx context.Context, leases map[string][]string) error

@@ -37,6 +37,9 @@ func newRefusedCounters() map[string]*atomic.Uint64 {
 func (l *Limiter) Stats() Stats {
 	s := Stats{Refused: map[string]uint64{}, SharedErrors: l.stats.sharedErrors.Load(), Degraded: l.stats.degraded.Load(),
 		SoftCrossed: l.stats.soft.Load(), ReloadErrors: l.stats.reloadErrors.Load()}
+	if d, ok := l.opt.Shared.(interface{ LateErrors() uint64 }); ok {
+		s.SharedErrors += d.LateErrors()
+	}
 	for r, c := range l.stats.refused {
 		s.Refused[r] = c.Load()
 	}

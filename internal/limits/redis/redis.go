@@ -1,15 +1,26 @@
 // Package redis keeps admission's counts in Redis, shared by every
 // replica: GCRA rates as redis_rate counts them (a theoretical arrival
 // time per key) and open streams as sorted sets of leases that lapse
-// unless renewed, so that a crashed replica's slots free themselves. One
-// script checks all of a request's counts and takes them all or none, in
-// one round trip.
+// unless renewed, so that a crashed replica's slots free themselves.
+//
+// A replica does not ask Redis about every request. It takes rate units
+// and stream slots from Redis ahead of its traffic and admits from what
+// it holds (see held.go): a busy replica's admissions cost no round trip,
+// and Redis still never grants more than the limit across replicas.
+// What one replica holds unused is not the others' until it goes back,
+// within keepFor; near a limit nothing is taken ahead, and every
+// admission asks Redis. The calls that do reach Redis go through one
+// sender (see batch.go), which puts all that is waiting into one script.
 package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -23,6 +34,22 @@ type Counts struct {
 	c      *goredis.Client
 	prefix string
 	lease  time.Duration
+	linger time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	queue   []op
+	closed  bool
+	lingers bool // a timer will wake the sender for queued background calls
+	sending bool // a batch is on its way (inline or by the sender)
+	wake    chan struct{}
+	timer   *time.Timer
+	done    chan struct{} // the sender ended
+	stop    chan struct{} // closed by Close: tidy ends
+	tidied  chan struct{}
+	held
+
+	lateErrors atomic.Uint64
 }
 
 // Open returns Counts on the server at url, its keys under prefix
@@ -37,81 +64,164 @@ func Open(url, prefix string, lease time.Duration) (*Counts, error) {
 	if prefix == "" {
 		prefix = "firstword:limits:"
 	}
-	// Every request is admitted through here: enough connections that
-	// 50 at once do not queue for one.
-	opt.PoolSize = max(opt.PoolSize, 64)
-	return &Counts{c: goredis.NewClient(opt), prefix: prefix, lease: lease}, nil
+	r := &Counts{c: goredis.NewClient(opt), prefix: prefix, lease: lease, linger: linger, now: time.Now,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), tidied: make(chan struct{}),
+		held: newHeld()}
+	r.timer = time.AfterFunc(time.Hour, r.signal)
+	r.timer.Stop()
+	go r.send()
+	go r.tidy()
+	return r, nil
 }
 
-// Close closes the client.
-func (r *Counts) Close() error { return r.c.Close() }
+// Close gives back what this replica holds, sends what is queued
+// (bounded by the client's timeouts), then closes the client.
+func (r *Counts) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		<-r.done
+		return nil
+	}
+	close(r.stop)
+	r.mu.Unlock()
+	<-r.tidied
+	r.mu.Lock()
+	r.giveBack(time.Time{})
+	r.closed = true
+	r.timer.Stop()
+	r.signal()
+	r.mu.Unlock()
+	<-r.done
+	return r.c.Close()
+}
+
+// LateErrors counts settlements and releases that failed or were dropped
+// after their call returned.
+func (r *Counts) LateErrors() uint64 { return r.lateErrors.Load() }
+
+// Admit implements limits.Shared. What this replica holds answers when
+// it covers every check; otherwise the checks it does not cover go to
+// Redis (taking more ahead where the traffic calls for it), and the
+// caller waits for that answer, or for ctx.
+func (r *Counts) Admit(ctx context.Context, checks []limits.Check, lease string) ([]limits.Result, error) {
+	now := r.now()
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errClosed
+	}
+	res := make([]limits.Result, len(checks))
+	t := r.takeLocal(now, checks, lease, res)
+	if len(t.remote) == 0 {
+		r.refill(now, checks)
+		r.mu.Unlock()
+		return res, nil
+	}
+	o := op{kind: 'a', ctx: ctx, lease: r.newMember(), reply: make(chan admitted, 1)}
+	for _, i := range t.remote {
+		c := checks[i]
+		o.checks = append(o.checks, c)
+		o.extra = append(o.extra, r.ahead(c))
+	}
+	ok, inline := r.enqueueLocked(o)
+	r.mu.Unlock()
+	if !ok {
+		r.undo(t)
+		return nil, errQueueFull
+	}
+	if inline {
+		r.sendInline()
+	}
+	var a admitted
+	select {
+	case a = <-o.reply:
+	case <-ctx.Done():
+		a.err = fmt.Errorf("redis: admit: %w", context.Cause(ctx))
+	}
+	if a.err != nil {
+		r.undo(t)
+		return nil, a.err
+	}
+	all := true
+	for k, i := range t.remote {
+		res[i] = a.res[k].Result
+		all = all && res[i].Allowed
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !all {
+		r.undoLocked(t)
+		return res, nil
+	}
+	r.tookRemote(r.now(), o, a.res, t, lease)
+	return res, nil
+}
+
+var (
+	errQueueFull = errors.New("redis: admit: too many calls waiting for Redis")
+	errClosed    = errors.New("redis: admit: closed")
+)
+
+// Adjust implements limits.Shared: a settlement moves what this replica
+// holds of the key, and reaches Redis only for what that does not cover
+// (queued, see batch.go).
+func (r *Counts) Adjust(_ context.Context, c limits.Check, delta int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if delta = r.settle(c, delta); delta != 0 {
+		r.background(op{kind: 'j', checks: []limits.Check{c}, delta: delta})
+	}
+	return nil
+}
+
+// Release implements limits.Shared: lease's slots stay with this replica
+// for its next requests, and go back to Redis after keepFor unused.
+func (r *Counts) Release(_ context.Context, keys []string, lease string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.release(r.now(), lease)
+	return nil
+}
+
+// Renew implements limits.Shared. It renews every slot this replica
+// holds, in use or kept for its next requests (leases names the limiter's
+// requests, whose slots are among them).
+func (r *Counts) Renew(ctx context.Context, _ map[string][]string) error {
+	r.mu.Lock()
+	keys, members := r.heldSlots()
+	r.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, 1, 1+len(members))
+	args[0] = r.lease.Milliseconds()
+	for i := range keys {
+		keys[i] = r.prefix + keys[i]
+		args = append(args, members[i])
+	}
+	renewed := r.now()
+	if err := renewScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
+		return fmt.Errorf("redis: renew: %w", err)
+	}
+	r.mu.Lock()
+	r.renewed(members, renewed.Add(r.lease))
+	r.mu.Unlock()
+	return nil
+}
+
+// newMember returns a lease ID unique across replicas: an open stream's
+// member of its key's sorted set.
+func (r *Counts) newMember() string {
+	r.seq++
+	return r.id + "." + strconv.FormatUint(r.seq, 36)
+}
+
+func newReplicaID() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 // epoch shortens the times the scripts compute with (seconds since it,
 // not since 1970) so that float64s keep microseconds, as redis_rate does.
 const epoch = "1483228800"
-
-var admitScript = goredis.NewScript(`
-local t = redis.call('TIME')
-local now = (tonumber(t[1]) - ` + epoch + `) + tonumber(t[2]) / 1000000
-local nowms = math.floor(now * 1000)
-local lease = ARGV[1]
-local leasems = tonumber(ARGV[2])
-local res, newtat, ok = {}, {}, true
-for i = 1, #KEYS do
-  local period = tonumber(ARGV[3 * i])
-  local limit = tonumber(ARGV[3 * i + 1])
-  local cost = tonumber(ARGV[3 * i + 2])
-  if period == 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', nowms)
-    local open = redis.call('ZCARD', KEYS[i])
-    if open < limit then
-      res[i] = {1, limit - open - 1, '-1', '0'}
-    else
-      res[i] = {0, 0, '-1', '0'}
-      ok = false
-    end
-  else
-    local interval = period / limit
-    local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
-    if tat < now then tat = now end
-    local nt = tat + interval * cost
-    local diff = now - (nt - period)
-    if diff < 0 then
-      res[i] = {0, 0, tostring(-diff), tostring(tat - now)}
-      ok = false
-    else
-      res[i] = {1, math.floor(diff / interval), '-1', tostring(nt - now)}
-      newtat[i] = nt
-    end
-  end
-end
-if ok then
-  for i = 1, #KEYS do
-    if newtat[i] then
-      redis.call('SET', KEYS[i], tostring(newtat[i]), 'PX', math.ceil((newtat[i] - now) * 1000) + 1)
-    else
-      redis.call('ZADD', KEYS[i], nowms + leasems, lease)
-      redis.call('PEXPIRE', KEYS[i], leasems * 2)
-    end
-  end
-end
-return res
-`)
-
-var adjustScript = goredis.NewScript(`
-local t = redis.call('TIME')
-local now = (tonumber(t[1]) - ` + epoch + `) + tonumber(t[2]) / 1000000
-local period, limit, delta = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-tat = tat + period / limit * delta
-if tat > now then
-  redis.call('SET', KEYS[1], tostring(tat), 'PX', math.ceil((tat - now) * 1000) + 1)
-else
-  redis.call('DEL', KEYS[1])
-end
-return 1
-`)
 
 var renewScript = goredis.NewScript(`
 local t = redis.call('TIME')
@@ -123,82 +233,3 @@ for i = 1, #KEYS do
 end
 return 1
 `)
-
-// Admit implements limits.Shared.
-func (r *Counts) Admit(ctx context.Context, checks []limits.Check, lease string) ([]limits.Result, error) {
-	keys := make([]string, len(checks))
-	args := make([]any, 2, 2+3*len(checks))
-	args[0], args[1] = lease, r.lease.Milliseconds()
-	for i, c := range checks {
-		keys[i] = r.prefix + c.Key
-		args = append(args, c.Period.Seconds(), c.Limit, c.Cost)
-	}
-	v, err := admitScript.Run(ctx, r.c, keys, args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("redis: admit: %w", err)
-	}
-	if len(v) != len(checks) {
-		return nil, fmt.Errorf("redis: admit: %d results for %d checks", len(v), len(checks))
-	}
-	res := make([]limits.Result, len(checks))
-	for i, x := range v {
-		f, ok := x.([]any)
-		if !ok || len(f) != 4 {
-			return nil, fmt.Errorf("redis: admit: result %d is %T", i, x)
-		}
-		allowed, _ := f[0].(int64)
-		remaining, _ := f[1].(int64)
-		res[i] = limits.Result{Allowed: allowed == 1, Remaining: int(remaining), RetryAfter: seconds(f[2]), ResetAfter: seconds(f[3])}
-	}
-	return res, nil
-}
-
-func seconds(v any) time.Duration {
-	s, _ := v.(string)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0
-	}
-	return time.Duration(f * float64(time.Second))
-}
-
-// Adjust implements limits.Shared.
-func (r *Counts) Adjust(ctx context.Context, c limits.Check, delta int) error {
-	if err := adjustScript.Run(ctx, r.c, []string{r.prefix + c.Key}, c.Period.Seconds(), c.Limit, delta).Err(); err != nil {
-		return fmt.Errorf("redis: adjust: %w", err)
-	}
-	return nil
-}
-
-// Release implements limits.Shared.
-func (r *Counts) Release(ctx context.Context, keys []string, lease string) error {
-	_, err := r.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, k := range keys {
-			p.ZRem(ctx, r.prefix+k, lease)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("redis: release: %w", err)
-	}
-	return nil
-}
-
-// Renew implements limits.Shared.
-func (r *Counts) Renew(ctx context.Context, leases map[string][]string) error {
-	var keys []string
-	args := []any{r.lease.Milliseconds()}
-	for k, ids := range leases {
-		for _, id := range ids {
-			keys = append(keys, r.prefix+k)
-			args = append(args, id)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	if err := renewScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
-		return fmt.Errorf("redis: renew: %w", err)
-	}
-	return nil
-}
