@@ -35,11 +35,15 @@ func (g *Gateway) buildLimits(ctx context.Context, cfg *config.Config, st store.
 		if err != nil {
 			return fmt.Errorf("limits: %w", err)
 		}
-		g.closers = append(g.closers, rc.Close)
 		opt.Shared = rc
 	}
 	g.limiter = limits.New(ctx, opt)
+	// The limiter first: its last releases reach the counts, which then
+	// give back what this replica holds.
 	g.closers = append(g.closers, func() error { g.limiter.Close(); return nil })
+	if rc, ok := opt.Shared.(*limitsredis.Counts); ok {
+		g.closers = append(g.closers, rc.Close)
+	}
 	if g.metrics != nil {
 		g.metrics.ObserveLimits(g.limiter.Stats)
 	}

@@ -43,6 +43,7 @@ type op struct {
 	lease  string
 	delta  int
 	reply  chan admitted // admit only
+	gone   *bool         // admit only, under mu: its caller gave up
 }
 
 type admitted struct {
@@ -74,7 +75,7 @@ func (r *Counts) enqueueLocked(o op) (ok, inline bool) {
 	}
 	r.queue = append(r.queue, o)
 	switch {
-	case o.kind == 'a' && !r.sending:
+	case o.kind == 'a' && !r.sending && len(r.queue) <= maxBatch:
 		r.sending = true
 		return true, true
 	case o.kind == 'a' || o.kind == 'g':
@@ -121,7 +122,7 @@ func (r *Counts) sendInline() {
 	r.run(batch)
 	r.mu.Lock()
 	r.sending = false
-	if len(r.queue) > 0 {
+	if len(r.queue) > 0 || r.closed {
 		r.signal()
 	}
 	r.mu.Unlock()
@@ -218,7 +219,22 @@ func (r *Counts) run(batch []op) {
 			res, e = results(v[i], o)
 		}
 		if o.kind == 'a' {
-			o.reply <- admitted{res, e}
+			r.mu.Lock()
+			switch {
+			case e != nil:
+				// The script may have run: a slot it added is nobody's.
+				for _, c := range o.checks {
+					if c.Period == 0 {
+						r.background(op{kind: 'r', checks: []limits.Check{{Key: c.Key}}, lease: o.lease})
+					}
+				}
+			case *o.gone:
+				r.adopt(now, o, res)
+			}
+			if !*o.gone {
+				o.reply <- admitted{res, e}
+			}
+			r.mu.Unlock()
 			continue
 		}
 		var a granted
@@ -308,6 +324,9 @@ local nowms = math.floor(now * 1000)
 local leasems = tonumber(ARGV[1])
 local a, k, out = 2, 1, {}
 local function gcra(key, period, limit, cost)
+  if limit <= 0 or period <= 0 then
+    return false, {0, 0, '-1', '0', 0}
+  end
   local interval = period / limit
   local tat = tonumber(redis.call('GET', key) or '0')
   if tat < now then tat = now end

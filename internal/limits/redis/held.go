@@ -42,9 +42,9 @@ func newHeld() held {
 type grant struct {
 	check     limits.Check // the key's limit and period
 	units     int          // held, not yet used
-	remaining int          // Redis's count left at its last answer, less what was used here since
+	remaining int          // Redis's count left at its last answer (held units are not in it)
 	resetAt   time.Time    // when the count is full again, likewise
-	used      time.Time    // the last use or grant
+	granted   time.Time    // the last grant: units held longer go back
 	// Units used in the current horizon (since window) and the last.
 	window             time.Time
 	inWindow, lastUsed int
@@ -96,6 +96,10 @@ func (r *Counts) takeLocal(now time.Time, checks []limits.Check, lease string, r
 	var t taken
 	for i, c := range checks {
 		if c.Period == 0 {
+			if r.openHere[c.Key] >= c.Limit {
+				t.remote = append(t.remote, i)
+				continue
+			}
 			if s, ok := r.pop(now, c.Key); ok {
 				t.slots = append(t.slots, heldSlot{c.Key, s})
 				res[i] = limits.Result{Allowed: true, Remaining: max(c.Limit-r.openHere[c.Key]-1, 0)}
@@ -115,24 +119,15 @@ func (r *Counts) takeLocal(now time.Time, checks []limits.Check, lease string, r
 			t.remote = append(t.remote, i)
 			continue
 		}
+		// Redis's remaining and reset already count the units held.
 		g.units -= c.Cost
-		g.remaining = max(g.remaining-c.Cost, 0)
-		g.resetAt = later(g.resetAt, now).Add(time.Duration(c.Cost) * g.interval())
-		g.used = now
 		t.rates = append(t.rates, c)
-		res[i] = limits.Result{Allowed: true, Remaining: g.remaining, ResetAfter: g.resetAt.Sub(now)}
+		res[i] = limits.Result{Allowed: true, Remaining: g.remaining, ResetAfter: max(g.resetAt.Sub(now), 0)}
 	}
 	if len(t.remote) == 0 {
 		r.hold(lease, t.slots)
 	}
 	return t
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // pop takes a free slot of key whose lease has at least half its length
@@ -175,8 +170,6 @@ func (r *Counts) undoLocked(t taken) {
 	for _, c := range t.rates {
 		if g := r.grants[c.Key]; g != nil {
 			g.units += c.Cost
-			g.remaining += c.Cost
-			g.resetAt = g.resetAt.Add(-time.Duration(c.Cost) * g.interval())
 		}
 	}
 	for _, s := range t.slots {
@@ -214,7 +207,7 @@ func (r *Counts) granted(now time.Time, g *grant, a granted) {
 	g.units += a.Granted
 	g.remaining = a.Remaining
 	g.resetAt = now.Add(a.ResetAfter)
-	g.used = now
+	g.granted = now
 }
 
 // refill takes more units ahead, in the background, for the rates of an
@@ -256,16 +249,18 @@ func (r *Counts) refilled(now time.Time, c limits.Check, a granted, err error) {
 	}
 }
 
-// settle moves a grant by a settlement's delta and returns what it does
-// not cover, for Redis. Call with mu held.
+// settle takes a settlement's positive delta (more used than reserved)
+// from a grant, and returns what it does not cover, for Redis. A refund
+// always goes to Redis: the units were counted when reserved, maybe long
+// ago, and only Redis knows how much of that count is left. Call with mu
+// held.
 func (r *Counts) settle(c limits.Check, delta int) int {
 	g := r.grants[c.Key]
-	if g == nil {
+	if g == nil || delta < 0 {
 		return delta
 	}
 	if units := g.units - delta; units >= 0 {
 		g.units = units
-		g.remaining = max(g.remaining-delta, 0)
 		return 0
 	}
 	excess := delta - g.units
@@ -291,11 +286,13 @@ func (r *Counts) release(now time.Time, lease string) {
 func (r *Counts) giveBack(now time.Time) {
 	all := now.IsZero()
 	for key, g := range r.grants {
-		if g.units > 0 && (all || now.Sub(g.used) > keepFor) {
+		if g.units > 0 && (all || now.Sub(g.granted) > keepFor) {
 			r.background(op{kind: 'j', checks: []limits.Check{g.check}, delta: -g.units})
 			g.units = 0
 		}
-		if g.units == 0 && !g.refilling && (all || now.Sub(g.window) > 10*keepFor) {
+		// A refill answered after Close finds no grant and gives its
+		// units back (refilled).
+		if g.units == 0 && (all || !g.refilling && now.Sub(g.window) > 10*keepFor) {
 			delete(r.grants, key)
 		}
 	}
@@ -377,5 +374,29 @@ func (r *Counts) renewed(members []string, expires time.Time) {
 				p[i].expires = expires
 			}
 		}
+	}
+}
+
+// adopt keeps what Redis granted an admission whose caller gave up: its
+// units and slot are held unused, and go back with the rest. Call with mu
+// held.
+func (r *Counts) adopt(now time.Time, o op, res []granted) {
+	for _, a := range res {
+		if !a.Allowed {
+			return // Redis took nothing
+		}
+	}
+	for k, c := range o.checks {
+		if c.Period == 0 {
+			r.pools[c.Key] = append(r.pools[c.Key], slot{member: o.lease, expires: now.Add(r.lease), idle: now})
+			continue
+		}
+		g := r.grants[c.Key]
+		if g == nil {
+			g = &grant{check: c, window: now}
+			r.grants[c.Key] = g
+		}
+		g.units += c.Cost + res[k].Granted
+		g.granted = now
 	}
 }

@@ -39,7 +39,8 @@ type Counts struct {
 
 	mu      sync.Mutex
 	queue   []op
-	closed  bool
+	closing bool // Close began
+	closed  bool // nothing more is queued
 	lingers bool // a timer will wake the sender for queued background calls
 	sending bool // a batch is on its way (inline or by the sender)
 	wake    chan struct{}
@@ -78,11 +79,12 @@ func Open(url, prefix string, lease time.Duration) (*Counts, error) {
 // (bounded by the client's timeouts), then closes the client.
 func (r *Counts) Close() error {
 	r.mu.Lock()
-	if r.closed {
+	if r.closing {
 		r.mu.Unlock()
 		<-r.done
 		return nil
 	}
+	r.closing = true
 	close(r.stop)
 	r.mu.Unlock()
 	<-r.tidied
@@ -118,7 +120,7 @@ func (r *Counts) Admit(ctx context.Context, checks []limits.Check, lease string)
 		r.mu.Unlock()
 		return res, nil
 	}
-	o := op{kind: 'a', ctx: ctx, lease: r.newMember(), reply: make(chan admitted, 1)}
+	o := op{kind: 'a', ctx: ctx, lease: r.newMember(), reply: make(chan admitted, 1), gone: new(bool)}
 	for _, i := range t.remote {
 		c := checks[i]
 		o.checks = append(o.checks, c)
@@ -137,6 +139,16 @@ func (r *Counts) Admit(ctx context.Context, checks []limits.Check, lease string)
 	select {
 	case a = <-o.reply:
 	case <-ctx.Done():
+		r.mu.Lock()
+		select {
+		case late := <-o.reply:
+			if late.err == nil {
+				r.adopt(r.now(), o, late.res)
+			}
+		default:
+			*o.gone = true
+		}
+		r.mu.Unlock()
 		a.err = fmt.Errorf("redis: admit: %w", context.Cause(ctx))
 	}
 	if a.err != nil {
@@ -167,6 +179,9 @@ var (
 // holds of the key, and reaches Redis only for what that does not cover
 // (queued, see batch.go).
 func (r *Counts) Adjust(_ context.Context, c limits.Check, delta int) error {
+	if c.Period <= 0 || c.Limit <= 0 {
+		return nil // not a rate: nothing to settle (and no script to fail)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if delta = r.settle(c, delta); delta != 0 {
