@@ -22,8 +22,11 @@ import (
 
 const (
 	// linger is how long a settlement or release waits for an admission
-	// to ride with before it is sent alone.
-	linger = 5 * time.Millisecond
+	// to ride with before it is sent alone; refundLinger how long refunds
+	// gather (each key's summed into one call): a refund only makes room,
+	// so sending it late errs on refusing.
+	linger       = 5 * time.Millisecond
+	refundLinger = 50 * time.Millisecond
 	// maxBatch bounds the calls in one script.
 	maxBatch = 256
 	// maxQueue bounds the calls waiting while Redis is slow or away:
@@ -101,15 +104,41 @@ func (r *Counts) background(o op) {
 }
 
 // take removes up to maxBatch queued calls. Call with mu held.
+// Refunds summed since the last batch go first: each key's in one call.
 func (r *Counts) take() []op {
 	n := min(len(r.queue), maxBatch)
-	batch := slices.Clone(r.queue[:n])
+	batch := make([]op, 0, len(r.refunds)+n)
+	for _, o := range r.refunds {
+		batch = append(batch, *o)
+	}
+	clear(r.refunds)
+	r.refundTimer.Stop()
+	r.refundArmed = false
+	batch = append(batch, r.queue[:n]...)
 	r.queue = slices.Delete(r.queue, 0, n)
 	if len(r.queue) == 0 {
 		r.lingers = false
 		r.timer.Stop()
 	}
 	return batch
+}
+
+// refund adds a settlement's refund to what goes to Redis with the next
+// batch, or within refundLinger. Call with mu held.
+func (r *Counts) refund(c limits.Check, delta int) {
+	if r.closed {
+		r.lateErrors.Add(1)
+		return
+	}
+	if o := r.refunds[c.Key]; o != nil {
+		o.checks[0], o.delta = c, o.delta+delta
+	} else {
+		r.refunds[c.Key] = &op{kind: 'j', checks: []limits.Check{c}, delta: delta}
+	}
+	if !r.refundArmed {
+		r.refundArmed = true
+		r.refundTimer.Reset(refundLinger)
+	}
 }
 
 // sendInline sends the first batch (which holds the caller's admission
@@ -122,7 +151,7 @@ func (r *Counts) sendInline() {
 	r.run(batch)
 	r.mu.Lock()
 	r.sending = false
-	if len(r.queue) > 0 || r.closed {
+	if len(r.queue) > 0 || len(r.refunds) > 0 || r.closed {
 		r.signal()
 	}
 	r.mu.Unlock()

@@ -45,9 +45,13 @@ type Counts struct {
 	sending bool // a batch is on its way (inline or by the sender)
 	wake    chan struct{}
 	timer   *time.Timer
-	done    chan struct{} // the sender ended
-	stop    chan struct{} // closed by Close: tidy ends
-	tidied  chan struct{}
+	// Refunds summed by key until the next batch (see refund).
+	refunds     map[string]*op
+	refundTimer *time.Timer
+	refundArmed bool
+	done        chan struct{} // the sender ended
+	stop        chan struct{} // closed by Close: tidy ends
+	tidied      chan struct{}
 	held
 
 	lateErrors atomic.Uint64
@@ -67,9 +71,11 @@ func Open(url, prefix string, lease time.Duration) (*Counts, error) {
 	}
 	r := &Counts{c: goredis.NewClient(opt), prefix: prefix, lease: lease, linger: linger, now: time.Now,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), tidied: make(chan struct{}),
-		held: newHeld()}
+		held: newHeld(), refunds: map[string]*op{}}
 	r.timer = time.AfterFunc(time.Hour, r.signal)
 	r.timer.Stop()
+	r.refundTimer = time.AfterFunc(time.Hour, r.signal)
+	r.refundTimer.Stop()
 	go r.send()
 	go r.tidy()
 	return r, nil
@@ -92,6 +98,7 @@ func (r *Counts) Close() error {
 	r.giveBack(time.Time{})
 	r.closed = true
 	r.timer.Stop()
+	r.refundTimer.Stop()
 	r.signal()
 	r.mu.Unlock()
 	<-r.done
@@ -184,7 +191,10 @@ func (r *Counts) Adjust(_ context.Context, c limits.Check, delta int) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if delta = r.settle(c, delta); delta != 0 {
+	switch delta = r.settle(c, delta); {
+	case delta < 0:
+		r.refund(c, delta)
+	case delta > 0:
 		r.background(op{kind: 'j', checks: []limits.Check{c}, delta: delta})
 	}
 	return nil
