@@ -39,7 +39,7 @@ type Window struct {
 	keep    int
 
 	mu     sync.Mutex
-	slots  map[scope][]*slot // by tenant and surface; the zero scope is everything
+	slots  map[scope][]*slot // by the requests' tenant and surface; a view merges those it covers
 	recent []Request         // a ring of the last keep requests
 	next   int               // where the next request goes in recent
 }
@@ -132,34 +132,29 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	keys := [4]scope{{}, {"", surface}, {tenant, ""}, {tenant, surface}}
-	n := 2
-	if tenant != "" {
-		n = 4
+	// One scope is written, the request's own; Report merges the scopes
+	// a view covers (a request is observed far more often than read).
+	s := w.current(now, scope{tenant, surface})
+	s.n++
+	if ttfw > 0 {
+		s.ttfw.Add(ms(ttfw))
+		s.paths[joined]++
 	}
-	for _, key := range keys[:n] {
-		s := w.current(now, key)
-		s.n++
-		if ttfw > 0 {
-			s.ttfw.Add(ms(ttfw))
-			s.paths[joined]++
+	if ttc > 0 && (status == "complete" || status == "timeout") {
+		s.ttc.Add(ms(ttc))
+	}
+	for i, st := range stages {
+		ss := s.stages[st.Name]
+		if ss == nil {
+			ss = newStageStats()
+			s.stages[st.Name] = ss
 		}
-		if ttc > 0 && (status == "complete" || status == "timeout") {
-			s.ttc.Add(ms(ttc))
+		ss.sketch.Add(math.Max(ms(st.Duration()), 0))
+		if shares[i] >= 0 {
+			ss.share.Add(shares[i])
 		}
-		for i, st := range stages {
-			ss := s.stages[st.Name]
-			if ss == nil {
-				ss = newStageStats()
-				s.stages[st.Name] = ss
-			}
-			ss.sketch.Add(math.Max(ms(st.Duration()), 0))
-			if shares[i] >= 0 {
-				ss.share.Add(shares[i])
-			}
-			if slices.Contains(path, st.Name) {
-				ss.critical++
-			}
+		if slices.Contains(path, st.Name) {
+			ss.critical++
 		}
 	}
 	r := Request{ID: id, Tenant: tenant, User: user, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
@@ -244,20 +239,9 @@ type Report struct {
 	Recent        []Request `json:"recent,omitempty"`
 }
 
-// Report merges the window's slots of one tenant's requests ("" for every
-// tenant's) on one surface ("" for all). recent bounds the waterfalls
-// returned, which are the tenant's only, and one user's if user is set
-// (the percentiles are the tenant's).
-func (w *Window) Report(now time.Time, tenant, user, surface string, recent int) Report {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	key := scope{tenant, surface}
-	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
-	ttfw, ttc := newSketch(), newSketch()
-	stages := map[string]*stageStats{}
-	paths := map[string]int{}
-	words := 0
-	for _, s := range w.slots[key] {
+// merge adds one scope's slots within the window to a report's sums.
+func (w *Window) merge(now time.Time, slots []*slot, rep *Report, ttfw, ttc *ddsketch.DDSketch, stages map[string]*stageStats, paths map[string]int, words *int) {
+	for _, s := range slots {
 		if now.Sub(s.start) >= w.width {
 			continue // rotated out at the scope's next request
 		}
@@ -276,8 +260,28 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 		}
 		for p, n := range s.paths {
 			paths[p] += n
-			words += n
+			*words += n
 		}
+	}
+}
+
+// Report merges the window's slots of one tenant's requests ("" for every
+// tenant's) on one surface ("" for all). recent bounds the waterfalls
+// returned, which are the tenant's only, and one user's if user is set
+// (the percentiles are the tenant's).
+func (w *Window) Report(now time.Time, tenant, user, surface string, recent int) Report {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
+	ttfw, ttc := newSketch(), newSketch()
+	stages := map[string]*stageStats{}
+	paths := map[string]int{}
+	words := 0
+	for key, slots := range w.slots {
+		if tenant != "" && key.tenant != tenant || surface != "" && key.surface != surface {
+			continue
+		}
+		w.merge(now, slots, &rep, ttfw, ttc, stages, paths, &words)
 	}
 	rep.TTFW = row("ttfw", ttfw, w.targets.TTFW)
 	rep.TTC = row("ttc", ttc, w.targets.TTC)
