@@ -439,6 +439,9 @@ func (r *httpReader) Close() {
 		r.follow()
 		r.cancel(nil)
 	}
+	if rl, ok := r.cr.(interface{ Release() }); ok {
+		rl.Release()
+	}
 	if r.err == nil {
 		r.err = errReaderClosed
 	}

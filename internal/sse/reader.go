@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 )
 
 // DefaultMaxEventSize bounds a line and an event's data when NewReader is
@@ -55,6 +56,7 @@ type Reader struct {
 	cut      bool // the input ended inside a line
 	ended    bool // Next returned io.ErrUnexpectedEOF
 	full     bool // the last read filled the buffer: the source may hold more
+	pooled   bool // buf is from readAheadBufs
 
 	ev      Event
 	data    []byte
@@ -325,13 +327,46 @@ func (r *Reader) readLine() ([]byte, error) {
 
 var bom = []byte("\xEF\xBB\xBF")
 
+// indexEOL returns the index of b's first CR or LF, or -1. Two
+// vectorised byte searches beat one loop over both: a line is hundreds of
+// bytes, and CR is rare.
 func indexEOL(b []byte) int {
-	for i, c := range b {
-		if c == '\n' || c == '\r' {
-			return i
-		}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		i = len(b)
 	}
-	return -1
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	if i == len(b) {
+		return -1
+	}
+	return i
+}
+
+// readAheadBufs holds the readAhead buffers of released readers.
+var readAheadBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+
+// Release ends the reader's use of its buffer, which a later reader may
+// reuse: Next then fails, and what an earlier Next returned must not be
+// used any more (a Comment or an Unknown line points into the buffer).
+func (r *Reader) Release() {
+	r.releaseBuf()
+	r.buf, r.r, r.w = nil, 0, 0
+	if r.err == nil {
+		r.err = ErrReleased
+	}
+}
+
+// ErrReleased is Next's error after Release.
+var ErrReleased = errors.New("sse: reader released")
+
+func (r *Reader) releaseBuf() {
+	if r.pooled {
+		b := r.buf[:readAhead]
+		readAheadBufs.Put(&b)
+		r.pooled = false
+	}
 }
 
 // readAhead is the buffer a busy stream grows to: a read that fills the
@@ -347,13 +382,19 @@ func (r *Reader) fill() {
 		r.w = n
 		r.r = 0
 	}
-	if r.w == len(r.buf) || r.full && len(r.buf) < readAhead && len(r.buf) < r.max+1 {
+	switch {
+	case r.full && len(r.buf) < readAhead && readAhead <= r.max+1:
+		nb := *(readAheadBufs.Get().(*[]byte))
+		copy(nb, r.buf[:r.w])
+		r.buf, r.pooled = nb, true
+	case r.w == len(r.buf):
 		size := 2 * len(r.buf)
 		if size > r.max+1 {
 			size = r.max + 1
 		}
 		nb := make([]byte, size)
 		copy(nb, r.buf[:r.w])
+		r.releaseBuf()
 		r.buf = nb
 	}
 	for range 100 {

@@ -151,6 +151,9 @@ type StreamReader struct {
 	d  decoder
 }
 
+// Release lets a later reader reuse the reader's buffer; Next then fails.
+func (s *StreamReader) Release() { s.d.rd.Release() }
+
 // Next returns the next chunk, valid until the following call; io.EOF
 // after the last; or the error that ends the stream.
 func (r *StreamReader) Next() (*chat.Chunk, error) { return r.hb.Next(&r.d) }

@@ -154,6 +154,9 @@ type StreamReader struct {
 	err       error // what ended the stream (io.EOF at its end), returned again
 }
 
+// Release lets a later reader reuse the reader's buffer; Next then fails.
+func (s *StreamReader) Release() { s.rd.Release() }
+
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.

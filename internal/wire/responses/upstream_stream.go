@@ -154,6 +154,9 @@ type UpstreamStreamReader struct {
 	d  upDecoder
 }
 
+// Release lets a later reader reuse the reader's buffer; Next then fails.
+func (s *UpstreamStreamReader) Release() { s.d.rd.Release() }
+
 // NewUpstreamStreamReader returns an UpstreamStreamReader of r;
 // maxEventSize bounds one event (0 means the sse package's default).
 func NewUpstreamStreamReader(r io.Reader, maxEventSize int) *UpstreamStreamReader {
