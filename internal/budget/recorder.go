@@ -37,10 +37,12 @@ func (s Stage) Duration() time.Duration { return s.End - s.Start }
 type Recorder struct {
 	start time.Time
 
-	mu     sync.Mutex
-	stages []Stage
-	ttfw   time.Duration
-	ttc    time.Duration
+	mu      sync.Mutex
+	stages  []Stage
+	sorted  []Stage // stages by start, as of sortedN stages
+	sortedN int
+	ttfw    time.Duration
+	ttc     time.Duration
 }
 
 // New starts a recorder for a request that arrived at start.
@@ -120,13 +122,18 @@ func (r *Recorder) TTC() time.Duration {
 	return r.ttc
 }
 
-// Stages returns the stages recorded so far, by start time.
+// Stages returns the stages recorded so far, by start time. The slice is
+// shared by every caller until the next stage is added: read it only.
 func (r *Recorder) Stages() []Stage {
 	r.mu.Lock()
-	out := slices.Clone(r.stages)
-	r.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b Stage) int { return int(a.Start - b.Start) })
-	return out
+	defer r.mu.Unlock()
+	// Stages are only appended: the sorted copy stands until the next.
+	if r.sortedN != len(r.stages) || r.sorted == nil {
+		r.sorted = slices.Clone(r.stages)
+		slices.SortStableFunc(r.sorted, func(a, b Stage) int { return int(a.Start - b.Start) })
+		r.sortedN = len(r.stages)
+	}
+	return r.sorted
 }
 
 // ServerTiming renders the stages that ended by until as a Server-Timing

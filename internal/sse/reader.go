@@ -56,7 +56,7 @@ type Reader struct {
 	cut      bool // the input ended inside a line
 	ended    bool // Next returned io.ErrUnexpectedEOF
 	full     bool // the last read filled the buffer: the source may hold more
-	pooled   bool // buf is from readAheadBufs
+	pooled   bool // buf is from firstBufs or readAheadBufs
 
 	ev      Event
 	data    []byte
@@ -73,7 +73,7 @@ func NewReader(src io.Reader, maxEventSize int) *Reader {
 	if maxEventSize <= 0 {
 		maxEventSize = DefaultMaxEventSize
 	}
-	return &Reader{src: src, max: maxEventSize, buf: make([]byte, 1024), retry: -1}
+	return &Reader{src: src, max: maxEventSize, buf: *(firstBufs.Get().(*[]byte)), pooled: true, retry: -1}
 }
 
 // ReturnComments makes Next return comment lines as events with Comment
@@ -344,8 +344,14 @@ func indexEOL(b []byte) int {
 	return i
 }
 
-// readAheadBufs holds the readAhead buffers of released readers.
-var readAheadBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+// firstBufs and readAheadBufs hold the first (firstBuf bytes) and the
+// grown (readAhead bytes) buffers of released readers.
+var (
+	firstBufs     = sync.Pool{New: func() any { b := make([]byte, firstBuf); return &b }}
+	readAheadBufs = sync.Pool{New: func() any { b := make([]byte, readAhead); return &b }}
+)
+
+const firstBuf = 1 << 10
 
 // Release ends the reader's use of its buffer, which a later reader may
 // reuse: Next then fails, and what an earlier Next returned must not be
@@ -362,11 +368,16 @@ func (r *Reader) Release() {
 var ErrReleased = errors.New("sse: reader released")
 
 func (r *Reader) releaseBuf() {
-	if r.pooled {
-		b := r.buf[:readAhead]
-		readAheadBufs.Put(&b)
-		r.pooled = false
+	if !r.pooled {
+		return
 	}
+	switch b := r.buf[:cap(r.buf)]; len(b) {
+	case firstBuf:
+		firstBufs.Put(&b)
+	case readAhead:
+		readAheadBufs.Put(&b)
+	}
+	r.pooled = false
 }
 
 // readAhead is the buffer a busy stream grows to: a read that fills the
@@ -386,6 +397,7 @@ func (r *Reader) fill() {
 	case r.full && len(r.buf) < readAhead && readAhead <= r.max+1:
 		nb := *(readAheadBufs.Get().(*[]byte))
 		copy(nb, r.buf[:r.w])
+		r.releaseBuf()
 		r.buf, r.pooled = nb, true
 	case r.w == len(r.buf):
 		size := 2 * len(r.buf)
