@@ -43,19 +43,22 @@ import (
 // Gateway is a built gateway: everything serve runs, wired. Build makes
 // one, Serve serves it and Close releases it.
 type Gateway struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	router  *router.Router
-	meter   *metering.Memory
-	store   store.Store
-	auth    *auth.Authenticator
-	metrics *metrics.Metrics
-	levers  *levers.Levers
-	closers []func() error
-	window  *window.Window
-	tracer  *tracing.Tracer
-	sims    map[string]*sim.Provider
-	handler http.Handler
+	cfg    *config.Config
+	log    *slog.Logger
+	router *router.Router
+	meter  *metering.Memory
+	// deferred meters cancelled requests in the background; Close drains it
+	// before the meters behind it close.
+	deferred *metering.Deferred
+	store    store.Store
+	auth     *auth.Authenticator
+	metrics  *metrics.Metrics
+	levers   *levers.Levers
+	closers  []func() error
+	window   *window.Window
+	tracer   *tracing.Tracer
+	sims     map[string]*sim.Provider
+	handler  http.Handler
 
 	transport *http.Transport
 	cache     cache.Cache // the response cache, also holding Responses API items
@@ -73,6 +76,9 @@ type Gateway struct {
 // Close flushes traces and releases the upstream connection pool and the
 // store.
 func (g *Gateway) Close() {
+	if g.deferred != nil {
+		g.deferred.Close()
+	}
 	if g.tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		g.tracer.Shutdown(ctx)
@@ -241,7 +247,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	if err := g.buildLimits(ctx, cfg, st, log); err != nil {
 		return fail(err)
 	}
-	limited := g.limiter.Meter(meter) // settles admission's reservations and counts spend
+	g.deferred = metering.NewDeferred(meter) // a cancelled request's record is written after the burst of closes
+	limited := g.limiter.Meter(g.deferred)   // settles admission's reservations and counts spend
 	chatOpt, err := chatOptions(cfg, client, log)
 	if err != nil {
 		return fail(err)
