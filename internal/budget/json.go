@@ -6,33 +6,54 @@ import "github.com/firstword/firstword/internal/jsonenc"
 // reflection: Timings go into every request's log line.
 func (t Timings) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 64+96*len(t.Stages))
-	b = append(b, `{"ttfw_ms":`...)
-	b = jsonenc.AppendFloat(b, t.TTFWMs)
-	b = append(b, `,"ttc_ms":`...)
-	b = jsonenc.AppendFloat(b, t.TTCMs)
-	b = append(b, `,"stages":`...)
+	b = appendHead(b, t.TTFWMs, t.TTCMs)
 	if t.Stages == nil {
 		return append(b, "null}"...), nil
 	}
 	b = append(b, '[')
 	for i, s := range t.Stages {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"name":`...)
-		b = jsonenc.AppendString(b, s.Name)
-		b = append(b, `,"start_ms":`...)
-		b = jsonenc.AppendFloat(b, s.StartMs)
-		b = append(b, `,"end_ms":`...)
-		b = jsonenc.AppendFloat(b, s.EndMs)
-		if s.Note != "" {
-			b = append(b, `,"note":`...)
-			b = jsonenc.AppendString(b, s.Note)
-		}
-		if s.Group {
-			b = append(b, `,"group":true`...)
-		}
-		b = append(b, '}')
+		b = appendStage(b, i, s.Name, s.StartMs, s.EndMs, s.Note, s.Group)
 	}
 	return append(b, "]}"...), nil
+}
+
+// AppendJSON appends the JSON of r.Timings() to b, without building it:
+// the request log writes it for every request.
+func (r *Recorder) AppendJSON(b []byte) []byte {
+	stages := r.Stages()
+	b = appendHead(b, ms(r.TTFW()), ms(r.TTC()))
+	b = append(b, '[')
+	for i, s := range stages {
+		b = appendStage(b, i, s.Name, ms(s.Start), ms(s.End), s.Note, s.Group)
+	}
+	return append(b, "]}"...)
+}
+
+func appendHead(b []byte, ttfw, ttc float64) []byte {
+	b = append(b, `{"ttfw_ms":`...)
+	b = jsonenc.AppendFloat(b, ttfw)
+	b = append(b, `,"ttc_ms":`...)
+	b = jsonenc.AppendFloat(b, ttc)
+	return append(b, `,"stages":`...)
+}
+
+// appendStage appends the i-th stage of a list.
+func appendStage(b []byte, i int, name string, start, end float64, note string, group bool) []byte {
+	if i > 0 {
+		b = append(b, ',')
+	}
+	b = append(b, `{"name":`...)
+	b = jsonenc.AppendString(b, name)
+	b = append(b, `,"start_ms":`...)
+	b = jsonenc.AppendFloat(b, start)
+	b = append(b, `,"end_ms":`...)
+	b = jsonenc.AppendFloat(b, end)
+	if note != "" {
+		b = append(b, `,"note":`...)
+		b = jsonenc.AppendString(b, note)
+	}
+	if group {
+		b = append(b, `,"group":true`...)
+	}
+	return append(b, '}')
 }

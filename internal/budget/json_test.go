@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"testing"
+	"time"
 )
 
 // plainTimings is Timings without its MarshalJSON, for encoding/json's own
@@ -53,4 +54,31 @@ func FuzzTimingsJSON(f *testing.F) {
 		}
 		checkSame(t, Timings{TTFWMs: start, TTCMs: end, Stages: []StageTiming{{Name: name, StartMs: start, EndMs: end, Note: note, Group: group}}})
 	})
+}
+
+func TestRecorderAppendJSON(t *testing.T) {
+	start := time.Now()
+	at := func(us int) time.Time { return start.Add(time.Duration(us) * time.Microsecond) }
+	empty := New(start)
+	full := New(start)
+	// Added out of order, with a note, a group and a name to escape.
+	full.Add("model/first-token", at(300), at(51257), "ok")
+	full.Add("auth", at(10), at(12), "")
+	full.AddGroup("upstream \"bench\"<1>", at(172), at(576040), "")
+	full.FirstWord(at(51257))
+	full.Complete(at(576053))
+	for name, r := range map[string]*Recorder{"empty": empty, "full": full} {
+		want, err := json.Marshal(r.Timings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := []byte("kept:")
+		got := r.AppendJSON(prefix)
+		if string(got[:len(prefix)]) != "kept:" || string(got[len(prefix):]) != string(want) {
+			t.Errorf("%s: AppendJSON\n got %s\nwant kept:%s", name, got, want)
+		}
+		if string(r.JSON()) != string(want) {
+			t.Errorf("%s: JSON\n got %s\nwant %s", name, r.JSON(), want)
+		}
+	}
 }

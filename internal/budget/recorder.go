@@ -6,7 +6,6 @@
 package budget
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,10 +221,7 @@ func (r *Recorder) Timings() Timings {
 }
 
 // JSON returns Timings as JSON.
-func (r *Recorder) JSON() []byte {
-	b, _ := json.Marshal(r.Timings())
-	return b
-}
+func (r *Recorder) JSON() []byte { return r.AppendJSON(nil) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

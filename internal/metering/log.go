@@ -15,18 +15,31 @@ type Log struct {
 
 // Record implements Meter.
 func (l Log) Record(ctx context.Context, rec *Record) {
-	p := attrsPool.Get().(*[]slog.Attr)
-	*p = appendAttrs((*p)[:0], rec)
-	l.Logger.LogAttrs(ctx, slog.LevelInfo, "request", *p...)
-	clear(*p)
-	attrsPool.Put(p)
+	if !l.Logger.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	p := linePool.Get().(*line)
+	p.attrs = p.appendAttrs(p.attrs[:0], rec)
+	l.Logger.LogAttrs(ctx, slog.LevelInfo, "request", p.attrs...)
+	clear(p.attrs)
+	if cap(p.timings) > 16<<10 {
+		p.timings = nil // a rare request's hundreds of stages
+	}
+	linePool.Put(p)
 }
 
-// attrsPool holds Record's attribute lists. They are built in
-// appendAttrs, whose 2 KiB frame is gone by the time slog runs.
-var attrsPool = sync.Pool{New: func() any { s := make([]slog.Attr, 0, 32); return &s }}
+// line is what one request's log line is built from, kept in linePool
+// between lines: the attributes (built in appendAttrs, whose 2 KiB frame
+// is gone by the time slog runs) and the timings' JSON, which slog copies
+// into the line (the standard handlers keep nothing of a record).
+type line struct {
+	attrs   []slog.Attr
+	timings []byte
+}
 
-func appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
+var linePool = sync.Pool{New: func() any { return &line{attrs: make([]slog.Attr, 0, 32), timings: make([]byte, 0, 1024)} }}
+
+func (p *line) appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 	attrs = append(attrs,
 		slog.String("request_id", rec.RequestID), slog.String("surface", rec.Surface), slog.String("tenant", rec.Tenant),
 		slog.String("alias", rec.Alias), slog.String("deployment", rec.Deployment), slog.String("model", rec.Model),
@@ -66,9 +79,8 @@ func appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 	if rec.Timings != nil {
 		// Encoded here rather than by the handler: reflection at the
 		// bottom of slog is the deepest stack a request reaches.
-		if b, err := rec.Timings.Timings().MarshalJSON(); err == nil {
-			attrs = append(attrs, slog.Any("timings", json.RawMessage(b)))
-		}
+		p.timings = rec.Timings.AppendJSON(p.timings[:0])
+		attrs = append(attrs, slog.Any("timings", json.RawMessage(p.timings)))
 	}
 	return attrs
 }
