@@ -9,6 +9,7 @@ FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
 	./internal/yardstick:FuzzChatReader \
 	./internal/yardstick:FuzzProcParsers \
+	./internal/hostcpu:FuzzParse \
 	./internal/limits:FuzzParseOverride \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/firstword/firstword/internal/hostcpu"
 )
 
 func TestMedian(t *testing.T) {
@@ -52,5 +55,23 @@ func TestCancelRound(t *testing.T) {
 	defer u.mu.Unlock()
 	if len(u.arrived) != 0 || len(u.closed) != 0 {
 		t.Errorf("%d requests still registered", len(u.arrived)+len(u.closed))
+	}
+}
+
+// TestMarkdownHost: the report says how much of the machine's time the
+// hypervisor took, and warns when that makes its figures noisy.
+func TestMarkdownHost(t *testing.T) {
+	for _, tc := range []struct {
+		steal float64
+		want  string
+		noisy bool
+	}{{0.31, "2 CPUs, 31% of their time stolen by the hypervisor;", true}, {0.02, "2 CPUs, 2% of their time stolen by the hypervisor;", false}} {
+		md := (&Report{CPUs: 2, Host: &hostcpu.Usage{Steal: tc.steal, Busy: 0.5}}).Markdown("firstword bench")
+		if !strings.Contains(md, tc.want) || strings.Contains(md, "noisy") != tc.noisy {
+			t.Errorf("steal %v: report without %q or with the wrong warning:\n%s", tc.steal, tc.want, md)
+		}
+	}
+	if md := (&Report{CPUs: 2}).Markdown("firstword bench"); strings.Contains(md, "stolen") {
+		t.Errorf("no host sample, yet the report names steal:\n%s", md)
 	}
 }

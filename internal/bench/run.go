@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/firstword/firstword/internal/hostcpu"
 )
 
 // Options sets the sizes of a run.
@@ -64,6 +66,8 @@ type Report struct {
 	Slow      *SlowCPUResult
 	Chat      *ChatResult
 	Cancel    *CancelResult
+	// Host is the machine's CPU over the run (nil where /proc/stat is not).
+	Host *hostcpu.Usage
 }
 
 // LatencyResult compares one concurrency level.
@@ -132,6 +136,16 @@ type paths struct {
 // Run measures everything. The three fake upstreams run in this process;
 // the gateway runs as a child process.
 func Run(ctx context.Context, o Options) (*Report, error) {
+	before, herr := hostcpu.Read()
+	rep, err := run(ctx, o)
+	if after, err := hostcpu.Read(); rep != nil && herr == nil && err == nil {
+		u := hostcpu.Between(before, after)
+		rep.Host = &u
+	}
+	return rep, err
+}
+
+func run(ctx context.Context, o Options) (*Report, error) {
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, format+"\n", args...)
@@ -588,7 +602,14 @@ func pct(v []float64, p float64) float64 {
 // Markdown renders the report.
 func (r *Report) Markdown(command string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s with `%s` (%s, %d CPUs; load generator, fake upstreams and gateway on the same machine).\n\n", r.When.Format("2006-01-02 15:04 UTC"), command, r.GoVersion, r.CPUs)
+	host := ""
+	if r.Host != nil {
+		host = fmt.Sprintf(", %.0f%% of their time stolen by the hypervisor", 100*r.Host.Steal)
+	}
+	fmt.Fprintf(&b, "Measured %s with `%s` (%s, %d CPUs%s; load generator, fake upstreams and gateway on the same machine).\n\n", r.When.Format("2006-01-02 15:04 UTC"), command, r.GoVersion, r.CPUs, host)
+	if r.Host != nil && r.Host.Note() != "" {
+		fmt.Fprintf(&b, "**%s**\n\n", r.Host.Note())
+	}
 	if len(r.Latency) > 0 {
 		r.latencyMarkdown(&b)
 	}

@@ -190,7 +190,8 @@ svg{width:100%;height:auto}
 code{font-size:12px}
 </style></head><body>
 <h1>firstword bench</h1>
-<p>{{.Report.Started.Format "2006-01-02 15:04:05 UTC"}} · {{printf "%.1f" .Report.Elapsed}} s{{if .Report.Truncated}} · <strong>cut by --max-time</strong>{{end}}</p>
+<p>{{.Report.Started.Format "2006-01-02 15:04:05 UTC"}} · {{printf "%.1f" .Report.Elapsed}} s{{if .Report.Truncated}} · <strong>cut by --max-time</strong>{{end}}{{with .Report.Host}} · machine {{pct .Busy}} busy, {{pct .Steal}} stolen by the hypervisor{{end}}</p>
+{{with .Report.Host}}{{with .Note}}<p><strong>{{.}}</strong></p>{{end}}{{end}}
 {{if .Report.Command}}<p><code>{{.Report.Command}}</code></p>{{end}}
 <table><tr><th>target</th><th>URL</th><th>surface</th><th>model</th></tr>
 {{range .Report.Targets}}<tr><td><b>{{.Name}}</b>{{if eq .Name $.Report.Baseline}} (baseline){{end}}</td><td>{{.URL}}</td><td>{{.Surface}}</td><td>{{.Model}}</td></tr>{{end}}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/firstword/firstword/internal/hostcpu"
 )
 
 // Report is a run's result, as --json writes it.
@@ -26,6 +28,10 @@ type Report struct {
 	Upstream    string       `json:"upstream,omitempty"`
 	Cells       []Cell       `json:"cells"`
 	Faults      []Faults     `json:"faults,omitempty"`
+	// Host is how the machine's CPU time went during the run (absent
+	// where /proc/stat is not): steal above hostcpu.Noisy makes the
+	// figures noisy, whatever the targets did.
+	Host *hostcpu.Usage `json:"host,omitempty"`
 }
 
 // TargetInfo is a target as a report names it: never its key, and its URL
@@ -189,6 +195,12 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	if len(r.Faults) > 0 {
 		r.writeFaults(w)
+	}
+	if r.Host != nil {
+		fmt.Fprintf(w, "\nmachine: %.0f%% busy, %.0f%% stolen by the hypervisor\n", 100*r.Host.Busy, 100*r.Host.Steal)
+		if n := r.Host.Note(); n != "" {
+			fmt.Fprintln(w, n)
+		}
 	}
 	fmt.Fprintf(w, "\npeak: most requests in flight at once; times in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
 }

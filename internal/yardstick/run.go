@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/firstword/firstword/internal/hostcpu"
 )
 
 // Options is one run.
@@ -128,6 +130,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.MaxTime)
 	defer cancel()
 	rep := newReport(&o)
+	host, herr := hostcpu.Read()
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
 	}
@@ -191,6 +194,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Truncated = ctx.Err() != nil && !rep.Interrupted || o.shortened()
 	rep.compareBaseline()
 	rep.Elapsed = time.Since(rep.Started).Seconds()
+	if now, err := hostcpu.Read(); herr == nil && err == nil {
+		u := hostcpu.Between(host, now)
+		rep.Host = &u
+	}
 	return rep, nil
 }
 

@@ -2,6 +2,7 @@ package yardstick
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/hostcpu"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -340,5 +342,39 @@ func TestErrorsCounted(t *testing.T) {
 	rep.WriteTable(&b)
 	if !strings.Contains(b.String(), "http_503 3") || !strings.Contains(b.String(), "event_overloaded 3") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// TestHostInReports: the machine's CPU over the run is in the table, the
+// HTML and the JSON, with the warning when the hypervisor took enough to
+// make the figures noisy.
+func TestHostInReports(t *testing.T) {
+	for _, tc := range []struct {
+		host  hostcpu.Usage
+		noisy bool
+	}{{hostcpu.Usage{Busy: 0.62, Steal: 0.21}, true}, {hostcpu.Usage{Busy: 0.4, Steal: 0.01}, false}} {
+		rep := &Report{Host: &tc.host}
+		var b bytes.Buffer
+		rep.WriteTable(&b)
+		line := fmt.Sprintf("machine: %.0f%% busy, %.0f%% stolen by the hypervisor", 100*tc.host.Busy, 100*tc.host.Steal)
+		if !strings.Contains(b.String(), line) || strings.Contains(b.String(), "noisy") != tc.noisy {
+			t.Errorf("steal %v: table without %q or with the wrong warning:\n%s", tc.host.Steal, line, b.String())
+		}
+		dir := t.TempDir()
+		if err := rep.WriteHTML(filepath.Join(dir, "r.html")); err != nil {
+			t.Fatal(err)
+		}
+		page, _ := os.ReadFile(filepath.Join(dir, "r.html"))
+		if !strings.Contains(string(page), "stolen by the hypervisor") || strings.Contains(string(page), "noisy") != tc.noisy {
+			t.Errorf("steal %v: HTML without the machine line or with the wrong warning", tc.host.Steal)
+		}
+		if err := rep.WriteJSON(filepath.Join(dir, "r.json")); err != nil {
+			t.Fatal(err)
+		}
+		var back Report
+		raw, _ := os.ReadFile(filepath.Join(dir, "r.json"))
+		if err := json.Unmarshal(raw, &back); err != nil || back.Host == nil || *back.Host != tc.host {
+			t.Errorf("JSON host %+v (%v), want %+v", back.Host, err, tc.host)
+		}
 	}
 }
