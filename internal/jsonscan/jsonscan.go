@@ -43,6 +43,11 @@ type Scanner struct {
 func New(b []byte) Scanner { return Scanner{b: b} }
 
 func (s *Scanner) ws() {
+	// Machine-written JSON has no white space between tokens: one
+	// comparison settles that common case.
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -556,9 +561,22 @@ func (s *Scanner) Other(key []byte, names ...string) error {
 // it.
 func FoldMatch(key []byte, names ...string) bool {
 	for _, n := range names {
+		// When both first bytes are ASCII they are the first runes, which
+		// fold alike only if they are equal or the same letter: most keys
+		// part there, without EqualFold's call.
+		if len(key) > 0 && len(n) > 0 && key[0] < utf8.RuneSelf && n[0] < utf8.RuneSelf && lower(key[0]) != lower(n[0]) {
+			continue
+		}
 		if bytes.EqualFold(key, []byte(n)) {
 			return true
 		}
 	}
 	return false
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }

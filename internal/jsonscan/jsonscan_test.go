@@ -301,6 +301,7 @@ func TestFoldMatch(t *testing.T) {
 	}{
 		{"type", true}, {"TYPE", true}, {"Index", true},
 		{"text", false}, {"typ", false}, {"types", false}, {"\u017ftop", false},
+		{"", false}, {"iNDEX", true}, {"Tndex", false}, {"\x14ype", false}, {"4ype", false},
 		// U+017F (ſ) folds to s and U+212A (K) to k, as encoding/json
 		// matches them.
 		{"\u017ftop_reason", true}, {"\u212aey", true},
