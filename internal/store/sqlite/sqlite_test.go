@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -158,5 +159,51 @@ func TestWriteTxIsImmediate(t *testing.T) {
 func TestEmbeddedMigrations(t *testing.T) {
 	if _, err := store.LoadMigrations(migrationFS); err != nil {
 		t.Errorf("embedded migrations: %v", err)
+	}
+}
+
+// TestCheckpointsFollowWrites: a write is followed by a background
+// checkpoint that copies the whole WAL (checkpointsRun counts only those),
+// and none runs while nothing is written.
+func TestCheckpointsFollowWrites(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "firstword.db"))
+	write := func(id string) {
+		t.Helper()
+		if err := s.RecordUsage(t.Context(), &store.Usage{RequestID: id, TenantID: "t", Time: time.Now(), Surface: "openai", Model: "m", Status: "complete"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// settled waits until a tick has run a checkpoint and then none runs
+	// for several ticks: the count it settled at.
+	settled := func() int64 {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		last, quiet := s.checkpointsRun.Load(), 0
+		for quiet < 5 {
+			if time.Now().After(deadline) {
+				t.Fatalf("checkpoints did not settle: %d run", s.checkpointsRun.Load())
+			}
+			time.Sleep(checkpointEvery)
+			if n := s.checkpointsRun.Load(); n != last {
+				last, quiet = n, 0
+			} else {
+				quiet++
+			}
+		}
+		return last
+	}
+	write("a")
+	first := settled()
+	if first == 0 {
+		t.Fatal("no checkpoint ran after a write")
+	}
+	// Idle: ten more ticks run none.
+	time.Sleep(10 * checkpointEvery)
+	if n := s.checkpointsRun.Load(); n != first {
+		t.Errorf("%d checkpoints ran with nothing written", n-first)
+	}
+	write("b")
+	if second := settled(); second <= first {
+		t.Errorf("no checkpoint ran after the second write (%d, then %d)", first, second)
 	}
 }
