@@ -128,7 +128,7 @@ func Open(path string) (*Store, error) {
 // checkpoints runs a PASSIVE checkpoint, which never waits for a lock, every
 // checkpointEvery until Close, unless the WAL file has not changed since
 // a checkpoint that copied all of it: an idle store costs a stat a tick,
-// not a statement (two thirds of an idle gateway's CPU before). Errors
+// not a statement (a third of an idle gateway's CPU before). Errors
 // and checkpoints that readers held back are tried again next tick.
 func (s *Store) checkpoints() {
 	defer close(s.stopped)
