@@ -26,6 +26,17 @@ type SlowCPUResult struct {
 	// per chunk, and the chunks delivered in the window.
 	Gateway, Proxy             []time.Duration
 	GatewayChunks, ProxyChunks []int64
+	// Parsed is ReverseProxy reading every event on its way, with each
+	// of Parsers (bench-proxy --parse), in the same rounds.
+	Parsed []ParsedCPU
+}
+
+// ParsedCPU is one parsing ReverseProxy's CPU per chunk and chunks per
+// window, per round.
+type ParsedCPU struct {
+	Parser string
+	CPU    []time.Duration
+	Chunks []int64
 }
 
 // slowCPU opens n streams at the slow upstream's pace through url, waits
@@ -459,11 +470,20 @@ func (r *Report) floorsMarkdown(b *strings.Builder) {
 	if t := r.Through; t.Proxy > 0 {
 		fmt.Fprintf(b, "| zero-delay throughput: at least ReverseProxy's | %.0f streams/s (%v CPU each) | %.0f streams/s (%v) | | %s (%.2f×) |\n",
 			t.Gateway, t.GatewayCPUPerReq.Round(time.Microsecond), t.Proxy, t.ProxyCPUPerReq.Round(time.Microsecond), verdict(t.Gateway >= t.Proxy), t.Gateway/t.Proxy)
+		for _, p := range t.Parsed {
+			fmt.Fprintf(b, "| the same, for reference, against ReverseProxy reading each event (%s) | | %.0f streams/s (%v) | | %.2f× |\n",
+				parserNames[p.Parser], p.Rate, p.CPUPerReq.Round(time.Microsecond), t.Gateway/p.Rate)
+		}
 	}
 	if s := r.Slow; s != nil {
 		g, p := medianDuration(s.Gateway), medianDuration(s.Proxy)
 		fmt.Fprintf(b, "| CPU per chunk, %d streams at 10 chunks/s: at most ReverseProxy's | %.1f µs (rounds: %s) | %.1f µs (%s) | | %s (%.2f×) |\n",
 			s.Streams, us(g), usList(s.Gateway), us(p), usList(s.Proxy), verdict(g <= p), float64(g)/float64(p))
+		for _, q := range s.Parsed {
+			m := medianDuration(q.CPU)
+			fmt.Fprintf(b, "| the same, for reference, against ReverseProxy reading each event (%s) | | %.1f µs (%s) | | %.2f× |\n",
+				parserNames[q.Parser], us(m), usList(q.CPU), float64(g)/float64(m))
+		}
 	}
 	if m := r.Memory; m.Fresh != nil && m.ProxyPerStream > 0 {
 		fmt.Fprintf(b, "| RSS per open stream, fresh process: at most ReverseProxy's | %.1f KiB | %.1f KiB | | %s (%.2f×) |\n",
@@ -510,6 +530,15 @@ func (r *Report) slowMarkdown(b *strings.Builder) {
 	b.WriteString("| path | CPU per chunk, median | rounds | chunks per window |\n|---|---|---|---|\n")
 	fmt.Fprintf(b, "| firstword | %.1f µs | %s | %v |\n", us(medianDuration(s.Gateway)), usList(s.Gateway), s.GatewayChunks)
 	fmt.Fprintf(b, "| httputil.ReverseProxy | %.1f µs | %s | %v |\n", us(medianDuration(s.Proxy)), usList(s.Proxy), s.ProxyChunks)
+	for _, p := range s.Parsed {
+		fmt.Fprintf(b, "| httputil.ReverseProxy reading each event (%s) | %.1f µs | %s | %v |\n", parserNames[p.Parser], us(medianDuration(p.CPU)), usList(p.CPU), p.Chunks)
+	}
+}
+
+// parserNames say what each of Parsers is, in a report.
+var parserNames = map[string]string{
+	"firstword": "firstword's own reader",
+	"stdlib":    "bufio and encoding/json",
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

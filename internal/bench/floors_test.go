@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/firstword/firstword/internal/hostcpu"
 )
@@ -73,5 +74,29 @@ func TestMarkdownHost(t *testing.T) {
 	}
 	if md := (&Report{CPUs: 2}).Markdown("firstword bench"); strings.Contains(md, "stolen") {
 		t.Errorf("no host sample, yet the report names steal:\n%s", md)
+	}
+}
+
+// TestMarkdownParsedBaselines: the parsing ReverseProxies are shown next
+// to the floors they explain, as firstword's ratio to each.
+func TestMarkdownParsedBaselines(t *testing.T) {
+	r := &Report{CPUs: 2,
+		Through: ThroughputResult{Concurrency: 32, Seconds: 10, Direct: 7000, Gateway: 3200, Proxy: 4000, GatewayCPUPerReq: 300 * time.Microsecond, ProxyCPUPerReq: 180 * time.Microsecond,
+			Parsed: []ParsedThroughput{{Parser: "firstword", Rate: 3600, CPUPerReq: 220 * time.Microsecond}, {Parser: "stdlib", Rate: 3200, CPUPerReq: 270 * time.Microsecond}}},
+		Slow: &SlowCPUResult{Streams: 1000, Window: 4 * time.Second,
+			Gateway: []time.Duration{30 * time.Microsecond}, Proxy: []time.Duration{24 * time.Microsecond}, GatewayChunks: []int64{40000}, ProxyChunks: []int64{40000},
+			Parsed: []ParsedCPU{{Parser: "firstword", CPU: []time.Duration{28 * time.Microsecond}, Chunks: []int64{40000}}, {Parser: "stdlib", CPU: []time.Duration{33 * time.Microsecond}, Chunks: []int64{40000}}}},
+	}
+	md := r.Markdown("firstword bench")
+	for _, want := range []string{
+		"| httputil.ReverseProxy reading each event (firstword's own reader) | 3600 | 51.4% | 220µs | 0 |",
+		"| httputil.ReverseProxy reading each event (bufio and encoding/json) | 33.0 µs | 33.0 | [40000] |",
+		"| the same, for reference, against ReverseProxy reading each event (bufio and encoding/json) | | 3200 streams/s (270µs) | | 1.00× |",
+		"| the same, for reference, against ReverseProxy reading each event (firstword's own reader) | | 28.0 µs (28.0) | | 1.07× |",
+		"| CPU per chunk, 1000 streams at 10 chunks/s: at most ReverseProxy's | 30.0 µs (rounds: 30.0) | 24.0 µs (24.0) | | **not met** (1.25×) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report without %q:\n%s", want, md)
+		}
 	}
 }

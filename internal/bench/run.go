@@ -96,6 +96,17 @@ type ThroughputResult struct {
 	GatewayCPUPerReq, ProxyCPUPerReq     time.Duration
 	GatewayRequests, DirectRequests      int64
 	GatewayErrors, DirectErrors, PErrors int64
+	// Parsed is ReverseProxy reading every event on its way, with each
+	// of Parsers, in the same rounds.
+	Parsed []ParsedThroughput
+}
+
+// ParsedThroughput is one parsing ReverseProxy's throughput.
+type ParsedThroughput struct {
+	Parser    string
+	Rate      float64 // streams per second
+	CPUPerReq time.Duration
+	Errors    int64
 }
 
 // MemoryResult is the idle-streams phase.
@@ -291,6 +302,18 @@ models:
 		half := o.ThroughputDuration / 2
 		var dReq, gReq, pReq, dErr, gErr, pErr int64
 		var gCPU, pCPU time.Duration
+		var parsers []*Process
+		qReq, qErr, qCPU := make([]int64, len(Parsers)), make([]int64, len(Parsers)), make([]time.Duration, len(Parsers))
+		if proxy != nil {
+			for _, name := range Parsers {
+				pp, err := startParsingProxy(ctx, o, name, urls["zero"])
+				if err != nil {
+					return nil, err
+				}
+				defer pp.Stop()
+				parsers = append(parsers, pp)
+			}
+		}
 		for range 2 {
 			r, e := throughput(ctx, tc, half, urls["zero"], "zero")
 			dReq, dErr = dReq+r, dErr+e
@@ -303,6 +326,12 @@ models:
 				r, e = throughput(ctx, tc, half, proxy.URL, "zero")
 				c1, _ := proxy.CPU()
 				pReq, pErr, pCPU = pReq+r, pErr+e, pCPU+c1-c0
+			}
+			for i, pp := range parsers {
+				c0, _ := pp.CPU()
+				r, e = throughput(ctx, tc, half, pp.URL, "zero")
+				c1, _ := pp.CPU()
+				qReq[i], qErr[i], qCPU[i] = qReq[i]+r, qErr[i]+e, qCPU[i]+c1-c0
 			}
 		}
 		secs := o.ThroughputDuration.Seconds()
@@ -317,6 +346,13 @@ models:
 			if pReq > 0 {
 				rep.Through.ProxyCPUPerReq = pCPU / time.Duration(pReq)
 			}
+		}
+		for i := range parsers {
+			pt := ParsedThroughput{Parser: Parsers[i], Rate: float64(qReq[i]) / secs, Errors: qErr[i]}
+			if qReq[i] > 0 {
+				pt.CPUPerReq = qCPU[i] / time.Duration(qReq[i])
+			}
+			rep.Through.Parsed = append(rep.Through.Parsed, pt)
 		}
 
 	}
@@ -356,22 +392,35 @@ models:
 		if err != nil {
 			return nil, err
 		}
+		defer sproxy.Stop()
 		sr := &SlowCPUResult{Streams: o.SlowStreams, Window: o.SlowWindow}
+		parsers := make([]*Process, len(Parsers))
+		for i, name := range Parsers {
+			if parsers[i], err = startParsingProxy(ctx, o, name, urls["slow"]); err != nil {
+				return nil, err
+			}
+			defer parsers[i].Stop()
+			sr.Parsed = append(sr.Parsed, ParsedCPU{Parser: name})
+		}
 		for range o.SlowRounds {
 			g, gn, err := slowCPU(ctx, gw, gw.URL, "slow", o.SlowStreams, o.SlowWindow)
 			if err != nil {
-				sproxy.Stop()
 				return nil, fmt.Errorf("slow streams, gateway: %w", err)
 			}
 			p, pn, err := slowCPU(ctx, sproxy, sproxy.URL, "slow", o.SlowStreams, o.SlowWindow)
 			if err != nil {
-				sproxy.Stop()
 				return nil, fmt.Errorf("slow streams, ReverseProxy: %w", err)
 			}
 			sr.Gateway, sr.GatewayChunks = append(sr.Gateway, g), append(sr.GatewayChunks, gn)
 			sr.Proxy, sr.ProxyChunks = append(sr.Proxy, p), append(sr.ProxyChunks, pn)
+			for i, pp := range parsers {
+				q, qn, err := slowCPU(ctx, pp, pp.URL, "slow", o.SlowStreams, o.SlowWindow)
+				if err != nil {
+					return nil, fmt.Errorf("slow streams, ReverseProxy with the %s parser: %w", Parsers[i], err)
+				}
+				sr.Parsed[i].CPU, sr.Parsed[i].Chunks = append(sr.Parsed[i].CPU, q), append(sr.Parsed[i].Chunks, qn)
+			}
 		}
-		sproxy.Stop()
 		rep.Slow = sr
 	}
 	if !o.runs("memory") {
@@ -408,6 +457,16 @@ models:
 	}
 	rep.Memory = mem
 	return rep, nil
+}
+
+// startParsingProxy starts ReverseProxy in front of upstream, reading
+// every event with the named parser (bench-proxy --parse).
+func startParsingProxy(ctx context.Context, o Options, parser, upstream string) (*Process, error) {
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	return StartProcess(ctx, addr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--parse", parser, "--addr", addr, "--upstream", upstream)
 }
 
 // latency runs n requests on each target at the given concurrency,
@@ -667,6 +726,9 @@ func (r *Report) throughputMarkdown(b *strings.Builder) {
 	fmt.Fprintf(b, "| firstword | %.0f | **%.1f%%** | %v | %d |\n", t.Gateway, 100*t.Gateway/t.Direct, t.GatewayCPUPerReq.Round(time.Microsecond), t.GatewayErrors)
 	if t.Proxy > 0 {
 		fmt.Fprintf(b, "| httputil.ReverseProxy (parses nothing) | %.0f | %.1f%% | %v | %d |\n", t.Proxy, 100*t.Proxy/t.Direct, t.ProxyCPUPerReq.Round(time.Microsecond), t.PErrors)
+	}
+	for _, p := range t.Parsed {
+		fmt.Fprintf(b, "| httputil.ReverseProxy reading each event (%s) | %.0f | %.1f%% | %v | %d |\n", parserNames[p.Parser], p.Rate, 100*p.Rate/t.Direct, p.CPUPerReq.Round(time.Microsecond), p.Errors)
 	}
 }
 

@@ -25,7 +25,7 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	conc := fs.Int("concurrency", 32, "`N` requests in flight in the throughput phase")
 	dur := fs.Duration("duration", 10*time.Second, "how long the throughput phase runs on each path, a `DURATION` such as 30s or 2m")
 	idle := fs.Int("idle-streams", 1000, "`N` concurrent open streams in the memory phase")
-	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy and a TCP relay as baselines")
+	proxy := fs.Bool("reverse-proxy", true, "also measure Go's httputil.ReverseProxy and a TCP relay as baselines, and, in the throughput and slowcpu phases, ReverseProxy reading each event")
 	phases := fs.String("phases", "latency,throughput,chat,cancel,slowcpu,memory", "what to measure: a comma-separated `LIST` of latency, throughput, chat, cancel, slowcpu and memory")
 	slowStreams := fs.Int("slow-streams", 1000, "`N` streams at 10 chunks a second in the slowcpu phase")
 	slowWindow := fs.Duration("slow-window", 4*time.Second, "how long the slowcpu phase reads CPU in each round, a `DURATION`")
@@ -69,6 +69,7 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 	addr := fs.String("addr", "127.0.0.1:0", "listen address `HOST:PORT`")
 	upstream := fs.String("upstream", "", "upstream base `URL` (required; with --tcp, its host:port is used)")
 	tcp := fs.Bool("tcp", false, "relay TCP connections byte for byte instead of proxying HTTP")
+	parse := fs.String("parse", "", "read every event of a stream on its way with `PARSER`: firstword (the gateway's own reader) or stdlib (bufio and encoding/json)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +85,11 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
+	if *parse != "" {
+		if rp.ModifyResponse, err = bench.ParseResponses(*parse); err != nil {
+			return usagef(fs, "--parse: %v", err)
+		}
+	}
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) })

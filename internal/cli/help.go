@@ -158,7 +158,9 @@ the checkout had local changes) and the Go version, from the build info.
 			summary: "serve Go's httputil.ReverseProxy in front of one upstream (bench's baseline)",
 			about: `Serve Go's httputil.ReverseProxy (or, with --tcp, a byte-for-byte TCP relay)
 in front of one upstream: the baseline "firstword bench" measures the gateway
-against. An internal helper that bench starts.`},
+against. With --parse, every event stream is read on its way, unchanged, by
+firstword's own Chat Completions reader or by bufio and encoding/json: the
+baseline that parsing sets. An internal helper that bench starts.`},
 		{name: "bench-upstream", run: BenchUpstream, hidden: true,
 			summary: "serve the benchmark's fake upstreams",
 			about: `Serve the benchmark's fake OpenAI-compatible upstreams. An internal helper
