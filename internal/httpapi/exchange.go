@@ -389,7 +389,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 	// written, so an open stream waiting on its upstream holds none.
 	var out writeBuf
 	defer out.release()
-	visible, modelSet := false, false
+	// headed: the route's headers were offered (es.Header), which only
+	// the first write needs: a heartbeat that committed first makes
+	// them moot.
+	visible, modelSet, headed := false, false, false
 	// One chunk variable for the whole loop: taking the address of the
 	// loop's own would allocate a chunk per iteration.
 	var c chat.Chunk
@@ -409,8 +412,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 		if len(out.b) == 0 || (c.More && len(out.b) < maxCoalesce) {
 			continue // the next chunk is already here: one write for both
 		}
-		if !es.Committed() {
+		if !headed {
 			es.Header(x.commitHeaders)
+			headed = true
 		}
 		err := es.Write(out.b)
 		out.release()
