@@ -10,13 +10,15 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Process is a server started as a child process, observable via /proc.
 type Process struct {
-	cmd *exec.Cmd
-	URL string
+	cmd  *exec.Cmd
+	URL  string
+	stop sync.Once
 }
 
 // StartProcess runs exe with args (which must make it listen on addr) and
@@ -42,17 +44,19 @@ func StartProcess(ctx context.Context, addr, health string, env []string, exe st
 	return nil, fmt.Errorf("%s did not start", exe)
 }
 
-// Stop terminates the process.
+// Stop terminates the process; later calls do nothing.
 func (p *Process) Stop() {
-	p.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-	}
+	p.stop.Do(func() {
+		p.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			p.cmd.Process.Kill()
+			<-done
+		}
+	})
 }
 
 // CPU returns the process's user+system CPU time so far.

@@ -334,6 +334,9 @@ models:
 				qReq[i], qErr[i], qCPU[i] = qReq[i]+r, qErr[i]+e, qCPU[i]+c1-c0
 			}
 		}
+		for _, pp := range parsers {
+			pp.Stop() // idle from here on, but not in the later phases' way
+		}
 		secs := o.ThroughputDuration.Seconds()
 		rep.Through.Direct, rep.Through.Gateway = float64(dReq)/secs, float64(gReq)/secs
 		rep.Through.DirectRequests, rep.Through.GatewayRequests = dReq, gReq
@@ -420,6 +423,10 @@ models:
 				}
 				sr.Parsed[i].CPU, sr.Parsed[i].Chunks = append(sr.Parsed[i].CPU, q), append(sr.Parsed[i].Chunks, qn)
 			}
+		}
+		sproxy.Stop()
+		for _, pp := range parsers {
+			pp.Stop()
 		}
 		rep.Slow = sr
 	}
