@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
@@ -57,19 +59,43 @@ type fakeRouter struct {
 	causes []error // context.Cause of each stream's ctx as it ended
 }
 
-func (r *fakeRouter) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
+func (r *fakeRouter) Timeout(alias string) (time.Duration, error) {
 	if alias == r.unknown {
-		return time.Time{}, router.ErrUnknownModel
+		return 0, router.ErrUnknownModel
 	}
-	timeout := r.timeout
-	if timeout == 0 {
-		timeout = time.Minute
+	if r.timeout == 0 {
+		return time.Minute, nil
 	}
-	if client > 0 && client < timeout {
-		timeout = client
-	}
-	return arrival.Add(timeout), nil
+	return r.timeout, nil
 }
+
+// newCall resolves the call of request req_1 of t1/u1 for alias chat
+// through r, timed by rec, metered by m (nil: not), with the client's
+// timeout client (0: none).
+func newCall(t *testing.T, r *fakeRouter, rec *budget.Recorder, m metering.Meter, client time.Duration) *call.Call {
+	t.Helper()
+	c, err := call.New(call.Options{Routes: r, Prices: prices, Meter: m}).Resolve(
+		metering.Request{ID: "req_1", Surface: "chat", Tenant: "t1", User: "u1", Alias: "chat", Stream: true, Timings: rec}, client)
+	if err != nil {
+		t.Fatalf("Resolve: %v", err)
+	}
+	return c
+}
+
+// Plan plans nothing: the request goes to the fake router as it is.
+func (r *fakeRouter) Plan(req *chat.Request, rep *levers.Report) levers.Planned {
+	return fakePlan{r: r, req: req, rep: rep}
+}
+
+type fakePlan struct {
+	r   *fakeRouter
+	req *chat.Request
+	rep *levers.Report
+}
+
+func (p fakePlan) Alias() string { return p.req.Model }
+
+func (p fakePlan) Stream(ctx context.Context) chat.Stream { return p.r.StreamReport(ctx, p.req, p.rep) }
 
 func (r *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -87,19 +87,19 @@ type SourceReport struct {
 //     silent answer (afterStream).
 //   - failContext: the history or a required context source failed
 //     (optional ones are reported and skipped).
-//   - finish, after the model's stream (stream, afterStream): classify
-//     tells apart the answer done, cut by the deadline after its first
-//     text (done, status timeout), failed before or after its first text,
-//     timed out, the client gone (cancelled, no event) and the server
-//     shutting down (interrupted).
+//   - finish, after the model's stream (stream, afterStream): the call
+//     (Call.End) tells apart the answer done, cut by the deadline after
+//     its first text (done, status timeout), failed before or after its
+//     first text, timed out, the client gone (cancelled, no event) and the
+//     server shutting down (interrupted).
 //
 // refuse and failContext end through finish too: one place saves the
 // message, sends the last event and meters the turn.
+//
+// ctx is the turn's call's context (call.Call.Context): it ends at the
+// request's deadline, with its cause, which tells a deadline from a
+// closed request.
 func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
-	// The turn's deadline (the router's, from Prepare), with its cause:
-	// classify tells a deadline from a closed request by it.
-	ctx, cancelDeadline := context.WithDeadlineCause(ctx, t.deadline, chat.ErrDeadline)
-	defer cancelDeadline()
 	// The work runs under runCtx, which the guard's block and the
 	// client's refusing an event cancel with their cause. ctx is left
 	// alone by both: its cause says whether the request was closed, cut
@@ -173,8 +173,6 @@ type run struct {
 	// Everything below is written on Run's goroutine only; the remote
 	// guard's goroutine only reads cancel (it writes to the budget recorder,
 	// which locks, and cancels runCtx).
-	rep        levers.Report
-	tally      metering.Tally
 	text       string // delivered
 	sentTokens chat.TokenCount
 	err        error
@@ -265,18 +263,17 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	// inside the loop (stop is idempotent).
 	defer cp.stop()
 	var sent strings.Builder
-	modelStart := time.Now()
 	// Under runCtx: a guard's block or the client's leaving cancels the model
-	// at once. r.rep is the router's to write between chunks, and read here
-	// only when the loop body runs or the loop is over.
-	for c, err := range s.opt.Router.StreamReport(runCtx, r.prompt, &r.rep) {
+	// at once. The call's report is the router's to write between chunks,
+	// and read here only when the loop body runs or the loop is over.
+	for c, err := range t.in.Call.Stream(runCtx, r.prompt, nil) {
 		if err != nil {
 			r.err = err
 			break
 		}
-		// Every chunk is tallied, text or not: the usage and the finish reason
-		// come in chunks without text.
-		r.tally.Add(&c)
+		// Every chunk is delivered to the call, text or not: the usage and
+		// the finish reason come in chunks without text.
+		t.in.Call.Deliver(&c)
 		delta := c.Text + c.Refusal
 		if delta == "" {
 			continue
@@ -289,7 +286,7 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 				// Blocked while the model's first text was held back:
 				// none of it is sent. The refusal goes out before the
 				// model's stream is closed, with the report as it is.
-				r.stopModel(modelStart)
+				t.in.Call.EndRoute()
 				r.refuse(ctx, v)
 				return
 			}
@@ -307,16 +304,15 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 			r.cancel(chat.ErrClientGone)
 			break
 		}
-		// After the yield: the first word is when the client got it (only the
-		// first call counts).
-		t.in.Budget.FirstWord(time.Now())
+		// After the yield: the first word is when the client got it.
+		t.in.Call.Shown()
 		sent.WriteString(delta)
 		r.sentTokens.Add(delta)
 		// The checkpoint gets exactly what was delivered, never what the model
 		// produced beyond it.
 		cp.update(sent.String(), r.sentTokens.Tokens())
 	}
-	r.stopModel(modelStart)
+	t.in.Call.EndRoute() // the model's stages end with its stream
 	// Before finish saves the message: stop waits for a checkpoint in
 	// flight, so none runs after the turn (the store also ignores one of a
 	// finished message).
@@ -346,11 +342,6 @@ func (r *run) afterStream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	r.finish(ctx)
 }
 
-// stopModel records the model's stages from the router's report.
-func (r *run) stopModel(start time.Time) {
-	r.rep.AddStages(r.t.in.Budget, start, time.Now())
-}
-
 func verdictNote(v Verdict) string {
 	switch {
 	case v.Blocked:
@@ -378,59 +369,6 @@ func (r *run) failContext(ctx context.Context, err error) {
 	r.finish(ctx)
 }
 
-// ending is how a turn ended, as classify tells them apart.
-type ending int
-
-const (
-	// endComplete: the answer finished. Status complete; a done event.
-	endComplete ending = iota
-	// endCut: the deadline passed after the first text and the router
-	// ended the answer with FinishTimeout. Status timeout; a done event:
-	// what was sent is the answer.
-	endCut
-	// endFailed: the router, the model, the guard (a block) or the
-	// context failed the turn, before or after the first text. Status
-	// error; an error event with the failure's category.
-	endFailed
-	// endTimedOut: failed by a timeout (a first-token timeout, the
-	// deadline before any text). Status timeout; an error event, "timeout".
-	endTimedOut
-	// endGone: the client left, refusing an event or closing the
-	// request. Status cancelled; no event.
-	endGone
-	// endShutdown: the server's shutdown cut the turn. Status
-	// interrupted, as after a crash, keeping its text; an error event.
-	endShutdown
-)
-
-var endingNames = [...]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}
-
-func (e ending) String() string { return endingNames[e] }
-
-// classify tells how the turn ended from its error, the client's leaving
-// and the cause of ctx (the turn's, not the work's); the first match
-// wins.
-func (r *run) classify(ctx context.Context) ending {
-	switch {
-	// A client that refused an event before the shutdown is gone, not
-	// interrupted: its turn is cancelled, as it would have been anyway.
-	case !r.gone && errors.Is(context.Cause(ctx), chat.ErrShutdown):
-		return endShutdown
-	// An error while ctx ended other than by the deadline or the shutdown:
-	// the request was closed, and the error is only that cancellation.
-	case r.gone || r.err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), chat.ErrDeadline):
-		return endGone
-	case r.err == nil && r.tally.Finish == chat.FinishTimeout:
-		return endCut
-	case r.err == nil:
-		return endComplete
-	}
-	if ce := chat.AsError(r.err); ce.Category == chat.CategoryTimeout || errors.Is(r.err, chat.ErrDeadline) {
-		return endTimedOut
-	}
-	return endFailed
-}
-
 // finish saves the message, sends the last event and meters the turn.
 // The message is saved before done is sent: nothing the client was told
 // is finished can be lost.
@@ -446,7 +384,7 @@ func (r *run) finish(ctx context.Context) {
 		t.assistant = &a
 	}
 	m, u := r.message()
-	code, retryable := r.settle(m, r.classify(ctx))
+	code, retryable := r.settle(m, t.in.Call.End(ctx, r.err, r.gone))
 	rec.Complete(time.Now()) // provisional: the last event follows the save
 	// The saved timings need an end; the event's are completed again after
 	// the save, which they then include.
@@ -484,10 +422,11 @@ func (r *run) finish(ctx context.Context) {
 	// Done for a complete answer and for one cut at the deadline (timeout
 	// without an error: what was sent is the answer); error otherwise.
 	if m.Status == store.StatusComplete || m.Status == store.StatusTimeout && r.err == nil {
+		rep := t.in.Call.Report()
 		r.yield(Event{Kind: "done", Done: &Done{
 			MessageID: m.ID, Status: m.Status, FinishReason: m.FinishReason, Model: t.in.Model,
-			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: r.rep.Cached, Coalesced: r.rep.Coalesced, Rule: r.rep.Rule, Attempts: r.rep.Tries(),
-			Fallback: r.rep.Fallbacks() > 0, Route: r.rep.Route(), Timings: rec.Timings(),
+			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: rep.Cached, Coalesced: rep.Coalesced, Rule: rep.Rule, Attempts: rep.Tries(),
+			Fallback: rep.Fallbacks() > 0, Route: rep.Route(), Timings: rec.Timings(),
 			Sources: r.sources, Citations: r.citations, Flags: r.flags,
 		}})
 		return
@@ -500,41 +439,42 @@ func (r *run) finish(ctx context.Context) {
 // provider's, else an estimate of the text sent (counts the provider
 // reported before the stream ended are kept).
 func (r *run) message() (m *store.Message, u chat.Usage) {
+	c := r.t.in.Call
+	tally := c.Tally()
 	m = r.t.assistant
 	m.Content = r.text
-	m.Deployment = r.rep.Deployment
-	m.FinishReason = string(r.tally.Finish)
-	u = r.tally.Usage(r.req())
+	m.Deployment = c.Report().Deployment
+	m.FinishReason = string(tally.Finish)
+	u = c.Usage(r.req())
 	// No provider counts: the output is estimated from the text delivered,
 	// not from all the model produced (the client may have left, or the text
 	// been held back and refused).
-	if r.tally.Reported == nil && r.tally.SoFar == nil {
+	if tally.Reported == nil && tally.SoFar == nil {
 		u.OutputTokens = r.sentTokens.Tokens()
 	}
 	m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated = u.InputTokens, u.OutputTokens, u.CachedInputTokens, u.Estimated
-	billed := metering.Billed(u, r.rep.Cached, r.rep.BillShare, r.rep.BillPart)
-	m.Cost = r.t.s.opt.Prices.Cost(r.rep.Deployment, billed)
+	m.Cost = c.Cost(u)
 	return m, u
 }
 
 // settle sets the message's status and error for how the turn ended, and
 // returns the error event's code and whether retrying may help.
-func (r *run) settle(m *store.Message, e ending) (code string, retryable bool) {
-	switch e {
-	case endShutdown:
+func (r *run) settle(m *store.Message, e call.Ending) (code string, retryable bool) {
+	switch e.Outcome {
+	case call.Shutdown:
 		// The server cut the answer, not the user: it says so.
 		m.Status, code, retryable = store.StatusInterrupted, ShutdownCode, true
 		m.ErrorCode, m.ErrorMessage = code, "the server is shutting down; the answer so far is saved, send the message again to continue"
-	case endGone:
+	case call.Gone:
 		m.Status = store.StatusCancelled
-	case endCut:
+	case call.Cut:
 		m.Status = store.StatusTimeout
-	case endComplete:
+	case call.Complete:
 		m.Status = store.StatusComplete
-	default: // endFailed, endTimedOut
-		ce := chat.AsError(r.err)
+	default: // call.Failed, call.TimedOut
+		ce := e.Err
 		m.Status, code, retryable = store.StatusError, string(ce.Category), ce.Retryable
-		if e == endTimedOut {
+		if e.Outcome == call.TimedOut {
 			m.Status, code, retryable = store.StatusTimeout, "timeout", true
 		}
 		m.ErrorCode, m.ErrorMessage = code, ce.Message
@@ -548,7 +488,8 @@ func (r *run) settle(m *store.Message, e ending) (code string, retryable bool) {
 // meta is what the message keeps besides its text: how it was routed,
 // its sources and citations, the guard's flags.
 func (r *run) meta() []byte {
-	meta := map[string]any{"attempts": r.rep.Tries(), "route": r.rep.Route(), "sources": r.sources, "cached": r.rep.Cached, "fallback": r.rep.Fallbacks() > 0}
+	rep := r.t.in.Call.Report()
+	meta := map[string]any{"attempts": rep.Tries(), "route": rep.Route(), "sources": r.sources, "cached": rep.Cached, "fallback": rep.Fallbacks() > 0}
 	if len(r.citations) > 0 {
 		meta["citations"] = r.citations
 	}
@@ -571,19 +512,10 @@ func (r *run) req() *chat.Request {
 	return &chat.Request{Messages: []chat.Message{{Role: chat.RoleUser, Content: r.t.in.Message}}}
 }
 
-// meter records the turn; u is the usage of what was delivered, before
-// any sharing (see metering.Prices.Charge).
+// meter records the turn, as it was saved; u is the usage of what was
+// delivered, before any sharing (see metering.Prices.Charge).
 func (r *run) meter(ctx context.Context, u chat.Usage, m *store.Message) {
-	t := r.t
-	if t.s.opt.Meter == nil {
-		return
-	}
-	q := metering.Request{
-		ID: t.in.RequestID, Surface: "chat", Tenant: t.in.TenantID, User: t.in.UserID, KeyID: t.in.KeyID, Alias: t.in.Model, Stream: true,
-		Timings: t.in.Budget, TraceID: t.in.TraceID, TraceParent: t.in.TraceParent,
-	}
-	e := metering.Ending{Status: meterStatus(m.Status), ErrorCode: m.ErrorCode, Error: m.ErrorMessage}
-	t.s.opt.Meter.Record(ctx, t.s.opt.Prices.Build(q, &r.rep, &r.tally, u, e))
+	r.t.in.Call.Meter(ctx, metering.Ending{Status: meterStatus(m.Status), ErrorCode: m.ErrorCode, Error: m.ErrorMessage}, u)
 }
 
 func meterStatus(s store.Status) metering.Status {

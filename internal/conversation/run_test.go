@@ -81,14 +81,16 @@ func play(t *testing.T, su setup) played {
 		seed(st)
 	}
 	m := &fakeMeter{}
-	opt := Options{Store: st, Router: su.router, Sources: su.sources, GuardBefore: su.guardBefore, RemoteGuard: su.remote, Prices: prices, Meter: m, Log: su.log,
+	opt := Options{Store: st, Sources: su.sources, GuardBefore: su.guardBefore, RemoteGuard: su.remote, Log: su.log,
 		SystemPrompt: func(string) string { return su.system }}
 	if su.guard != nil {
 		opt.Guard = su.guard
 	}
 	s := New(opt)
 	p := played{start: time.Now()}
-	in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Timeout: su.timeout, Budget: budget.New(p.start)}
+	rec := budget.New(p.start)
+	c := newCall(t, su.router, rec, m, su.timeout)
+	in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c, Budget: rec}
 	if su.existing {
 		in.ConversationID = "conv_1"
 	}
@@ -104,7 +106,9 @@ func play(t *testing.T, su setup) played {
 	}
 	p.meta = turn.Meta()
 	deltas := 0
-	turn.Run(ctx, func(ev Event) bool {
+	cctx, release := c.Context(ctx)
+	defer release(nil)
+	turn.Run(cctx, func(ev Event) bool {
 		p.events = append(p.events, ev)
 		if ev.Kind == "delta" {
 			deltas++
@@ -909,55 +913,5 @@ func TestRunLogs(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// TestClassify checks how finish tells a turn's endings apart, from the
-// turn's error, the client's leaving and the cause that ended the turn's
-// ctx; the first match wins.
-func TestClassify(t *testing.T) {
-	ended := func(cause error) context.Context {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(cause)
-		return ctx
-	}
-	live := context.Background()
-	overloaded := &chat.Error{Category: chat.CategoryOverloaded, Message: "busy"}
-	tests := []struct {
-		name   string
-		ctx    context.Context
-		err    error
-		gone   bool
-		finish chat.FinishReason
-		want   ending
-	}{
-		{name: "finished", ctx: live, finish: chat.FinishStop, want: endComplete},
-		{name: "finished as the client left", ctx: ended(context.Canceled), finish: chat.FinishStop, want: endComplete},
-		{name: "cut at the deadline", ctx: ended(chat.ErrDeadline), finish: chat.FinishTimeout, want: endCut},
-		{name: "failed", ctx: live, err: overloaded, want: endFailed},
-		{name: "blocked", ctx: live, err: &chat.Error{Category: chat.CategoryBlocked}, want: endFailed},
-		{name: "first-token timeout", ctx: live, err: &chat.Error{Category: chat.CategoryTimeout, Err: chat.ErrFirstTokenTimeout}, want: endTimedOut},
-		{name: "deadline before the first text", ctx: ended(chat.ErrDeadline), err: chat.ErrDeadline, want: endTimedOut},
-		{name: "deadline inside another error", ctx: live, err: &chat.Error{Category: chat.CategoryProtocol, Err: chat.ErrDeadline}, want: endTimedOut},
-		{name: "the client refused an event", ctx: live, gone: true, want: endGone},
-		{name: "the client closed the request", ctx: ended(context.Canceled), err: context.Canceled, want: endGone},
-		{name: "shutdown", ctx: ended(chat.ErrShutdown), err: chat.ErrShutdown, want: endShutdown},
-		{name: "shutdown after the client left", ctx: ended(chat.ErrShutdown), gone: true, want: endGone},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := &run{err: tt.err, gone: tt.gone}
-			r.tally.Finish = tt.finish
-			if got := r.classify(tt.ctx); got != tt.want {
-				t.Errorf("classify = %v, want %v", got, tt.want)
-			}
-		})
-	}
-	var names []string
-	for e := endComplete; e <= endShutdown; e++ {
-		names = append(names, e.String())
-	}
-	if diff := cmp.Diff([]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}, names); diff != "" {
-		t.Errorf("ending names (-want +got):\n%s", diff)
 	}
 }

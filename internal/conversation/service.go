@@ -17,20 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/levers"
-	"github.com/firstword/firstword/internal/metering"
-	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
-
-// Router is what the pipeline needs of the router.
-type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
-	// Deadline is router.Router.Deadline: when a request for alias must
-	// end, or why the alias is not served.
-	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
-}
 
 // Verdict is a guard's decision on a message.
 type Verdict struct {
@@ -74,8 +64,7 @@ type Source struct {
 
 // Options configures a Service.
 type Options struct {
-	Store  store.Store
-	Router Router
+	Store store.Store
 	// Guard may be nil. RemoteGuard says whether Check does more than
 	// CheckLocal (a remote call worth running in parallel).
 	Guard       Guard
@@ -92,8 +81,6 @@ type Options struct {
 	HistoryTimeout time.Duration
 	// SystemPrompt per alias. (Answer caps are the levers'.)
 	SystemPrompt func(alias string) string
-	Prices       metering.Prices
-	Meter        metering.Meter
 	// CheckpointInterval and CheckpointTokens: how often a streaming
 	// answer is saved.
 	CheckpointInterval time.Duration
@@ -134,30 +121,28 @@ func New(opt Options) *Service {
 
 // Input is one chat turn's request.
 type Input struct {
-	RequestID string
-	TenantID  string
-	UserID    string
-	// KeyID is the API key's ID, for the usage row ("" in local mode).
-	KeyID          string
+	RequestID      string
+	TenantID       string
+	UserID         string
 	ConversationID string // empty starts a new conversation
 	// SharedConversations lets the user continue another user's
 	// conversation of the same tenant; otherwise it is not found.
 	SharedConversations bool
 	Model               string
 	Message             string
-	// Timeout is the client's tighter deadline (0: the alias's).
-	Timeout time.Duration
+	// Call is the request's call (package call), resolved for Model: the
+	// turn routes its prompt through it, and it tells how the turn ended
+	// and meters it.
+	Call *call.Call
 	// Hints are the client's hints to the levers and providers.
-	Hints  chat.Hints
+	Hints chat.Hints
+	// Budget is the request's stage recorder (the call's timings).
 	Budget *budget.Recorder
-	// TraceID and TraceParent identify the request's trace.
-	TraceID, TraceParent string
 }
 
 // Request errors, returned by Prepare before anything is streamed.
 var (
 	ErrEmptyMessage  = errors.New("message is required")
-	ErrUnknownModel  = errors.New("unknown model")
 	ErrNotFound      = errors.New("conversation not found")
 	ErrMessageTooBig = errors.New("message too long")
 )
@@ -168,14 +153,12 @@ const maxMessageBytes = 256 << 10
 // Turn is a prepared chat turn: the user's message is stored and the
 // assistant's placeholder exists. Run streams it.
 type Turn struct {
-	s         *Service
-	in        Input
-	conv      *store.Conversation
-	user      *store.Message
-	assistant *store.Message
-	created   bool
-	// deadline ends the turn: the router's, from the request's arrival.
-	deadline     time.Time
+	s            *Service
+	in           Input
+	conv         *store.Conversation
+	user         *store.Message
+	assistant    *store.Message
+	created      bool
 	historyUntil int // messages with Seq below this are history
 	// local is the local guard's verdict, taken before anything was
 	// stored, so that no stored copy (message, title) holds what it
@@ -190,8 +173,8 @@ type Turn struct {
 
 // Prepare validates the input, creates the conversation if needed, and
 // stores the user's message and the assistant's streaming placeholder.
-// Its errors are the client's (ErrEmptyMessage, ErrUnknownModel,
-// ErrNotFound, ErrMessageTooBig) or the store's.
+// Its errors are the client's (ErrEmptyMessage, ErrNotFound,
+// ErrMessageTooBig) or the store's.
 func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 	t, err := s.Begin(ctx, in)
 	if err != nil {
@@ -218,19 +201,7 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 	if len(in.Message) > maxMessageBytes || !utf8.ValidString(in.Message) {
 		return nil, ErrMessageTooBig
 	}
-	// Before anything is stored: an unknown model is the client's error,
-	// and leaves no conversation behind. The deadline counts from the
-	// request's arrival (the recorder's start), not from now.
-	deadline, err := s.opt.Router.Deadline(in.Model, in.Budget.Start(), in.Timeout)
-	if err != nil {
-		if errors.Is(err, router.ErrUnknownModel) {
-			return nil, ErrUnknownModel
-		}
-		// Why, when the router says more (a PROVIDER/MODEL name while
-		// models_passthrough is off, say).
-		return nil, errors.Join(ErrUnknownModel, err)
-	}
-	t := &Turn{s: s, in: in, deadline: deadline}
+	t := &Turn{s: s, in: in}
 	// The local guard is microseconds: it runs first, so that redactions
 	// reach the store and the model in either guard mode.
 	content := in.Message

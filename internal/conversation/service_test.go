@@ -12,7 +12,6 @@ import (
 
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -21,16 +20,14 @@ import (
 func TestPrepareErrors(t *testing.T) {
 	storeDown := errors.New("database is locked")
 	tests := []struct {
-		name   string
-		in     func(*Input)
-		store  func(*fakeStore)
-		router Router // nil: one that serves every alias but "nope"
-		want   []error
+		name  string
+		in    func(*Input)
+		store func(*fakeStore)
+		want  []error
 	}{
 		{name: "empty message", in: func(in *Input) { in.Message = " \n\t" }, want: []error{ErrEmptyMessage}},
 		{name: "message too long", in: func(in *Input) { in.Message = strings.Repeat("a", maxMessageBytes+1) }, want: []error{ErrMessageTooBig}},
 		{name: "message not UTF-8", in: func(in *Input) { in.Message = "caf\xe9" }, want: []error{ErrMessageTooBig}},
-		{name: "unknown model", in: func(in *Input) { in.Model = "nope" }, want: []error{ErrUnknownModel}},
 		{name: "no such conversation", in: func(in *Input) { in.ConversationID = "conv_nope" }, want: []error{ErrNotFound}},
 		{name: "another tenant's conversation", in: func(in *Input) { in.ConversationID, in.TenantID = "conv_1", "t2" }, want: []error{ErrNotFound}},
 		{name: "another user's conversation", in: func(in *Input) { in.ConversationID, in.UserID = "conv_1", "u2" }, want: []error{ErrNotFound}},
@@ -38,14 +35,6 @@ func TestPrepareErrors(t *testing.T) {
 		{name: "store down reading the conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errGet = storeDown }, want: []error{storeDown}},
 		{name: "store down adding messages", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = storeDown }, want: []error{storeDown}},
 		{name: "store down creating the conversation", store: func(s *fakeStore) { s.errCreate = storeDown }, want: []error{storeDown}},
-		{
-			name: "unknown, and the router says why", in: func(in *Input) { in.Model = "nope" },
-			router: resolvingRouter{&fakeRouter{unknown: "nope"}, errPassthroughOff}, want: []error{ErrUnknownModel, errPassthroughOff},
-		},
-		{
-			name: "unknown, and the router knows no more", in: func(in *Input) { in.Model = "nope" },
-			router: resolvingRouter{&fakeRouter{unknown: "nope"}, router.ErrUnknownModel}, want: []error{ErrUnknownModel},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,11 +43,7 @@ func TestPrepareErrors(t *testing.T) {
 			if tt.store != nil {
 				tt.store(st)
 			}
-			r := tt.router
-			if r == nil {
-				r = &fakeRouter{unknown: "nope"}
-			}
-			s := New(Options{Store: st, Router: r})
+			s := New(Options{Store: st})
 			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
 			if tt.in != nil {
 				tt.in(&in)
@@ -87,42 +72,39 @@ func TestPrepare(t *testing.T) {
 		created  bool
 		title    string
 		content  string
-		timeout  time.Duration
 		messages int // in the conversation
 	}{
-		{name: "new conversation", created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2},
+		{name: "new conversation", created: true, title: "Hi", content: "Hi", messages: 2},
 		{
 			name:    "long first message",
 			in:      func(in *Input) { in.Message = strings.Repeat("word ", 20) },
-			created: true, title: strings.TrimSpace(strings.Repeat("word ", 12)) + "…", content: strings.Repeat("word ", 20), timeout: time.Minute, messages: 2,
+			created: true, title: strings.TrimSpace(strings.Repeat("word ", 12)) + "…", content: strings.Repeat("word ", 20), messages: 2,
 		},
-		{name: "existing conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, content: "Hi", timeout: time.Minute, messages: 4},
+		{name: "existing conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, content: "Hi", messages: 4},
 		{
 			name:    "another user's conversation, shared",
 			in:      func(in *Input) { in.ConversationID, in.UserID, in.SharedConversations = "conv_1", "u2", true },
-			content: "Hi", timeout: time.Minute, messages: 4,
+			content: "Hi", messages: 4,
 		},
-		{name: "the client's tighter deadline", in: func(in *Input) { in.Timeout = time.Second }, created: true, title: "Hi", content: "Hi", timeout: time.Second, messages: 2},
-		{name: "a looser deadline is the alias's", in: func(in *Input) { in.Timeout = time.Hour }, created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2},
 		{
 			// The model, the store and the title see the redacted text.
 			name:    "redacted by the local guard",
 			in:      func(in *Input) { in.Message = "Call me at 555-0100" },
 			guard:   &fakeGuard{local: Verdict{Text: "Call me at [PHONE]", Flags: []string{"pii:redact"}}},
-			created: true, title: "Call me at [PHONE]", content: "Call me at [PHONE]", timeout: time.Minute, messages: 2,
+			created: true, title: "Call me at [PHONE]", content: "Call me at [PHONE]", messages: 2,
 		},
 		{
 			// A blocked message is kept as sent: Run refuses it.
 			name:    "blocked by the local guard",
 			guard:   &fakeGuard{local: Verdict{Blocked: true, Code: "blocklist", Text: "redacted"}},
-			created: true, title: "Hi", content: "Hi", timeout: time.Minute, messages: 2,
+			created: true, title: "Hi", content: "Hi", messages: 2,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newFakeStore()
 			seed(st)
-			opt := Options{Store: st, Router: &fakeRouter{}}
+			opt := Options{Store: st}
 			if tt.guard != nil {
 				opt.Guard = tt.guard
 			}
@@ -136,8 +118,8 @@ func TestPrepare(t *testing.T) {
 				t.Fatalf("Prepare: %v", err)
 			}
 			meta := turn.Meta()
-			if timeout := turn.deadline.Sub(in.Budget.Start()); meta.Created != tt.created || meta.Model != "chat" || timeout != tt.timeout {
-				t.Errorf("meta %+v, deadline arrival+%v; want created %v, model chat, arrival+%v", meta, timeout, tt.created, tt.timeout)
+			if meta.Created != tt.created || meta.Model != "chat" {
+				t.Errorf("meta %+v; want created %v, model chat", meta, tt.created)
 			}
 			c, err := st.GetConversation(t.Context(), in.TenantID, meta.ConversationID)
 			if err != nil {
@@ -169,18 +151,6 @@ func TestPrepare(t *testing.T) {
 			}
 		})
 	}
-}
-
-// resolvingRouter is a router that says why it does not serve a name.
-type resolvingRouter struct {
-	*fakeRouter
-	err error
-}
-
-var errPassthroughOff = errors.New("models_passthrough is off")
-
-func (r resolvingRouter) Deadline(string, time.Time, time.Duration) (time.Time, error) {
-	return time.Time{}, r.err
 }
 
 func TestTitle(t *testing.T) {
@@ -231,8 +201,10 @@ func TestBeginRunsDuringTheWrite(t *testing.T) {
 					st.errCreate = storeDown
 				}
 				r := &fakeRouter{script: []step{{chunk: chat.Chunk{Text: "Hello"}}, {chunk: chat.Chunk{FinishReason: chat.FinishStop}}}}
-				s := New(Options{Store: st, Router: r})
-				turn, err := s.Begin(t.Context(), Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())})
+				s := New(Options{Store: st})
+				rec := budget.New(time.Now())
+				c := newCall(t, r, rec, nil, 0)
+				turn, err := s.Begin(t.Context(), Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c, Budget: rec})
 				if err != nil {
 					t.Fatalf("Begin: %v", err)
 				}
@@ -240,7 +212,9 @@ func TestBeginRunsDuringTheWrite(t *testing.T) {
 				done := make(chan struct{})
 				go func() {
 					defer close(done)
-					turn.Run(t.Context(), func(ev Event) bool { events = append(events, ev); return true })
+					ctx, release := c.Context(t.Context())
+					defer release(nil)
+					turn.Run(ctx, func(ev Event) bool { events = append(events, ev); return true })
 				}()
 				synctest.Wait()
 				if reqs, _ := r.calls(); len(reqs) != 1 || len(events) != 0 {

@@ -265,13 +265,14 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		return fail(err)
 	}
 	g.closers = append(g.closers, g.journal.Close)
-	chatOpt.Store, chatOpt.Router, chatOpt.Prices, chatOpt.Meter = st, lv, prices, limited
+	chatOpt.Store = st
 	conv := conversation.New(chatOpt)
 	extra := map[string]http.Handler{
 		"GET /admin/sim": http.HandlerFunc(g.simStats),
 	}
 	g.api = httpapi.New(httpapi.Options{
-		Router: lv,
+		Routes: lv,
+		Models: r,
 		Meter:  limited,
 		Auth:   g.auth,
 		Chat:   conv,

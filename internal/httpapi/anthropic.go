@@ -52,11 +52,11 @@ func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
 // timeout ends the stream as Anthropic ends a broken one: with an error
 // event after the text that was sent.
 func (a *anthropicSurface) end(b []byte, x *exchange) []byte {
-	if x.tally.Finish == chat.FinishTimeout {
+	if x.call.Tally().Finish == chat.FinishTimeout {
 		return a.enc.Error(b, &chat.Error{Category: chat.CategoryTimeout, Message: "the request's overall timeout cut the answer; the text sent so far is kept"})
 	}
-	u := x.tally.Usage(x.req)
-	return a.enc.Finish(b, x.tally.Finish, &u)
+	u := x.call.Usage(x.req)
+	return a.enc.Finish(b, x.call.Tally().Finish, &u)
 }
 
 func (a *anthropicSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []byte {

@@ -52,7 +52,7 @@ func (o *responsesSurface) start(b []byte) []byte { return o.enc.Start(b) }
 func (o *responsesSurface) queued() []byte { return o.enc.Object(nil, "queued") }
 
 func (o *responsesSurface) cancelled(b []byte, x *exchange) []byte {
-	u := x.tally.Usage(x.req)
+	u := x.call.Usage(x.req)
 	return o.enc.Cancelled(b, &u)
 }
 
@@ -72,7 +72,7 @@ func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream,
 	go func() {
 		select {
 		case <-p.jw.Stopped():
-			x.cancel(chat.ErrStopped)
+			x.call.Cancel(chat.ErrStopped)
 		case <-done:
 		}
 	}()
@@ -89,7 +89,6 @@ func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream,
 	} else {
 		answerNow(w, sf.queued())
 	}
-	modelSet := false
 	var c chat.Chunk
 	for next, err := range seq {
 		if err != nil {
@@ -97,15 +96,9 @@ func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream,
 			break
 		}
 		c = next
-		if c.Model != "" && !modelSet {
-			sf.setModel(c.Model)
-			modelSet = true
-		}
-		x.tally.Add(&c)
+		x.call.Deliver(&c)
 		buf = p.send(sf.chunk(buf[:0], &c))
-		if x.ttfw.IsZero() && c.Visible() {
-			x.ttfw = time.Now()
-		}
+		x.call.Shown()
 	}
 	switch {
 	case x.err == nil:

@@ -111,7 +111,7 @@ func backgroundServer(t *testing.T, j journal.Journal, life context.Context, n i
 		t.Fatal(err)
 	}
 	meter := metering.NewMemory(10)
-	srv := httptest.NewUnstartedServer(New(Options{Router: noLevers(r), Meter: meter, Journal: j}))
+	srv := httptest.NewUnstartedServer(New(Options{Routes: noLevers(r), Models: r, Meter: meter, Journal: j}))
 	srv.Config.BaseContext = func(net.Listener) context.Context { return WithLifetime(life) }
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -39,7 +39,7 @@ func benchServer(b *testing.B, p provider.Provider, observed bool) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	opt := Options{Router: noLevers(r), Meter: metering.NewMemory(100)}
+	opt := Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(100)}
 	if observed {
 		m := metrics.New(r.Health)
 		w := window.New(5*time.Minute, window.Targets{}, 50)

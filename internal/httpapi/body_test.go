@@ -46,7 +46,7 @@ func TestBodyTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Router: noLevers(r), Meter: metering.NewMemory(10), BodyTimeout: 200 * time.Millisecond}))
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10), BodyTimeout: 200 * time.Millisecond}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
@@ -170,7 +170,7 @@ func oneWordServer(t *testing.T, opt Options) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.Router, opt.Meter = noLevers(r), metering.NewMemory(10)
+	opt.Routes, opt.Models, opt.Meter = noLevers(r), r, metering.NewMemory(10)
 	srv := httptest.NewServer(New(opt))
 	t.Cleanup(srv.Close)
 	return srv

@@ -106,7 +106,7 @@ func TestUpstreamClosedBeforeEnding(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gw := httptest.NewServer(New(Options{Router: noLevers(r), Meter: o}))
+			gw := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: o}))
 			defer gw.Close()
 
 			ctx, cancel := context.WithCancel(t.Context())

@@ -14,6 +14,7 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/limits"
+	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
@@ -61,7 +62,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		body.Model = s.defaultModel()
 	}
 	end("")
-	if err := s.modelServed(body.Model); err != nil {
+	c, err := s.resolve(metering.Request{ID: id, Surface: "chat", Tenant: p.TenantID, User: p.UserID, KeyID: p.KeyID, Alias: body.Model, Stream: true,
+		Timings: rec, TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent")}, clientDeadline(r.Header))
+	if err != nil {
 		return err // before admission: a 404 spends no rate limit
 	}
 	var claim *idempotentSend
@@ -83,9 +86,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer ticket.Close()
 	in := conversation.Input{
-		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, KeyID: p.KeyID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
-		Model: body.Model, Message: body.Message, Timeout: clientDeadline(r.Header), Budget: rec,
-		TraceID: trace.String(), TraceParent: r.Header.Get("Traceparent"),
+		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
+		Model: body.Model, Message: body.Message, Call: c, Budget: rec,
 	}
 	in.Hints = requestHints(r, p.TenantID)
 	// The user's message is written while the turn runs: the context and
@@ -95,7 +97,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	turn, err := s.opt.Chat.Begin(r.Context(), in)
 	if err != nil {
 		claim.release(r.Context())
-		return s.prepareError(err, body.Model)
+		return s.prepareError(err)
 	}
 	meta := turn.Meta()
 	if s.opt.Streams != nil {
@@ -115,7 +117,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	sendMeta := func() {
 		if err := turn.Stored(); err != nil {
 			claim.release(r.Context())
-			perr := s.prepareError(err, body.Model)
+			perr := s.prepareError(err)
 			// Nothing was sent: a real status. (A heartbeat may have
 			// committed the response: the turn's error event says it.)
 			if es.Uncommitted(func(w http.ResponseWriter) { dialectOpenAI.writeError(w, perr) }) {
@@ -141,8 +143,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		turn.Stored()
 		once.Do(sendMeta)
 	}()
+	ctx, release := c.Context(ans.ctx)
+	defer release(nil)
 	var data []byte
-	turn.Run(ans.ctx, func(ev conversation.Event) bool {
+	turn.Run(ctx, func(ev conversation.Event) bool {
 		switch ev.Kind {
 		case "delta":
 			data = append(data[:0], `{"text":`...)
@@ -163,7 +167,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) defaultModel() string {
-	aliases := s.opt.Router.Aliases()
+	aliases := s.opt.Models.Aliases()
 	for _, a := range aliases {
 		if a == "chat" {
 			return a
@@ -176,22 +180,12 @@ func (s *Server) defaultModel() string {
 }
 
 // prepareError classifies the pipeline's request errors.
-func (s *Server) prepareError(err error, model string) error {
+func (s *Server) prepareError(err error) error {
 	switch {
 	case errors.Is(err, conversation.ErrEmptyMessage):
 		return invalid("message", "message is required")
 	case errors.Is(err, conversation.ErrMessageTooBig):
 		return &chat.Error{Category: chat.CategoryTooLarge, Param: "message", Message: "message is too long or not valid UTF-8"}
-	case errors.Is(err, conversation.ErrUnknownModel):
-		var why error // e.g. models_passthrough is off
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				if e != conversation.ErrUnknownModel {
-					why = e
-				}
-			}
-		}
-		return modelNotFound(model, why)
 	case errors.Is(err, conversation.ErrNotFound):
 		return conversationNotFound("conversation_id")
 	case errors.Is(err, context.Canceled):

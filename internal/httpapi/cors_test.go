@@ -20,7 +20,7 @@ func corsServer(t *testing.T, c CORS) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Router: noLevers(r), Meter: metering.NewMemory(10), Auth: keyAuth{local: true}, CORS: c}))
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10), Auth: keyAuth{local: true}, CORS: c}))
 	t.Cleanup(srv.Close)
 	return srv
 }

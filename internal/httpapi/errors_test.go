@@ -86,8 +86,8 @@ func errorServer(t *testing.T, a Authenticator, st store.Store) *httptest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Router: noLevers(r), Meter: metering.NewMemory(10), Auth: a,
-		Chat: conversation.New(conversation.Options{Store: st, Router: noLevers(r)}), Store: st,
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10), Auth: a,
+		Chat: conversation.New(conversation.Options{Store: st}), Store: st,
 		MaxMessages: 2, MaxPromptBytes: 64, MaxRequestBytes: 512 << 10, BodyTimeout: 100 * time.Millisecond,
 		Budget: func(tenant, user, surface string, recent int) any { return nil }}))
 	t.Cleanup(srv.Close)

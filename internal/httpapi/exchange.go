@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/limits"
@@ -22,8 +23,9 @@ import (
 	"github.com/firstword/firstword/internal/tracing"
 )
 
-// exchange is one request's state, shared by the surfaces: what was asked,
-// what the router did, what was delivered, and how it ended.
+// exchange is one request's state on a surface: what was asked, in what
+// wire format, and the call (package call) that owns the rest: its
+// deadline, what was routed and delivered, and how it ended.
 type exchange struct {
 	id      string
 	surface string
@@ -31,19 +33,15 @@ type exchange struct {
 	start   time.Time
 	req     *chat.Request
 	stream  bool
-	rep     levers.Report
-	tally   metering.Tally
-	ttfw    time.Time // first visible byte flushed
+	call    *call.Call
 	err     error
-	cancel  context.CancelCauseFunc
 	tenant  string
 	user    string
 	key     string         // the API key's ID ("" in local mode)
 	ticket  *limits.Ticket // admission's hold (nil: nothing limits the request)
 	rec     *budget.Recorder
 	trace   tracing.ID
-	routeAt time.Time // when the request was handed to the router
-	parent  string    // the client's traceparent
+	parent  string // the client's traceparent
 
 	// background: the response outlives its request (background.go).
 	background bool
@@ -179,8 +177,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open(a.name)()
 	}
-	x.routeAt = time.Now()
-	seq := s.opt.Router.StreamReport(ctx, x.req, &x.rep)
+	seq := x.call.Stream(ctx, x.req, sf.setModel)
 	bs, bg := sf.(backgroundSurface)
 	switch {
 	case bg && x.background:
@@ -190,7 +187,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 	default:
 		s.complete(w, r, x, seq, sf)
 	}
-	s.finish(r, x)
+	s.finish(ctx, r, x)
 	return sf
 }
 
@@ -199,16 +196,12 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, a *api) (*exchange, surface, context.Context, context.CancelCauseFunc) {
 	x := newExchange(w, r, a)
 	sf, err := s.parse(w, r, x, a)
-	var ctx context.Context
-	var cancel context.CancelCauseFunc
-	if err == nil {
-		ctx, cancel, err = s.begin(r, x)
-	}
 	if err != nil {
 		x.ticket.Close()
 		a.dialect.writeError(w, err)
 		return nil, nil, nil, nil
 	}
+	ctx, cancel := s.begin(r, x)
 	return x, sf, ctx, cancel
 }
 
@@ -233,7 +226,16 @@ func (s *Server) parse(w http.ResponseWriter, r *http.Request, x *exchange, a *a
 	if err := s.withinLimits(x.req); err != nil {
 		return nil, err
 	}
-	if err := s.modelServed(x.req.Model); err != nil {
+	h := r.Header
+	if x.background {
+		// The SDKs' timeout is how long they wait for the HTTP answer,
+		// not how long a background response may run.
+		h = h.Clone()
+		h.Del("X-Stainless-Timeout")
+	}
+	q := metering.Request{ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, KeyID: x.key, Alias: x.req.Model, Stream: x.stream,
+		Timings: x.rec, TraceID: x.trace.String(), TraceParent: x.parent}
+	if x.call, err = s.resolve(q, clientDeadline(h)); err != nil {
 		return nil, err // before admission: a 404 spends no rate limit
 	}
 	x.ticket, err = s.admission(w, r, x.rec, limits.Request{ID: x.id, Tenant: x.tenant, Key: x.key, Tokens: reserve(x.req)})
@@ -265,43 +267,27 @@ func (s *Server) withinLimits(req *chat.Request) error {
 	return nil
 }
 
-// begin checks the alias and derives the request's context, ending at
-// the router's deadline for it (the alias's timeout from when the request
-// arrived, or the client's tighter X-Request-Timeout); every attempt
-// inside shares it. A background response's context does not end with
-// its client, only with the server. An unknown model is a 404.
-func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc, error) {
-	h := r.Header
-	if x.background {
-		// The SDKs' timeout is how long they wait for the HTTP answer,
-		// not how long a background response may run.
-		h = h.Clone()
-		h.Del("X-Stainless-Timeout")
-	}
-	deadline, err := s.opt.Router.Deadline(x.req.Model, x.start, clientDeadline(h))
-	if err != nil {
-		return nil, nil, modelNotFound(x.req.Model, notServed(err))
-	}
+// begin derives the request's context: the call's (package call), ending
+// at its deadline; every attempt inside shares it. A background
+// response's context does not end with its client, only with the server.
+func (s *Server) begin(r *http.Request, x *exchange) (context.Context, context.CancelCauseFunc) {
 	x.req.Hints = requestHints(r, x.tenant)
 	parent, release := r.Context(), context.CancelCauseFunc(func(error) {})
 	if x.background {
 		parent, release = detach(r)
 	}
-	ctx, cancelDeadline := context.WithDeadlineCause(parent, deadline, chat.ErrDeadline)
-	ctx, cancel := context.WithCancelCause(ctx)
-	x.cancel = cancel
-	return ctx, func(err error) { cancel(err); cancelDeadline(); release(err) }, nil
+	ctx, cancel := x.call.Context(parent)
+	return ctx, func(err error) { cancel(err); release(err) }
 }
 
-// modelServed refuses a model the router does not serve (404).
-func (s *Server) modelServed(model string) error {
-	if s.opt.Router == nil {
-		return nil
+// resolve starts the call for q, or refuses a model the router does not
+// serve (404).
+func (s *Server) resolve(q metering.Request, client time.Duration) (*call.Call, error) {
+	c, err := s.calls.Resolve(q, client)
+	if err != nil {
+		return nil, modelNotFound(q.Alias, notServed(err))
 	}
-	if _, err := s.opt.Router.Deadline(model, time.Now(), 0); err != nil {
-		return modelNotFound(model, notServed(err))
-	}
-	return nil
+	return c, nil
 }
 
 // notServed is why the router does not serve a model, when it is more
@@ -317,14 +303,15 @@ func notServed(err error) error {
 // commitHeaders are set when the response commits: the route, and the
 // stages completed so far as Server-Timing.
 func (x *exchange) commitHeaders(h http.Header) {
-	routeHeaders(h, &x.rep)
+	rep := x.call.Report()
+	routeHeaders(h, rep)
 	now := time.Now()
 	st := x.rec.ServerTiming(now)
-	if len(x.rep.Attempts) > 0 {
-		extra := "route;dur=" + msString(x.rep.Attempts[0].Start.Sub(x.routeAt))
-		if !x.rep.FirstToken.IsZero() {
-			last := x.rep.Attempts[len(x.rep.Attempts)-1]
-			extra += ", ttft;dur=" + msString(x.rep.FirstToken.Sub(last.Start)) + `;desc="` + last.Deployment + `"`
+	if len(rep.Attempts) > 0 {
+		extra := "route;dur=" + msString(rep.Attempts[0].Start.Sub(x.call.RouteStart()))
+		if !rep.FirstToken.IsZero() {
+			last := rep.Attempts[len(rep.Attempts)-1]
+			extra += ", ttft;dur=" + msString(rep.FirstToken.Sub(last.Start)) + `;desc="` + last.Deployment + `"`
 		}
 		if st != "" {
 			st += ", "
@@ -392,7 +379,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 	// headed: the route's headers were offered (es.Header), which only
 	// the first write needs: a heartbeat that committed first makes
 	// them moot.
-	visible, modelSet, headed := false, false, false
+	headed := false
 	// One chunk variable for the whole loop: taking the address of the
 	// loop's own would allocate a chunk per iteration.
 	var c chat.Chunk
@@ -402,13 +389,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 			break
 		}
 		c = next
-		if c.Model != "" && !modelSet {
-			sf.setModel(c.Model)
-			modelSet = true
-		}
-		x.tally.Add(&c)
+		x.call.Deliver(&c)
 		out.b = sf.chunk(out.get(), &c)
-		visible = visible || c.Visible()
 		if len(out.b) == 0 || (c.More && len(out.b) < maxCoalesce) {
 			continue // the next chunk is already here: one write for both
 		}
@@ -420,21 +402,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 		out.release()
 		if err != nil {
 			x.err = err
-			x.cancel(chat.ErrClientGone)
+			x.call.Cancel(chat.ErrClientGone)
 			break
 		}
-		if x.ttfw.IsZero() && visible {
-			x.ttfw = time.Now()
-		}
+		x.call.Shown()
 	}
-	s.end(r, x, es, &out, sf, visible)
+	s.end(r, x, es, &out, sf)
 }
 
 // end writes a stream's ending: the surface's last events, or its error
 // (a real status when nothing was sent yet). It is flushed at once: what
 // follows (metering, keeping Responses items) may block, and must not hold
 // the ending back.
-func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface, visible bool) {
+func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface) {
 	if x.err != nil {
 		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
 			if len(out.b) == 0 && !es.Failed() {
@@ -467,9 +447,7 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 		x.err = err
 		return
 	}
-	if x.ttfw.IsZero() && visible {
-		x.ttfw = time.Now() // the whole answer came in the last read
-	}
+	x.call.Shown() // the whole answer may have come in the last read
 }
 
 // writeBuf is an output buffer taken from a pool when needed.
@@ -504,16 +482,12 @@ func (w *writeBuf) release() {
 // same (for timeouts and metering) and the answer is sent whole.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, sf surface) {
 	var col chat.Collector
-	model := ""
 	for c, err := range seq {
 		if err != nil {
 			x.err = err
 			break
 		}
-		if c.Model != "" && model == "" {
-			model = c.Model
-		}
-		x.tally.Add(&c)
+		x.call.Deliver(&c)
 		col.Add(c)
 	}
 	if x.err != nil {
@@ -525,57 +499,27 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 		x.dialect.writeError(w, ce)
 		return
 	}
+	model := x.call.Model()
 	if model == "" {
 		model = x.req.Model
 	}
 	resp := col.Response()
-	u := x.tally.Usage(x.req)
+	u := x.call.Usage(x.req)
 	resp.Usage = &u
 	x.commitHeaders(w.Header())
-	if x.tally.Finish == chat.FinishTimeout {
+	if x.call.Tally().Finish == chat.FinishTimeout {
 		// For formats with no finish reason to say it (Anthropic's).
 		w.Header().Set("X-Firstword-Finish-Reason", "timeout")
 	}
 	writeJSON(w, http.StatusOK, sf.response(x, model, resp))
-	x.ttfw = time.Now()
+	x.call.Shown()
 }
 
-// finish meters and logs the request.
-func (s *Server) finish(r *http.Request, x *exchange) {
-	end := time.Now()
-	x.rep.AddStages(x.rec, x.routeAt, end)
-	if !x.ttfw.IsZero() {
-		x.rec.FirstWord(x.ttfw)
-	}
-	x.rec.Complete(end)
-	q := metering.Request{
-		ID: x.id, Surface: x.surface, Tenant: x.tenant, User: x.user, KeyID: x.key, Alias: x.req.Model, Stream: x.stream,
-		Timings: x.rec, TraceID: x.trace.String(), TraceParent: x.parent,
-	}
-	rec := s.opt.Prices.Build(q, &x.rep, &x.tally, x.tally.Usage(x.req), x.ending(r))
-	s.opt.Meter.Record(context.WithoutCancel(r.Context()), rec)
-}
-
-// ending is how the request ended, for its record.
-func (x *exchange) ending(r *http.Request) metering.Ending {
-	switch {
-	case x.err == nil && x.tally.Finish == chat.FinishTimeout:
-		return metering.Ending{Status: metering.StatusTimeout}
-	case x.err == nil:
-		return metering.Ending{Status: metering.StatusComplete}
-	case errors.Is(x.err, chat.ErrShutdown):
-		return metering.Ending{Status: metering.StatusInterrupted, ErrorCode: string(chat.CategoryShuttingDown), Error: chat.ErrShutdown.Error()}
-	case errors.Is(x.err, chat.ErrStopped): // a background response's cancel
-		return metering.Ending{Status: metering.StatusCancelled}
-	case clientGone(r) && !x.background, errors.Is(x.err, chat.ErrClientGone), errors.Is(x.err, context.Canceled):
-		return metering.Ending{Status: metering.StatusCancelled}
-	}
-	ce := chat.AsError(x.err)
-	e := metering.Ending{Status: metering.StatusError, ErrorCode: string(ce.Category), Error: ce.Error()}
-	if ce.Category == chat.CategoryTimeout {
-		e.Status = metering.StatusTimeout
-	}
-	return e
+// finish meters and logs the request: the call tells how it ended
+// (ctx is the call's).
+func (s *Server) finish(ctx context.Context, r *http.Request, x *exchange) {
+	e := x.call.End(ctx, x.err, false)
+	x.call.Meter(context.WithoutCancel(r.Context()), e.Ending, x.call.Usage(x.req))
 }
 
 // maxCoalesce bounds how much a stream holds back while later chunks that

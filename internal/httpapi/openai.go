@@ -43,7 +43,7 @@ func (o *openaiSurface) chunk(b []byte, c *chat.Chunk) []byte { return o.enc.App
 
 func (o *openaiSurface) end(b []byte, x *exchange) []byte {
 	if o.includeUsage {
-		u := x.tally.Usage(x.req)
+		u := x.call.Usage(x.req)
 		b = o.enc.AppendUsage(b, &u)
 	}
 	return wire.AppendDone(b)

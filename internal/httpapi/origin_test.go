@@ -39,7 +39,7 @@ func admissionServer(t *testing.T, a keyAuth, cors ...string) (*Server, *httptes
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := New(Options{Router: noLevers(r), Meter: metering.NewMemory(10), Auth: a, CORS: CORS{AllowedOrigins: cors},
+	api := New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10), Auth: a, CORS: CORS{AllowedOrigins: cors},
 		AllowedHosts: []string{"gateway.internal"}, MaxMessages: 3, MaxPromptBytes: 2048,
 		Budget: func(tenant, user, surface string, recent int) any {
 			return map[string]string{"tenant": tenant, "user": user}

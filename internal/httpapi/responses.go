@@ -98,14 +98,14 @@ func (o *responsesSurface) chunk(b []byte, c *chat.Chunk) []byte {
 }
 
 func (o *responsesSurface) end(b []byte, x *exchange) []byte {
-	u := x.tally.Usage(x.req)
-	return o.enc.Finish(b, x.tally.Finish, &u)
+	u := x.call.Usage(x.req)
+	return o.enc.Finish(b, x.call.Tally().Finish, &u)
 }
 
 // errorEvent carries the usage of what was delivered before the failure,
 // as metered.
 func (o *responsesSurface) errorEvent(b []byte, x *exchange, e *chat.Error) []byte {
-	u := x.tally.Usage(x.req)
+	u := x.call.Usage(x.req)
 	return o.enc.Error(b, e, &u)
 }
 

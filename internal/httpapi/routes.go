@@ -115,10 +115,10 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	}
 	data := []model{}
 	created := time.Now().Unix()
-	for _, a := range s.opt.Router.Aliases() {
+	for _, a := range s.opt.Models.Aliases() {
 		data = append(data, model{ID: a, Object: "model", Created: created, OwnedBy: "firstword"})
 	}
-	if pr, ok := s.opt.Router.(interface {
+	if pr, ok := s.opt.Models.(interface {
 		PassthroughModels() []router.PassthroughModel
 	}); ok {
 		for _, m := range pr.PassthroughModels() {
@@ -129,7 +129,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deploymentHealth(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"deployments": s.opt.Router.Health()})
+	writeJSON(w, http.StatusOK, map[string]any{"deployments": s.opt.Models.Health()})
 }
 
 // budgetReport serves the live latency budget (?surface=chat|openai|

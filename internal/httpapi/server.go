@@ -17,21 +17,19 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/cache"
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/journal"
-	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 )
 
-// Router is what the handlers need of the router.
-type Router interface {
-	StreamReport(ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream
-	// Deadline is router.Router.Deadline: when a request for alias must
-	// end, or why the alias is not served.
-	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
+// Models is what the gateway serves: the aliases clients may ask for and
+// the health of their deployments (the router's). When it also lists
+// PROVIDER/MODEL names (PassthroughModels), /v1/models lists them too.
+type Models interface {
 	Aliases() []string
 	Health() []router.Status
 }
@@ -46,8 +44,12 @@ type Authenticator interface {
 
 // Options configures a Server.
 type Options struct {
-	Router Router
-	Meter  metering.Meter
+	// Routes are what each request's call is routed through: the levers
+	// in front of the router.
+	Routes call.Routes
+	Models Models
+	// Meter receives each request's record.
+	Meter metering.Meter
 	// Auth checks API keys; nil serves everyone as the local user.
 	Auth Authenticator
 	// Chat and Store serve /v1/chat, the conversations and usage; nil
@@ -128,6 +130,8 @@ type Server struct {
 	draining atomic.Bool
 	// responses is the Responses API's entry point (it needs s).
 	responses *api
+	// calls starts each request's call.
+	calls *call.Calls
 }
 
 // New returns a Server.
@@ -153,7 +157,8 @@ func New(opt Options) *Server {
 	if opt.MaxPromptBytes <= 0 {
 		opt.MaxPromptBytes = 2 << 20
 	}
-	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux()}
+	s := &Server{opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		calls: call.New(call.Options{Routes: opt.Routes, Prices: opt.Prices, Meter: opt.Meter})}
 	s.opt.CORS.AllowedOrigins = nil
 	for _, o := range opt.CORS.AllowedOrigins {
 		s.opt.CORS.AllowedOrigins = append(s.opt.CORS.AllowedOrigins, NormalizeOrigin(o))

@@ -39,7 +39,7 @@ func TestEndingNotHeldByMetering(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &blockingMeter{release: make(chan struct{}), timeout: make(chan struct{})}
-	srv := httptest.NewServer(New(Options{Router: noLevers(r), Meter: m}))
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: m}))
 	defer srv.Close()
 	defer close(m.release) // before the server waits for its handlers
 
@@ -80,7 +80,7 @@ func TestWriteDeadlineDoesNotOutliveStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Router: noLevers(r), Meter: metering.NewMemory(10), WriteTimeout: 100 * time.Millisecond}))
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10), WriteTimeout: 100 * time.Millisecond}))
 	defer srv.Close()
 	c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	defer c.CloseIdleConnections()

@@ -49,13 +49,7 @@ func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool,
 		// if the leader leaves while others read. Its deadline is kept, with the
 		// deadline's cause, so the upstream still ends at the leader's deadline
 		// (each subscriber also ends at its own, in follow).
-		fctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-		if d, ok := ctx.Deadline(); ok {
-			var cancelDeadline context.CancelFunc
-			fctx, cancelDeadline = context.WithDeadlineCause(fctx, d, chat.ErrDeadline)
-			inner := cancel
-			cancel = func(cause error) { inner(cause); cancelDeadline() }
-		}
+		fctx, cancel := chat.WithoutCancel(ctx)
 		f.cancel = cancel
 		l.flights[key] = f
 		// The flight's goroutine: it alone reads the upstream and writes the

@@ -238,7 +238,7 @@ func TestCoalesceLeaveAfterTheEnd(t *testing.T) {
 		wg.Go(func() { leader, _, _ = read(t.Context(), l, question("chat", "Hi"), &leaderRep, 0) })
 		wg.Go(func() {
 			time.Sleep(50 * time.Millisecond)
-			for _, err := range l.StreamReport(t.Context(), question("chat", "Hi"), &followerRep) {
+			for _, err := range streamReport(l, t.Context(), question("chat", "Hi"), &followerRep) {
 				if err != nil {
 					t.Errorf("the follower: %v", err)
 				}

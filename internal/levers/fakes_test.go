@@ -84,15 +84,19 @@ func (s *scripted) StreamFallback(ctx context.Context, req, _ *chat.Request, rep
 	return s.StreamReport(ctx, req, rep)
 }
 
-func (s *scripted) Deadline(alias string, arrival time.Time, _ time.Duration) (time.Time, error) {
+func (s *scripted) Timeout(alias string) (time.Duration, error) {
 	if alias == "unknown" {
-		return time.Time{}, router.ErrUnknownModel
+		return 0, router.ErrUnknownModel
 	}
-	return arrival.Add(time.Minute), nil
+	return time.Minute, nil
 }
-func (s *scripted) Aliases() []string { return []string{"chat", "small"} }
-func (s *scripted) Health() []router.Status {
-	return []router.Status{{Alias: "chat", Deployment: "dep", State: "healthy"}}
+
+// streamReport plans req and streams it, as a request's call does.
+func streamReport(l *Levers, ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
+	if rep == nil {
+		rep = &Report{}
+	}
+	return l.Plan(req, rep).Stream(ctx)
 }
 
 // calls returns the requests the router was sent, their contexts'
@@ -148,7 +152,7 @@ func read(ctx context.Context, l *Levers, req *chat.Request, rep *Report, leaveA
 	start := time.Now()
 	var chunks []chat.Chunk
 	var at []time.Duration
-	for c, err := range l.StreamReport(ctx, req, rep) {
+	for c, err := range streamReport(l, ctx, req, rep) {
 		if err != nil {
 			return chunks, at, err
 		}

@@ -3,8 +3,9 @@
 // smaller model where it is good enough (routing rules), cache (replay a
 // complete answer as a stream), share identical requests in flight (one
 // upstream stream, many subscribers), and mark the stable prompt prefix for
-// provider prompt caching. *Levers is used like the router, with a report
-// of its own (Report) that holds the router's.
+// provider prompt caching. A request is planned (Plan: which alias, which
+// request, cached or shared), then streamed (Stream), with a report of its
+// own (Report) that holds the router's.
 package levers
 
 import (
@@ -32,11 +33,9 @@ type Inner interface {
 	// StreamFallback routes req, and fallback if req's alias fails before
 	// the first token (see router.Router.StreamFallback).
 	StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *router.Report) chat.Stream
-	// Deadline is router.Router.Deadline: its error says the alias is
-	// not served.
-	Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error)
-	Aliases() []string
-	Health() []router.Status
+	// Timeout is router.Router.Timeout: its error says the alias is not
+	// served.
+	Timeout(alias string) (time.Duration, error)
 }
 
 // Alias is an alias's levers.
@@ -172,41 +171,45 @@ func (l *Levers) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Deadline implements the router's Deadline.
-func (l *Levers) Deadline(alias string, arrival time.Time, client time.Duration) (time.Time, error) {
-	return l.opt.Inner.Deadline(alias, arrival, client)
+// Timeout is the router's Timeout: how long a request for alias may
+// take, or why it is not served.
+func (l *Levers) Timeout(alias string) (time.Duration, error) { return l.opt.Inner.Timeout(alias) }
+
+// Planned is a request the levers planned (Levers.Plan): the alias it is
+// routed to first, and its stream.
+type Planned interface {
+	// Alias is the alias the request is routed to first: a routing
+	// rule's, or the one asked for.
+	Alias() string
+	// Stream routes the request through the levers to the router, filling
+	// the report Plan was given with what both did. The iterator is
+	// single-use; breaking out of it or cancelling ctx aborts the
+	// upstream at once.
+	Stream(ctx context.Context) chat.Stream
 }
 
-// PassthroughModels implements the router's PassthroughModels (none when
-// the router has no such method).
-func (l *Levers) PassthroughModels() []router.PassthroughModel {
-	if r, ok := l.opt.Inner.(interface {
-		PassthroughModels() []router.PassthroughModel
-	}); ok {
-		return r.PassthroughModels()
-	}
-	return nil
+// plan is what the levers decided for a request.
+type plan struct {
+	l   *Levers
+	rep *Report
+	req *chat.Request // rewritten by the alias's rules and shaping
+	// fallback is the request shaped for the alias asked for, when a rule
+	// chose another: routed if the rule's alias fails before the first
+	// token.
+	fallback *chat.Request
+	alias    Alias
+	key      string // the cache key, when cacheable
+	cached   bool   // look the answer up in the cache (and save it)
+	coalesce bool   // join identical requests in flight
 }
 
-// Aliases implements the router's Aliases.
-func (l *Levers) Aliases() []string { return l.opt.Inner.Aliases() }
+func (p *plan) Alias() string { return p.req.Model }
 
-// Health implements the router's Health.
-func (l *Levers) Health() []router.Status { return l.opt.Inner.Health() }
-
-// StreamReport routes req through the levers to the router, filling rep
-// (nil: none wanted) with what both did. What the levers decide from the
-// request alone is decided here; a request they leave alone gets the
+// Stream implements Planned. A request the levers leave alone gets the
 // router's stream itself, so the levers add no frame to the path of its
 // chunks.
-func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
-	if rep == nil {
-		rep = &Report{}
-	}
-	// Billed in full unless a cache hit or a shared stream says otherwise
-	// (see replay, follow).
-	rep.BillShare = 1
-	p := l.plan(req, rep)
+func (p *plan) Stream(ctx context.Context) chat.Stream {
+	l, rep := p.l, p.rep
 	if !p.cached && !p.coalesce {
 		return l.route(ctx, p, &rep.Report)
 	}
@@ -233,29 +236,21 @@ func (l *Levers) StreamReport(ctx context.Context, req *chat.Request, rep *Repor
 	}
 }
 
-// plan is what the levers decided for a request.
-type plan struct {
-	req *chat.Request // rewritten by the alias's rules and shaping
-	// fallback is the request shaped for the alias asked for, when a rule
-	// chose another: routed if the rule's alias fails before the first
-	// token.
-	fallback *chat.Request
-	alias    Alias
-	key      string // the cache key, when cacheable
-	cached   bool   // look the answer up in the cache (and save it)
-	coalesce bool   // join identical requests in flight
-}
-
-// plan applies the routing rules and shaping of req's alias and decides
-// whether its answer is cached or coalesced.
-func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
+// Plan applies the routing rules and shaping of req's alias and decides
+// whether its answer is cached or coalesced. rep (nil: none wanted)
+// receives the rule that chose another alias now, and what the levers
+// and the router did as the plan's stream runs. req's alias is one the
+// router serves (the request's call resolved it); a name the levers do
+// not list gets the levers of Options.Unlisted.
+func (l *Levers) Plan(req *chat.Request, rep *Report) Planned {
+	if rep == nil {
+		rep = &Report{}
+	}
+	// Billed in full unless a cache hit or a shared stream says otherwise
+	// (see replay, follow).
+	rep.BillShare = 1
 	a, ok := l.opt.Aliases[req.Model]
 	if !ok {
-		// Asked only whether the router serves the name; the time is unused.
-		if _, err := l.opt.Inner.Deadline(req.Model, time.Time{}, 0); err != nil {
-			// Unknown: straight to the router, which answers for it.
-			return &plan{req: req}
-		}
 		a = *l.opt.Unlisted
 	}
 	var fallback *chat.Request
@@ -270,7 +265,7 @@ func (l *Levers) plan(req *chat.Request, rep *Report) *plan {
 	}
 	req = shape(req, a)
 	key, cacheable := l.key(req, a)
-	return &plan{req: req, fallback: fallback, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
+	return &plan{l: l, rep: rep, req: req, fallback: fallback, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
 }
 
 // route hands a planned request to the router.

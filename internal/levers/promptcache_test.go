@@ -53,11 +53,15 @@ func (d *direct) StreamFallback(ctx context.Context, req, _ *chat.Request, rep *
 	return d.StreamReport(ctx, req, rep)
 }
 
-func (d *direct) Deadline(string, time.Time, time.Duration) (time.Time, error) {
-	return time.Time{}, router.ErrUnknownModel
+func (d *direct) Timeout(string) (time.Duration, error) { return time.Minute, nil }
+
+// streamReport plans req and streams it, as a request's call does.
+func streamReport(l *levers.Levers, ctx context.Context, req *chat.Request, rep *levers.Report) chat.Stream {
+	if rep == nil {
+		rep = &levers.Report{}
+	}
+	return l.Plan(req, rep).Stream(ctx)
 }
-func (d *direct) Aliases() []string       { return []string{"support"} }
-func (d *direct) Health() []router.Status { return nil }
 
 // fixture reads a stream from the Anthropic wire package's testdata (see
 // its SOURCES.md).
@@ -198,7 +202,7 @@ func TestPromptCacheUpstreamGolden(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFakeAnthropic(t, fixture(t, "constructed_docs_prompt_caching_read.sse"))
-			if _, err := chat.Collect(anthropicLevers(f, tt.caching).StreamReport(context.Background(), tt.req, nil)); err != nil {
+			if _, err := chat.Collect(streamReport(anthropicLevers(f, tt.caching), context.Background(), tt.req, nil)); err != nil {
 				t.Fatal(err)
 			}
 			body := f.body(0)
@@ -233,7 +237,7 @@ func TestPromptCacheMetering(t *testing.T) {
 		{InputTokens: 188107, OutputTokens: 393, CachedInputTokens: 188086},
 	} {
 		rep := &levers.Report{}
-		resp, err := chat.Collect(l.StreamReport(context.Background(), req, rep))
+		resp, err := chat.Collect(streamReport(l, context.Background(), req, rep))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +296,7 @@ func TestPromptCachingConversation(t *testing.T) {
 					start := time.Now()
 					var ttft time.Duration
 					var col chat.Collector
-					for ch, err := range l.StreamReport(context.Background(), &chat.Request{Model: "support", Messages: slices.Clone(msgs)}, rep) {
+					for ch, err := range streamReport(l, context.Background(), &chat.Request{Model: "support", Messages: slices.Clone(msgs)}, rep) {
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -71,7 +70,7 @@ func ruleSetup(t *testing.T, c cache.Cache) (*Levers, *capture, *capture) {
 func stream(t *testing.T, l *Levers, req *chat.Request, rep *Report) (string, error) {
 	t.Helper()
 	text := ""
-	for c, err := range l.StreamReport(t.Context(), req, rep) {
+	for c, err := range streamReport(l, t.Context(), req, rep) {
 		if err != nil {
 			return text, err
 		}
@@ -198,11 +197,10 @@ func TestPassthroughNameGetsLevers(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Category != chat.CategoryNotFound {
 		t.Errorf("unknown provider: %v, want not found", err)
 	}
-	t0 := time.Unix(1e9, 0)
-	if _, err := l.Deadline("azure/gpt-4o", t0, 0); !errors.Is(err, router.ErrUnknownModel) {
-		t.Errorf("Deadline: %v", err)
+	if _, err := l.Timeout("azure/gpt-4o"); !errors.Is(err, router.ErrUnknownModel) {
+		t.Errorf("Timeout: %v", err)
 	}
-	if d, err := l.Deadline("openai/o3", t0, 0); err != nil || d != t0.Add(router.DefaultTimeout) {
-		t.Errorf("Deadline = %v, %v", d, err)
+	if d, err := l.Timeout("openai/o3"); err != nil || d != router.DefaultTimeout {
+		t.Errorf("Timeout = %v, %v", d, err)
 	}
 }

@@ -35,11 +35,7 @@ func (f *fakeRouter) StreamFallback(ctx context.Context, req, _ *chat.Request, r
 	return f.StreamReport(ctx, req, rep)
 }
 
-func (f *fakeRouter) Deadline(string, time.Time, time.Duration) (time.Time, error) {
-	return time.Time{}, router.ErrUnknownModel
-}
-func (f *fakeRouter) Aliases() []string       { return []string{"chat"} }
-func (f *fakeRouter) Health() []router.Status { return nil }
+func (f *fakeRouter) Timeout(string) (time.Duration, error) { return 0, router.ErrUnknownModel }
 
 // slowCache is a map whose writes take setDelay, or, when frozen, last
 // until their context ends.
@@ -92,7 +88,7 @@ func ask(t *testing.T, l *Levers, question string) (string, *Report, time.Durati
 	rep := &Report{}
 	start := time.Now()
 	text := ""
-	for c, err := range l.StreamReport(t.Context(), req, rep) {
+	for c, err := range streamReport(l, t.Context(), req, rep) {
 		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}

@@ -29,6 +29,8 @@ func routeFallback(t *testing.T, r *Router, ctx context.Context) result {
 	t.Helper()
 	req, fb := ask("hi"), ask("hi")
 	req.Model = "fast"
+	ctx, cancel := withDeadline(r, ctx, req.Model)
+	defer cancel()
 	start := time.Now()
 	var res result
 	var col chat.Collector

@@ -113,7 +113,7 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 			// No backup if one already runs (the primary failed first
 			// and the backup started as a plain fallback), nor once the
 			// deadline passed or the caller left: it could not be served.
-			if b == nil && s.dctx.Err() == nil {
+			if b == nil && s.ctx.Err() == nil {
 				b = s.race(backup, true)
 				live++
 			}
@@ -164,7 +164,7 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 			}
 			return v, b != nil
 		}
-		if got == p && b == nil && s.dctx.Err() == nil {
+		if got == p && b == nil && s.ctx.Err() == nil {
 			// The primary failed before the hedge delay: fall back now.
 			// It is not flagged as a hedge: nothing raced it.
 			b = s.race(backup, false)

@@ -45,9 +45,8 @@ func passthroughRouter(t *testing.T, pt Passthrough, aliases ...Alias) *Router {
 func TestPassthroughRoutesToProviderAndModel(t *testing.T) {
 	openai := &recorder{}
 	r := passthroughRouter(t, Passthrough{Providers: map[string]provider.Provider{"openai": openai}})
-	t0 := time.Unix(1e9, 0)
-	if d, err := r.Deadline("openai/gpt-4o-mini", t0, 0); err != nil || d != t0.Add(DefaultTimeout) {
-		t.Fatalf("Deadline = %v, %v, want the default timeout after arrival", d, err)
+	if d, err := r.Timeout("openai/gpt-4o-mini"); err != nil || d != DefaultTimeout {
+		t.Fatalf("Timeout = %v, %v, want the default timeout", d, err)
 	}
 	req := ask("hi")
 	req.Model = "openai/gpt-4o-mini"
@@ -90,15 +89,15 @@ func TestPassthroughRefusals(t *testing.T) {
 		{"openai/c", ErrPassthroughFull}, // Max is 2
 		{"openai/a", nil},                // still served
 	} {
-		if _, err := r.Deadline(tc.name, time.Now(), 0); !errors.Is(err, tc.want) {
-			t.Errorf("Deadline(%q) = %v, want %v", tc.name, err, tc.want)
+		if _, err := r.Timeout(tc.name); !errors.Is(err, tc.want) {
+			t.Errorf("Timeout(%q) = %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	allowed.Store(false)
-	if _, err := r.Deadline("openai/a", time.Now(), 0); !errors.Is(err, ErrPassthroughOff) {
+	if _, err := r.Timeout("openai/a"); !errors.Is(err, ErrPassthroughOff) {
 		t.Errorf("with Allow false: %v, want ErrPassthroughOff", err)
 	}
-	if _, err := r.Deadline("chat", time.Now(), 0); err != nil {
+	if _, err := r.Timeout("chat"); err != nil {
 		t.Error("an alias is served whatever Allow says")
 	}
 	req := ask("hi")
@@ -115,11 +114,10 @@ func TestPassthroughRefusals(t *testing.T) {
 func TestPassthroughSharesHealth(t *testing.T) {
 	r := passthroughRouter(t, Passthrough{Providers: map[string]provider.Provider{"openai": &recorder{}}, Template: Alias{Timeout: 7 * time.Second}},
 		Alias{Name: "chat", Deployments: []Deployment{dep(&recorder{}, "openai", "gpt-4o", 0)}})
-	t0 := time.Unix(1e9, 0)
-	if d, _ := r.Deadline("openai/gpt-4o", t0, 0); d != t0.Add(7*time.Second) {
-		t.Errorf("deadline %v after arrival, want the template's 7s", d.Sub(t0))
+	if d, _ := r.Timeout("openai/gpt-4o"); d != 7*time.Second {
+		t.Errorf("timeout %v, want the template's 7s", d)
 	}
-	r.Deadline("openai/o3", t0, 0)
+	r.Timeout("openai/o3")
 	if r.pt.names["openai/gpt-4o"].deps[0].health != r.aliases["chat"].deps[0].health {
 		t.Error("openai/gpt-4o has a health of its own")
 	}

@@ -204,29 +204,18 @@ func newAlias(ac Alias, health func(id string) *health) (*alias, error) {
 // Aliases returns the alias names, sorted.
 func (r *Router) Aliases() []string { return slices.Clone(r.names) }
 
-// Deadline returns when a request for the alias name, arrived at arrival,
-// must end: the alias's timeout after arrival, or client after it when the
-// client asked for less (0: it did not). Every attempt, retry and fallback
-// shares it, and the surfaces end the request's context there: this is
-// the one place it is worked out. The error says why name is not served:
-// ErrUnknownModel, ErrPassthroughOff or ErrPassthroughFull (see
-// Passthrough); a PROVIDER/MODEL name's alias is made on first use.
-func (r *Router) Deadline(name string, arrival time.Time, client time.Duration) (time.Time, error) {
+// Timeout returns how long a request for the alias name may take, from
+// its arrival: every attempt, retry and fallback shares that deadline,
+// which the request's call sets on the context it routes with (package
+// call). The error says why name is not served: ErrUnknownModel,
+// ErrPassthroughOff or ErrPassthroughFull (see Passthrough); a
+// PROVIDER/MODEL name's alias is made on first use.
+func (r *Router) Timeout(name string) (time.Duration, error) {
 	a, err := r.lookup(name)
 	if err != nil {
-		return time.Time{}, err
+		return 0, err
 	}
-	return a.deadline(arrival, client), nil
-}
-
-// deadline is the alias's timeout after arrival, or the client's tighter
-// one (see Router.Deadline).
-func (a *alias) deadline(arrival time.Time, client time.Duration) time.Time {
-	timeout := a.Timeout
-	if client > 0 && client < timeout {
-		timeout = client
-	}
-	return arrival.Add(timeout)
+	return a.Timeout, nil
 }
 
 // lookup finds the alias name: a configured one, else a PROVIDER/MODEL
@@ -274,10 +263,11 @@ func (r *Router) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 // on the calling goroutine, between the iterator's yields, so the caller
 // may read it whenever it has control.
 //
-// The deadline is the earlier of ctx's deadline and now plus the alias's
-// timeout; every attempt, retry and fallback shares it. When it passes
-// after the first token, the stream ends with FinishTimeout chunks and
-// estimated usage rather than an error, keeping what was written.
+// The deadline is ctx's (none if it has none): the caller sets it, from
+// the alias's Timeout; every attempt, retry and fallback shares it. When
+// it passes after the first token, the stream ends with FinishTimeout
+// chunks and estimated usage rather than an error, keeping what was
+// written.
 func (r *Router) StreamReport(ctx context.Context, req *chat.Request, rep *Report) chat.Stream {
 	return (&session{r: r, req: req, rep: rep, ctx: ctx}).run
 }
@@ -290,10 +280,9 @@ func (r *Router) StreamReport(ctx context.Context, req *chat.Request, rep *Repor
 // the caller left or the request itself was at fault (a context too long
 // for the rule's alias falls back: the other may take it).
 //
-// Both share one deadline, set when the stream starts as StreamReport sets
-// it, from req's alias: the fallback gets what is left of it. The report
-// says so (Report.Fallback, Attempt.Fallback, and Alias reads "fast, fell
-// back to chat").
+// Both share ctx's deadline: the fallback gets what is left of it. The
+// report says so (Report.Fallback, Attempt.Fallback, and Alias reads
+// "fast, fell back to chat").
 func (r *Router) StreamFallback(ctx context.Context, req, fallback *chat.Request, rep *Report) chat.Stream {
 	return (&session{r: r, req: req, next: fallback, rep: rep, ctx: ctx}).run
 }
@@ -310,26 +299,13 @@ func (s *session) start(yield func(chat.Chunk, error) bool) error {
 	} else if err != nil {
 		return &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("the model %q is not served: %v", s.req.Model, err)}
 	}
-	// The lookup is repeated here (the surface's Deadline did one): the
+	// The lookup is repeated here (the caller's Timeout did one): the
 	// stream may be called without it, and a PROVIDER/MODEL alias is made on
 	// first use.
 	s.alias = a
 	start := time.Now()
-	// From now, not from the request's arrival: a caller that asked Deadline
-	// already ended ctx at the earlier time, which wins just below.
-	deadline := a.deadline(start, 0)
-	if d, ok := s.ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	s.rep.Alias, s.rep.Deadline = a.Name, deadline
-	if d, ok := s.ctx.Deadline(); ok && !d.After(deadline) {
-		// The caller's context already ends at the deadline (the
-		// surfaces end it at Deadline's): no need for
-		// another context, timer and cancellation link per request.
-		s.dctx, s.cancel = s.ctx, func() {}
-	} else {
-		s.dctx, s.cancel = context.WithDeadlineCause(s.ctx, deadline, chat.ErrDeadline)
-	}
+	s.rep.Alias = a.Name
+	s.rep.Deadline, _ = s.ctx.Deadline()
 	// Once per request, not per walk: a fallback is not a second request for
 	// the retry budget.
 	s.r.budget.request(start)
@@ -444,7 +420,7 @@ func (c *cand) place() {
 
 // eject marks the open deployments a request skips: the most recently
 // opened, at most k, and never the last one that could be tried before
-// the deadline. It returns how many of the others may still be skipped if
+// the deadline (zero: none). It returns how many of the others may still be skipped if
 // found open when their turn comes.
 func eject(cs []cand, k int, deadline time.Time) (spare int) {
 	opened := 0
@@ -469,7 +445,7 @@ func eject(cs []cand, k int, deadline time.Time) (spare int) {
 	usable, first := 0, -1
 	for i, c := range cs {
 		switch {
-		case c.v.cooling && !c.v.until.Before(deadline):
+		case c.v.cooling && !deadline.IsZero() && !c.v.until.Before(deadline):
 		case c.rank != rankSkipped:
 			usable++
 		case first < 0 || c.v.opened.Before(cs[first].v.opened):

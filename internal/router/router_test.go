@@ -35,6 +35,8 @@ type result struct {
 
 func route(t *testing.T, r *Router, ctx context.Context, req *chat.Request) result {
 	t.Helper()
+	ctx, cancel := withDeadline(r, ctx, req.Model)
+	defer cancel()
 	start := time.Now()
 	var res result
 	var col chat.Collector
@@ -55,6 +57,21 @@ func route(t *testing.T, r *Router, ctx context.Context, req *chat.Request) resu
 	}
 	res.usage = resp.Usage
 	return res
+}
+
+// withDeadline gives ctx the request's deadline as the request's call
+// does (package call): alias's timeout from now, or ctx's own deadline
+// if that is earlier.
+func withDeadline(r *Router, ctx context.Context, alias string) (context.Context, context.CancelFunc) {
+	timeout, err := r.Timeout(alias)
+	if err != nil {
+		return ctx, func() {}
+	}
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		d = cd
+	}
+	return chat.WithDeadline(ctx, d)
 }
 
 func outcomes(rep Report) []Outcome {
@@ -171,28 +188,24 @@ func TestClientDeadlineTightens(t *testing.T) {
 	})
 }
 
-func TestDeadline(t *testing.T) {
+func TestTimeout(t *testing.T) {
 	r := newRouter(t, Alias{Timeout: 20 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "fast", 0)}})
-	arrival := time.Unix(1e9, 0)
 	for _, tc := range []struct {
-		name   string
-		model  string
-		client time.Duration
-		want   time.Duration // after arrival
-		err    error
+		name  string
+		model string
+		want  time.Duration
+		err   error
 	}{
-		{"the alias's timeout", "chat", 0, 20 * time.Second, nil},
-		{"a tighter client timeout", "chat", 3 * time.Second, 3 * time.Second, nil},
-		{"a looser client timeout", "chat", time.Minute, 20 * time.Second, nil},
-		{"an unknown alias", "nope", 0, 0, ErrUnknownModel},
+		{"the alias's timeout", "chat", 20 * time.Second, nil},
+		{"an unknown alias", "nope", 0, ErrUnknownModel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := r.Deadline(tc.model, arrival, tc.client)
+			got, err := r.Timeout(tc.model)
 			if !errors.Is(err, tc.err) {
-				t.Fatalf("Deadline(%q, %v) error = %v, want %v", tc.model, tc.client, err, tc.err)
+				t.Fatalf("Timeout(%q) error = %v, want %v", tc.model, err, tc.err)
 			}
-			if err == nil && got.Sub(arrival) != tc.want {
-				t.Errorf("Deadline(%q, %v) = arrival+%v, want arrival+%v", tc.model, tc.client, got.Sub(arrival), tc.want)
+			if got != tc.want {
+				t.Errorf("Timeout(%q) = %v, want %v", tc.model, got, tc.want)
 			}
 		})
 	}
@@ -522,7 +535,8 @@ func TestBreakAtEveryChunk(t *testing.T) {
 			r := newRouter(t, Alias{Hedge: Hedge{Enabled: hedge, Delay: 50 * time.Millisecond}, Deployments: []Deployment{dep(s, "s", "fast", 0), dep(simWith("t", sim.Fault{}), "t", "fast", 1)}})
 			for stop := range 5 {
 				n := 0
-				for _, err := range r.Stream(context.Background(), ask("hi [sim tokens=10]")) {
+				ctx, cancel := withDeadline(r, context.Background(), "chat")
+				for _, err := range r.Stream(ctx, ask("hi [sim tokens=10]")) {
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -531,6 +545,7 @@ func TestBreakAtEveryChunk(t *testing.T) {
 					}
 					n++
 				}
+				cancel()
 			}
 		}
 		synctest.Wait()
@@ -554,7 +569,7 @@ func TestOverallTimeoutWithCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRouter(t, Alias{Timeout: 3 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "write", 0)}})
 		for _, early := range []time.Duration{0, time.Millisecond} {
-			ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(3*time.Second-early), chat.ErrDeadline)
+			ctx, cancel := chat.WithDeadline(context.Background(), time.Now().Add(3*time.Second-early))
 			res := route(t, r, ctx, ask("hi [sim tokens=200]"))
 			cancel()
 			if res.err != nil || res.finish != chat.FinishTimeout {
@@ -582,7 +597,9 @@ func TestDeadlineAfterEveryFinish(t *testing.T) {
 		r := newRouter(t, Alias{Timeout: 2 * time.Second, Deployments: []Deployment{dep(p, "p", "m", 0)}})
 		finishes := 0
 		var usage *chat.Usage
-		for c, err := range r.StreamReport(context.Background(), ask("hi"), &Report{}) {
+		ctx, cancel := withDeadline(r, context.Background(), "chat")
+		defer cancel()
+		for c, err := range r.StreamReport(ctx, ask("hi"), &Report{}) {
 			if err != nil {
 				t.Fatalf("error %v, want a clean ending", err)
 			}

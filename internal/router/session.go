@@ -29,11 +29,10 @@ type session struct {
 	// fallback: the alias walked now is the fallback.
 	fallback bool
 	rep      *Report
-	ctx      context.Context // the caller's: ends when the client leaves
-	dctx     context.Context // ctx with the request deadline
-	// cancel releases dctx when the request ends.
-	cancel context.CancelFunc
-	yield  func(chat.Chunk, error) bool
+	// ctx is the caller's: it ends when the client leaves, and at the
+	// request's deadline (with cause chat.ErrDeadline).
+	ctx   context.Context
+	yield func(chat.Chunk, error) bool
 
 	lastErr error
 	marks   map[*deployment]mark
@@ -70,8 +69,6 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 		s.abort(err)
 		return
 	}
-	// start made dctx; it is released when the stream ends, however it ends.
-	defer s.cancel()
 	// At most two walks: fallBack clears next, so the second walk's failure
 	// ends the stream.
 	for {
@@ -158,7 +155,7 @@ func (s *session) walk() verdict {
 // deadline stays; what the request did with a deployment (tried, broken)
 // carries over to the same deployment in the fallback alias.
 func (s *session) fallBack(v verdict) bool {
-	if s.next == nil || s.gone() || s.dctx.Err() != nil {
+	if s.next == nil || s.gone() || s.ctx.Err() != nil {
 		return false
 	}
 	if v == verdictNoFallback && chat.AsError(s.lastErr).Category != chat.CategoryContextLength {
@@ -200,7 +197,7 @@ func (s *session) abort(err error) {
 func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 	// Checked first: once the deadline passed or the caller left, no wait and
 	// no report entry for the deployment.
-	if s.dctx.Err() != nil {
+	if s.ctx.Err() != nil {
 		return false, true
 	}
 	now := time.Now()
@@ -213,7 +210,7 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 	}
 	// A wait that ends at or after the deadline leaves no time for the
 	// attempt: skip it now rather than sleep into the deadline.
-	if wait > 0 && !now.Add(wait).Before(s.rep.Deadline) {
+	if wait > 0 && !s.rep.Deadline.IsZero() && !now.Add(wait).Before(s.rep.Deadline) {
 		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryAfter, Retry: retry, Fallback: s.fallback})
 		return false, false
 	}
@@ -222,7 +219,7 @@ func (s *session) admit(d *deployment, pass int, retry bool) (ok, stop bool) {
 		s.rep.add(Attempt{Deployment: d.ID, Start: now, End: now, Outcome: OutcomeRetryBudget, Retry: true, Fallback: s.fallback})
 		return false, false
 	}
-	if wait > 0 && !sleep(s.dctx, wait) {
+	if wait > 0 && !sleep(s.ctx, wait) {
 		return false, true
 	}
 	// Asked after the wait, with the time after it: the circuit may have
@@ -294,7 +291,7 @@ func (s *session) fail() {
 	switch {
 	case s.gone():
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
-	case s.dctx.Err() != nil:
+	case s.ctx.Err() != nil:
 		s.yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryTimeout, Message: "no deployment answered before the request's deadline", Err: chat.ErrDeadline})
 	case s.lastErr != nil:
 		s.yield(chat.Chunk{}, s.lastErr)
@@ -384,7 +381,7 @@ func (s *session) open(d *deployment, retry, hedge bool) *try {
 	// tells from the request's deadline.
 	ftt := s.alias.firstTokenTimeout(d)
 	a := &try{s: s, d: d, ftt: ftt}
-	a.ctx, a.cancel = context.WithCancelCause(s.dctx)
+	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
 	cancel := a.cancel
 	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
 	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback})
@@ -617,7 +614,7 @@ func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context
 	// Whatever the upstream said, once the deadline passed the deadline is the
 	// cause (its error is usually the cancelled read): nobody is blamed and no
 	// other deployment may be tried.
-	case s.dctx.Err() != nil:
+	case s.ctx.Err() != nil:
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		return verdictNoFallback
 	case errors.Is(context.Cause(actx), chat.ErrFirstTokenTimeout):
@@ -670,7 +667,7 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 		s.yield(chat.Chunk{}, context.Cause(s.ctx))
 	// Cut, not failed: what was written is the answer, ended with
 	// FinishTimeout and estimated usage.
-	case s.dctx.Err() != nil:
+	case s.ctx.Err() != nil:
 		s.finish(d, idx, OutcomeDeadline, chat.ErrDeadline, false, true)
 		s.cut(t)
 	default:
