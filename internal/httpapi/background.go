@@ -91,12 +91,9 @@ func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream,
 	}
 	var c chat.Chunk
 	for next, err := range seq {
-		if err != nil {
-			x.err = err
+		if !x.take(&c, &next, err) {
 			break
 		}
-		c = next
-		x.call.Deliver(&c)
 		buf = p.send(sf.chunk(buf[:0], &c))
 		x.call.Shown()
 	}

@@ -104,15 +104,11 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	p, c, err := s.ownConversation(w, r)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
-	c, err := s.conversation(r.Context(), p, id)
-	if err != nil {
-		return s.storeError(err)
-	}
+	id := c.ID
 	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, id)
 	if err != nil {
 		return s.storeError(err)
@@ -127,14 +123,11 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	p, c, err := s.ownConversation(w, r)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
-	if _, err := s.conversation(r.Context(), p, id); err != nil {
-		return s.storeError(err)
-	}
+	id := c.ID
 	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, id); err != nil {
 		return s.storeError(err)
 	}
@@ -185,6 +178,21 @@ func (s *Server) shared(tenant string) bool {
 // conversation returns conversation id if p may see it: it is p's tenant's
 // and p's user's (or the tenant shares its conversations). Others get
 // store.ErrNotFound, exactly as if it did not exist.
+// ownConversation authenticates the request and reads the conversation
+// its path names ({id}), if the caller may see it; its errors are the
+// 401 and 503 of authenticate, and storeError's.
+func (s *Server) ownConversation(w http.ResponseWriter, r *http.Request) (auth.Principal, *store.Conversation, error) {
+	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	if err != nil {
+		return p, nil, err
+	}
+	c, err := s.conversation(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return p, nil, s.storeError(err)
+	}
+	return p, c, nil
+}
+
 func (s *Server) conversation(ctx context.Context, p auth.Principal, id string) (*store.Conversation, error) {
 	c, err := s.opt.Store.GetConversation(ctx, p.TenantID, id)
 	if err != nil {

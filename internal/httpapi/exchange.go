@@ -384,12 +384,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 	// loop's own would allocate a chunk per iteration.
 	var c chat.Chunk
 	for next, err := range seq {
-		if err != nil {
-			x.err = err
+		if !x.take(&c, &next, err) {
 			break
 		}
-		c = next
-		x.call.Deliver(&c)
 		out.b = sf.chunk(out.get(), &c)
 		if len(out.b) == 0 || (c.More && len(out.b) < maxCoalesce) {
 			continue // the next chunk is already here: one write for both
@@ -482,12 +479,11 @@ func (w *writeBuf) release() {
 // same (for timeouts and metering) and the answer is sent whole.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, sf surface) {
 	var col chat.Collector
-	for c, err := range seq {
-		if err != nil {
-			x.err = err
+	var c chat.Chunk
+	for next, err := range seq {
+		if !x.take(&c, &next, err) {
 			break
 		}
-		x.call.Deliver(&c)
 		col.Add(c)
 	}
 	if x.err != nil {
@@ -513,6 +509,19 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 	}
 	writeJSON(w, http.StatusOK, sf.response(x, model, resp))
 	x.call.Shown()
+}
+
+// take takes the call's stream's next pair into c for the surface, and
+// delivers it to the call; false (x.err set) when the pair is the stream's
+// error, which ends it.
+func (x *exchange) take(c, next *chat.Chunk, err error) bool {
+	if err != nil {
+		x.err = err
+		return false
+	}
+	*c = *next
+	x.call.Deliver(c)
+	return true
 }
 
 // finish meters and logs the request: the call tells how it ended

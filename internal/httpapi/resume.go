@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
-	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/store"
@@ -252,14 +251,11 @@ var errNoSharedJournal = &chat.Error{Category: chat.CategoryConflict, Code: "res
 // conversation's latest answer from the client's cursor (Last-Event-ID or
 // ?after=), then live, to its last event. 204 when there is no answer.
 func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	p, c, err := s.ownConversation(w, r)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
-	if _, err := s.conversation(r.Context(), p, id); err != nil {
-		return s.storeError(err)
-	}
+	id := c.ID
 	curMsg, after, err := cursor(r)
 	if err != nil {
 		return err
@@ -473,14 +469,11 @@ func storedEnding(m *store.Message, seq int64) journal.Event {
 // waits (a few seconds at most) for the answer to be stored, and says how
 // it ended.
 func (s *Server) stopAnswer(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.authenticate(w, r, budget.New(time.Now()))
+	p, c, err := s.ownConversation(w, r)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
-	if _, err := s.conversation(r.Context(), p, id); err != nil {
-		return s.storeError(err)
-	}
+	id := c.ID
 	m, err := s.latestAnswer(r.Context(), p.TenantID, id)
 	if err != nil {
 		return s.storeError(err)

@@ -125,6 +125,17 @@ const (
 	maxSamples = 512
 )
 
+// healthOf returns the health of deployment id in m, made with cfg if
+// m has none yet.
+func healthOf(m map[string]*health, id string, cfg BreakerConfig) *health {
+	h := m[id]
+	if h == nil {
+		h = newHealth(cfg)
+		m[id] = h
+	}
+	return h
+}
+
 func newHealth(cfg BreakerConfig) *health {
 	cfg.defaults()
 	return &health{cfg: cfg, state: StateClosed}

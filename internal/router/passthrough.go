@@ -123,12 +123,7 @@ func (p *passthrough) resolve(r *Router, name string) (*alias, error) {
 		if h := r.health[id]; h != nil {
 			return h // a configured deployment's: one provider and model, one health
 		}
-		h := p.health[id]
-		if h == nil {
-			h = newHealth(ac.Breaker)
-			p.health[id] = h
-		}
-		return h
+		return healthOf(p.health, id, ac.Breaker)
 	})
 	if err != nil {
 		return nil, err

@@ -76,34 +76,34 @@ type Report struct {
 
 // Tries counts attempts that reached a provider.
 func (r *Report) Tries() int {
-	n := 0
-	for _, a := range r.Attempts {
+	return r.count(func(a *Attempt) bool {
 		switch a.Outcome {
 		case OutcomeCircuitOpen, OutcomeRetryAfter, OutcomeRetryBudget:
-		default:
-			n++
+			return false
 		}
-	}
-	return n
+		return true
+	})
 }
 
 // Fallbacks counts attempts that failed before another was made.
 func (r *Report) Fallbacks() int {
-	n := 0
-	for _, a := range r.Attempts {
+	return r.count(func(a *Attempt) bool {
 		switch a.Outcome {
 		case OutcomeFirstTokenTimeout, OutcomeError, OutcomeCircuitOpen, OutcomeRetryAfter:
-			n++
+			return true
 		}
-	}
-	return n
+		return false
+	})
 }
 
 // Retries counts attempts that retried a deployment already tried.
-func (r *Report) Retries() int {
+func (r *Report) Retries() int { return r.count(func(a *Attempt) bool { return a.Retry }) }
+
+// count counts the attempts that match.
+func (r *Report) count(match func(*Attempt) bool) int {
 	n := 0
-	for _, a := range r.Attempts {
-		if a.Retry {
+	for i := range r.Attempts {
+		if match(&r.Attempts[i]) {
 			n++
 		}
 	}
@@ -111,14 +111,7 @@ func (r *Report) Retries() int {
 }
 
 // Hedged reports whether a hedge attempt was started.
-func (r *Report) Hedged() bool {
-	for _, a := range r.Attempts {
-		if a.Hedge {
-			return true
-		}
-	}
-	return false
-}
+func (r *Report) Hedged() bool { return r.count(func(a *Attempt) bool { return a.Hedge }) > 0 }
 
 // RuleTarget splits a Report.Alias (or a record's routed_to): the alias
 // routed to and whether the request fell back from it.

@@ -139,14 +139,7 @@ func New(cfg Config) (*Router, error) {
 		// Deployments of one ID share one health across aliases: the same
 		// upstream fails or recovers for every alias at once. The first alias to
 		// name an ID sets its breaker settings.
-		a, err := newAlias(ac, func(id string) *health {
-			h := r.health[id]
-			if h == nil {
-				h = newHealth(ac.Breaker)
-				r.health[id] = h
-			}
-			return h
-		})
+		a, err := newAlias(ac, func(id string) *health { return healthOf(r.health, id, ac.Breaker) })
 		if err != nil {
 			return nil, err
 		}
