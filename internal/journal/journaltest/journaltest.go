@@ -80,6 +80,23 @@ func collect(t *testing.T, j journal.Journal, id string, after int64) ([]journal
 	return got, err
 }
 
+// collectLater runs collect on a goroutine of its own; wait returns its
+// results once it has returned. The test does not end before it does.
+func collectLater(t *testing.T, j journal.Journal, id string, after int64) (wait func() ([]journal.Event, error)) {
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	var got []journal.Event
+	var err error
+	go func() {
+		defer close(done)
+		got, err = collect(t, j, id, after)
+	}()
+	return func() ([]journal.Event, error) {
+		<-done
+		return got, err
+	}
+}
+
 func cloneEvent(ev journal.Event) journal.Event {
 	ev.Data = append([]byte(nil), ev.Data...)
 	return ev
@@ -159,20 +176,17 @@ func Run(t *testing.T, h Harness) {
 		w := a.Begin(id)
 		produce(w, want[:10], false)
 		live(t, b, id)
-		var wg sync.WaitGroup
-		errs := make([]error, 12)
-		gots := make([][]journal.Event, 12)
+		var followers []func() ([]journal.Event, error)
 		for k := range 12 {
-			j := []journal.Journal{a, b}[k%2]
-			wg.Go(func() { gots[k], errs[k] = collect(t, j, id, int64(k-1)) })
+			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, int64(k-1)))
 		}
 		produce(w, want[10:], true)
-		wg.Wait()
-		for k := range 12 {
-			if errs[k] != nil {
-				t.Fatalf("follower from %d: %v", k-1, errs[k])
+		for k, wait := range followers {
+			got, err := wait()
+			if err != nil {
+				t.Fatalf("follower from %d: %v", k-1, err)
 			}
-			if diff := cmp.Diff(want[k:], gots[k], eventOpts); diff != "" {
+			if diff := cmp.Diff(want[k:], got, eventOpts); diff != "" {
 				t.Fatalf("follower from %d (-want +got):\n%s", k-1, diff)
 			}
 		}
@@ -184,14 +198,11 @@ func Run(t *testing.T, h Harness) {
 		w := a.Begin(id)
 		w.Append(want[0])
 		live(t, b, id)
-		var wg sync.WaitGroup
-		const followers = 6
-		errs := make([]error, followers)
-		gots := make([][]journal.Event, followers)
-		for k := range followers {
-			j := []journal.Journal{a, b}[k%2]
-			wg.Go(func() { gots[k], errs[k] = collect(t, j, id, -1) })
+		var followers []func() ([]journal.Event, error)
+		for k := range 6 {
+			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, -1))
 		}
+		var wg sync.WaitGroup
 		wg.Go(func() {
 			for i, ev := range want[1:] {
 				if i%50 == 0 {
@@ -205,11 +216,12 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 		wg.Wait()
-		for k := range followers {
-			if errs[k] != nil {
-				t.Fatalf("follower %d: %v", k, errs[k])
+		for k, wait := range followers {
+			got, err := wait()
+			if err != nil {
+				t.Fatalf("follower %d: %v", k, err)
 			}
-			if diff := cmp.Diff(want, gots[k], eventOpts); diff != "" {
+			if diff := cmp.Diff(want, got, eventOpts); diff != "" {
 				t.Fatalf("follower %d (-want +got):\n%s", k, diff)
 			}
 		}
@@ -224,15 +236,10 @@ func Run(t *testing.T, h Harness) {
 				w := a.Begin(id)
 				produce(w, want[:3], false)
 				live(t, b, id)
-				done := make(chan error, 1)
-				var got []journal.Event
-				go func() {
-					var err error
-					got, err = collect(t, b, id, -1)
-					done <- err
-				}()
+				wait := collectLater(t, b, id, -1)
 				w.End(want[3])
-				if err := <-done; err != nil {
+				got, err := wait()
+				if err != nil {
 					t.Fatalf("Follow = %v, want nil", err)
 				}
 				if diff := cmp.Diff(want, got, eventOpts); diff != "" {
@@ -270,22 +277,17 @@ func Run(t *testing.T, h Harness) {
 		w := a.Begin(id)
 		produce(w, want, false)
 		live(t, b, id)
-		waiting := make(chan error, 1)
-		var got []journal.Event
-		go func() {
-			var err error
-			got, err = collect(t, b, id, -1)
-			waiting <- err
-		}()
+		wait := collectLater(t, b, id, -1)
 		eventually(t, "the follower attached", w.Attached)
 		h.Crash(w)
-		if err := <-waiting; !errors.Is(err, journal.ErrLost) {
+		got, err := wait()
+		if !errors.Is(err, journal.ErrLost) {
 			t.Fatalf("Follow while the producer dies = %v, want ErrLost", err)
 		}
 		if diff := cmp.Diff(want, got, eventOpts); diff != "" {
 			t.Fatalf("Follow while the producer dies (-want +got):\n%s", diff)
 		}
-		got, err := collect(t, b, id, 1)
+		got, err = collect(t, b, id, 1)
 		if !errors.Is(err, journal.ErrLost) {
 			t.Fatalf("Follow after the producer died = %v, want ErrLost", err)
 		}
