@@ -63,6 +63,18 @@ func produce(w journal.Writer, evs []journal.Event, end bool) {
 	}
 }
 
+// begin opens the journals with o, begins a new answer on a, appends evs
+// (at least one) and waits until b can follow it.
+func begin(t *testing.T, h Harness, o journal.Options, evs []journal.Event) (a, b journal.Journal, id string, w journal.Writer) {
+	t.Helper()
+	a, b = h.Open(t, o)
+	id = newID()
+	w = a.Begin(id)
+	produce(w, evs, false)
+	live(t, b, id)
+	return a, b, id, w
+}
+
 // collect follows id from after and returns what was yielded and the
 // error, bounded by patience.
 func collect(t *testing.T, j journal.Journal, id string, after int64) ([]journal.Event, error) {
@@ -170,12 +182,8 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("ReplayThenFollowLive", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(30)
-		w := a.Begin(id)
-		produce(w, want[:10], false)
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, want[:10])
 		var followers []func() ([]journal.Event, error)
 		for k := range 12 {
 			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, int64(k-1)))
@@ -192,12 +200,8 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("ConcurrentProducerExactlyOnceInOrder", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(500)
-		w := a.Begin(id)
-		w.Append(want[0])
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, want[:1])
 		var followers []func() ([]journal.Event, error)
 		for k := range 6 {
 			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, -1))
@@ -229,13 +233,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TerminalEndsFollow", func(t *testing.T) {
 		for _, kind := range []string{journal.KindDone, journal.KindError} {
 			t.Run(kind, func(t *testing.T) {
-				a, b := h.Open(t, opts)
-				id := newID()
 				want := Answer(2)
 				want[len(want)-1].Kind = kind
-				w := a.Begin(id)
-				produce(w, want[:3], false)
-				live(t, b, id)
+				_, b, id, w := begin(t, h, opts, want[:3])
 				wait := collectLater(t, b, id, -1)
 				w.End(want[3])
 				got, err := wait()
@@ -271,12 +271,8 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("Lost", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(5)[:4]
-		w := a.Begin(id)
-		produce(w, want, false)
-		live(t, b, id)
+		_, b, id, w := begin(t, h, opts, want)
 		wait := collectLater(t, b, id, -1)
 		eventually(t, "the follower attached", w.Attached)
 		h.Crash(w)
@@ -306,11 +302,7 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("Stop", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		select {
 		case <-w.Stopped():
 			t.Fatal("Stopped closed before Stop")
@@ -334,11 +326,7 @@ func Run(t *testing.T, h Harness) {
 		})
 	})
 	t.Run("Attached", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		if w.Attached() {
 			t.Fatal("Attached before any follower")
 		}
@@ -363,11 +351,7 @@ func Run(t *testing.T, h Harness) {
 		w.End(journal.Event{Seq: 1, Kind: journal.KindDone})
 	})
 	t.Run("CancelWhileWaiting", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		_, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		ctx, cancel := context.WithCancel(t.Context())
 		n := 0
 		err := b.Follow(ctx, id, -1, func(journal.Event) bool { n++; cancel(); return true })
