@@ -28,6 +28,15 @@ func Stamps(created, updated time.Time) (time.Time, time.Time) {
 	return c, Stamp(updated)
 }
 
+// Bumped returns a conversation's UpdatedAt once added are appended to
+// it: updated, or the last message's CreatedAt if that is later.
+func Bumped(updated time.Time, added []*Message) time.Time {
+	if len(added) > 0 && added[len(added)-1].CreatedAt.After(updated) {
+		return added[len(added)-1].CreatedAt
+	}
+	return updated
+}
+
 // CeilMicro rounds t up to the microsecond, so that a bound with
 // nanoseconds compares with stored (truncated) times as t itself would.
 func CeilMicro(t time.Time) time.Time {

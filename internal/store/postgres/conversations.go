@@ -25,14 +25,11 @@ func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, f
 	if err != nil {
 		return err
 	}
-	c.CreatedAt, c.UpdatedAt = created, updated
-	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
-		c.UpdatedAt = first[len(first)-1].CreatedAt
-	}
+	c.CreatedAt, c.UpdatedAt = created, store.Bumped(updated, first)
 	return nil
 }
 
-func scanConversation(row pgx.Row) (store.Conversation, error) {
+func scanConversation(row store.Scanner) (store.Conversation, error) {
 	var c store.Conversation
 	err := row.Scan(&c.ID, &c.TenantID, &c.UserID, &c.Title, &c.Model, &c.CreatedAt, &c.UpdatedAt)
 	return c, err
@@ -63,9 +60,7 @@ func (s *Store) ListConversations(ctx context.Context, tenantID, userID string, 
 		args = []any{tenantID, userID, limit}
 	}
 	rows, _ := s.pool.Query(ctx, q, args...) // CollectRows reports the error
-	cs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Conversation, error) {
-		return scanConversation(row)
-	})
+	cs, err := pgx.CollectRows(rows, rowTo(scanConversation))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list conversations: %w", err)
 	}

@@ -25,10 +25,7 @@ func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, f
 	if err != nil {
 		return err
 	}
-	c.CreatedAt, c.UpdatedAt = created, updated
-	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
-		c.UpdatedAt = first[len(first)-1].CreatedAt
-	}
+	c.CreatedAt, c.UpdatedAt = created, store.Bumped(updated, first)
 	return nil
 }
 
