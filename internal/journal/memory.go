@@ -24,7 +24,7 @@ type Memory struct {
 type memMsg struct {
 	id     string
 	events []Event
-	buf    []byte // the current chunk small events' data is copied into
+	data   Copier
 	size   int64
 	last   int64 // the last Seq appended
 	cut    int   // index in events of the cut, or -1
@@ -39,15 +39,6 @@ type memMsg struct {
 	stopped   bool
 	followers int
 }
-
-// Data up to smallData bytes is copied into shared chunks of chunkSize,
-// so that an append allocates nothing most of the time; the memory held
-// beyond what is counted is under an eighth of it plus one chunk per
-// message.
-const (
-	smallData = 1 << 10
-	chunkSize = 8 << 10
-)
 
 // NewMemory returns an empty in-process journal (o's zero fields take
 // their defaults; Lease and KeyPrefix are not used).
@@ -128,7 +119,7 @@ func (m *Memory) append(msg *memMsg, ev Event, terminal bool) {
 		return
 	}
 	msg.last = ev.Seq
-	size := ev.size()
+	size := ev.Size()
 	// The terminal event is always kept, so that a cut answer still ends.
 	if !terminal && (msg.cut >= 0 || !m.fits(msg, size)) {
 		if msg.cut < 0 {
@@ -137,7 +128,7 @@ func (m *Memory) append(msg *memMsg, ev Event, terminal bool) {
 		}
 		return
 	}
-	ev.Data = msg.copyData(ev.Data)
+	ev.Data = msg.data.Copy(ev.Data)
 	msg.events = append(msg.events, ev)
 	msg.size += size
 	m.total += size
@@ -165,21 +156,6 @@ func (m *Memory) fits(msg *memMsg, size int64) bool {
 		m.drop(d)
 	}
 	return m.total+size <= m.opts.MaxTotalBytes
-}
-
-func (msg *memMsg) copyData(d []byte) []byte {
-	if len(d) == 0 {
-		return nil
-	}
-	if len(d) > smallData {
-		return append([]byte(nil), d...)
-	}
-	if cap(msg.buf)-len(msg.buf) < len(d) {
-		msg.buf = make([]byte, 0, chunkSize)
-	}
-	start := len(msg.buf)
-	msg.buf = append(msg.buf, d...)
-	return msg.buf[start:len(msg.buf):len(msg.buf)]
 }
 
 // lookup returns id's journal. m.mu is held.
@@ -348,14 +324,4 @@ func (w *memWriter) Attached() bool {
 	w.m.mu.Lock()
 	defer w.m.mu.Unlock()
 	return w.msg.followers > 0
-}
-
-// crash makes w's producer go away without an end, as a replica dying
-// would (tests).
-func (w *memWriter) crash() {
-	w.m.mu.Lock()
-	defer w.m.mu.Unlock()
-	if w.msg.live() {
-		w.m.finish(w.msg, false)
-	}
 }

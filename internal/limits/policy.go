@@ -9,7 +9,10 @@
 // usage rows; both are reloaded in the background, never per request.
 package limits
 
-import "encoding/json"
+import (
+	"cmp"
+	"encoding/json"
+)
 
 // Rates are the rate limits of a tenant or a key; 0 is no limit.
 type Rates struct {
@@ -70,58 +73,34 @@ type Override struct {
 
 // Apply returns p with o's fields in place of its own.
 func (o Override) Apply(p Policy) Policy {
-	set := func(dst *int, v *int) {
-		if v != nil {
-			*dst = *v
-		}
-	}
 	set(&p.Limits.RequestsPerMinute, o.RequestsPerMinute)
 	set(&p.Limits.TokensPerMinute, o.TokensPerMinute)
 	set(&p.Limits.ConcurrentStreams, o.ConcurrentStreams)
-	if o.USDPerDay != nil {
-		p.Budget.USDPerDay = *o.USDPerDay
-	}
-	if o.USDPerMonth != nil {
-		p.Budget.USDPerMonth = *o.USDPerMonth
-	}
-	if o.TokensPerDay != nil {
-		p.Budget.TokensPerDay = *o.TokensPerDay
-	}
-	if o.TokensPerMonth != nil {
-		p.Budget.TokensPerMonth = *o.TokensPerMonth
-	}
-	if o.SoftThreshold != nil {
-		p.Budget.SoftThreshold = *o.SoftThreshold
-	}
+	set(&p.Budget.USDPerDay, o.USDPerDay)
+	set(&p.Budget.USDPerMonth, o.USDPerMonth)
+	set(&p.Budget.TokensPerDay, o.TokensPerDay)
+	set(&p.Budget.TokensPerMonth, o.TokensPerMonth)
+	set(&p.Budget.SoftThreshold, o.SoftThreshold)
 	return p
+}
+
+// set makes *dst *v if v is set.
+func set[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // Merge returns o with n's set fields in place of its own.
 func (o Override) Merge(n Override) Override {
-	if n.RequestsPerMinute != nil {
-		o.RequestsPerMinute = n.RequestsPerMinute
-	}
-	if n.TokensPerMinute != nil {
-		o.TokensPerMinute = n.TokensPerMinute
-	}
-	if n.ConcurrentStreams != nil {
-		o.ConcurrentStreams = n.ConcurrentStreams
-	}
-	if n.USDPerDay != nil {
-		o.USDPerDay = n.USDPerDay
-	}
-	if n.USDPerMonth != nil {
-		o.USDPerMonth = n.USDPerMonth
-	}
-	if n.TokensPerDay != nil {
-		o.TokensPerDay = n.TokensPerDay
-	}
-	if n.TokensPerMonth != nil {
-		o.TokensPerMonth = n.TokensPerMonth
-	}
-	if n.SoftThreshold != nil {
-		o.SoftThreshold = n.SoftThreshold
-	}
+	o.RequestsPerMinute = cmp.Or(n.RequestsPerMinute, o.RequestsPerMinute)
+	o.TokensPerMinute = cmp.Or(n.TokensPerMinute, o.TokensPerMinute)
+	o.ConcurrentStreams = cmp.Or(n.ConcurrentStreams, o.ConcurrentStreams)
+	o.USDPerDay = cmp.Or(n.USDPerDay, o.USDPerDay)
+	o.USDPerMonth = cmp.Or(n.USDPerMonth, o.USDPerMonth)
+	o.TokensPerDay = cmp.Or(n.TokensPerDay, o.TokensPerDay)
+	o.TokensPerMonth = cmp.Or(n.TokensPerMonth, o.TokensPerMonth)
+	o.SoftThreshold = cmp.Or(n.SoftThreshold, o.SoftThreshold)
 	return o
 }
 

@@ -67,14 +67,12 @@ func (d *Deferred) Record(ctx context.Context, r *Record) {
 // are metered inline.
 func (d *Deferred) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		<-d.done
-		return nil
-	}
+	first := !d.closed
 	d.closed = true
 	d.mu.Unlock()
-	close(d.stop)
+	if first {
+		close(d.stop)
+	}
 	<-d.done
 	return nil
 }

@@ -107,27 +107,25 @@ type UsageWriter struct {
 	inSpill, spilledRows, dropped, written, writeErrors atomic.Int64
 }
 
+// positiveOr returns v if it is positive, else def: an option's value or
+// its default.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
 // NewUsageWriter starts a writer. A spill file left at opt.SpillPath by an
 // earlier writer is replayed first. It fails if that file cannot be read
 // or the path cannot hold one, so a bad path shows at start, not in an
 // outage.
 func NewUsageWriter(st UsageStore, opt UsageOptions) (*UsageWriter, error) {
-	if opt.Timeout <= 0 {
-		opt.Timeout = 2 * time.Second
-	}
-	if opt.Queue <= 0 {
-		opt.Queue = 100000
-	}
-	if opt.RetryMin <= 0 {
-		opt.RetryMin = 100 * time.Millisecond
-	}
-	if opt.RetryMax <= 0 {
-		opt.RetryMax = 30 * time.Second
-	}
-	opt.RetryMax = max(opt.RetryMax, opt.RetryMin)
-	if opt.ShutdownBudget <= 0 {
-		opt.ShutdownBudget = 5 * time.Second
-	}
+	opt.Timeout = positiveOr(opt.Timeout, 2*time.Second)
+	opt.Queue = positiveOr(opt.Queue, 100000)
+	opt.RetryMin = positiveOr(opt.RetryMin, 100*time.Millisecond)
+	opt.RetryMax = max(positiveOr(opt.RetryMax, 30*time.Second), opt.RetryMin)
+	opt.ShutdownBudget = positiveOr(opt.ShutdownBudget, 5*time.Second)
 	log := opt.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

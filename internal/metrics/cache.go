@@ -19,7 +19,7 @@ type CacheStats struct {
 // ObserveCache reports the response cache's health, reading stats at each
 // scrape. Call it once.
 func (m *Metrics) ObserveCache(stats func() CacheStats) {
-	m.reg.MustRegister(&cacheCollector{stats: stats})
+	m.reg.MustRegister(&statsCollector[CacheStats]{stats: stats, all: cacheStats})
 }
 
 var (
@@ -31,27 +31,17 @@ var (
 	cacheDroppedDesc = prometheus.NewDesc("firstword_cache_writes_dropped_total", "Finished answers not written to the response cache because too many writes were in flight.", nil, nil)
 )
 
-type cacheCollector struct {
-	stats func() CacheStats
-}
-
-func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheOpsDesc, cacheOpensDesc, cacheOpenDesc, cacheWritesDesc, cacheDroppedDesc} {
-		ch <- d
-	}
-}
-
-func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
-	ch <- prometheus.MustNewConstMetric(cacheOpsDesc, prometheus.CounterValue, float64(s.Timeouts), "timeout")
-	ch <- prometheus.MustNewConstMetric(cacheOpsDesc, prometheus.CounterValue, float64(s.Errors), "error")
-	ch <- prometheus.MustNewConstMetric(cacheOpsDesc, prometheus.CounterValue, float64(s.Skipped), "skipped")
-	ch <- prometheus.MustNewConstMetric(cacheOpensDesc, prometheus.CounterValue, float64(s.Opens))
-	open := 0.0
-	if s.Open {
-		open = 1
-	}
-	ch <- prometheus.MustNewConstMetric(cacheOpenDesc, prometheus.GaugeValue, open)
-	ch <- prometheus.MustNewConstMetric(cacheWritesDesc, prometheus.GaugeValue, float64(s.WritesInFlight))
-	ch <- prometheus.MustNewConstMetric(cacheDroppedDesc, prometheus.CounterValue, float64(s.WritesDropped))
+var cacheStats = []stat[CacheStats]{
+	{desc: cacheOpsDesc, kind: prometheus.CounterValue, byLabel: func(s CacheStats) map[string]uint64 {
+		return map[string]uint64{"timeout": s.Timeouts, "error": s.Errors, "skipped": s.Skipped}
+	}},
+	{desc: cacheOpensDesc, kind: prometheus.CounterValue, value: func(s CacheStats) float64 { return float64(s.Opens) }},
+	{desc: cacheOpenDesc, kind: prometheus.GaugeValue, value: func(s CacheStats) float64 {
+		if s.Open {
+			return 1
+		}
+		return 0
+	}},
+	{desc: cacheWritesDesc, kind: prometheus.GaugeValue, value: func(s CacheStats) float64 { return float64(s.WritesInFlight) }},
+	{desc: cacheDroppedDesc, kind: prometheus.CounterValue, value: func(s CacheStats) float64 { return float64(s.WritesDropped) }},
 }

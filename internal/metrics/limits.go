@@ -9,7 +9,7 @@ import (
 // ObserveLimits reports admission's refusals and the state of its shared
 // counts, reading stats at each scrape. Call it once.
 func (m *Metrics) ObserveLimits(stats func() limits.Stats) {
-	m.reg.MustRegister(&limitsCollector{stats: stats})
+	m.reg.MustRegister(&statsCollector[limits.Stats]{stats: stats, all: limitsStats})
 }
 
 var (
@@ -20,25 +20,10 @@ var (
 	limitsReloadDesc   = prometheus.NewDesc("firstword_limits_reload_errors_total", "Failed reloads of the limit overrides and spend from the store.", nil, nil)
 )
 
-type limitsCollector struct {
-	stats func() limits.Stats
-}
-
-func (c *limitsCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- limitsRefusedDesc
-	ch <- limitsSharedDesc
-	ch <- limitsDegradedDesc
-	ch <- limitsSoftDesc
-	ch <- limitsReloadDesc
-}
-
-func (c *limitsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
-	for reason, n := range s.Refused {
-		ch <- prometheus.MustNewConstMetric(limitsRefusedDesc, prometheus.CounterValue, float64(n), reason)
-	}
-	ch <- prometheus.MustNewConstMetric(limitsSharedDesc, prometheus.CounterValue, float64(s.SharedErrors))
-	ch <- prometheus.MustNewConstMetric(limitsDegradedDesc, prometheus.CounterValue, float64(s.Degraded))
-	ch <- prometheus.MustNewConstMetric(limitsSoftDesc, prometheus.CounterValue, float64(s.SoftCrossed))
-	ch <- prometheus.MustNewConstMetric(limitsReloadDesc, prometheus.CounterValue, float64(s.ReloadErrors))
+var limitsStats = []stat[limits.Stats]{
+	{desc: limitsRefusedDesc, kind: prometheus.CounterValue, byLabel: func(s limits.Stats) map[string]uint64 { return s.Refused }},
+	{desc: limitsSharedDesc, kind: prometheus.CounterValue, value: func(s limits.Stats) float64 { return float64(s.SharedErrors) }},
+	{desc: limitsDegradedDesc, kind: prometheus.CounterValue, value: func(s limits.Stats) float64 { return float64(s.Degraded) }},
+	{desc: limitsSoftDesc, kind: prometheus.CounterValue, value: func(s limits.Stats) float64 { return float64(s.SoftCrossed) }},
+	{desc: limitsReloadDesc, kind: prometheus.CounterValue, value: func(s limits.Stats) float64 { return float64(s.ReloadErrors) }},
 }

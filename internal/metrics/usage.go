@@ -9,7 +9,7 @@ import (
 // ObserveUsage reports the usage writer's queue, spill file and losses,
 // reading stats at each scrape. Call it once.
 func (m *Metrics) ObserveUsage(stats func() metering.UsageStats) {
-	m.reg.MustRegister(&usageCollector{stats: stats})
+	m.reg.MustRegister(&statsCollector[metering.UsageStats]{stats: stats, all: usageStats})
 }
 
 var (
@@ -21,26 +21,11 @@ var (
 	usageErrorsDesc  = prometheus.NewDesc("firstword_usage_write_errors_total", "Failed attempts to write a batch of usage rows; the rows are kept and retried.", nil, nil)
 )
 
-// usageCollector reads the usage writer's counts at each scrape.
-type usageCollector struct {
-	stats func() metering.UsageStats
-}
-
-func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- usageQueuedDesc
-	ch <- usageInSpillDesc
-	ch <- usageSpillDesc
-	ch <- usageDropDesc
-	ch <- usageWrittenDesc
-	ch <- usageErrorsDesc
-}
-
-func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.stats()
-	ch <- prometheus.MustNewConstMetric(usageQueuedDesc, prometheus.GaugeValue, float64(s.Queued))
-	ch <- prometheus.MustNewConstMetric(usageInSpillDesc, prometheus.GaugeValue, float64(s.InSpill))
-	ch <- prometheus.MustNewConstMetric(usageSpillDesc, prometheus.CounterValue, float64(s.Spilled))
-	ch <- prometheus.MustNewConstMetric(usageDropDesc, prometheus.CounterValue, float64(s.Dropped))
-	ch <- prometheus.MustNewConstMetric(usageWrittenDesc, prometheus.CounterValue, float64(s.Written))
-	ch <- prometheus.MustNewConstMetric(usageErrorsDesc, prometheus.CounterValue, float64(s.WriteErrors))
+var usageStats = []stat[metering.UsageStats]{
+	{desc: usageQueuedDesc, kind: prometheus.GaugeValue, value: func(s metering.UsageStats) float64 { return float64(s.Queued) }},
+	{desc: usageInSpillDesc, kind: prometheus.GaugeValue, value: func(s metering.UsageStats) float64 { return float64(s.InSpill) }},
+	{desc: usageSpillDesc, kind: prometheus.CounterValue, value: func(s metering.UsageStats) float64 { return float64(s.Spilled) }},
+	{desc: usageDropDesc, kind: prometheus.CounterValue, value: func(s metering.UsageStats) float64 { return float64(s.Dropped) }},
+	{desc: usageWrittenDesc, kind: prometheus.CounterValue, value: func(s metering.UsageStats) float64 { return float64(s.Written) }},
+	{desc: usageErrorsDesc, kind: prometheus.CounterValue, value: func(s metering.UsageStats) float64 { return float64(s.WriteErrors) }},
 }

@@ -4,6 +4,7 @@
 package redisconn
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -36,23 +37,13 @@ func Options(url string) (*goredis.Options, error) {
 	// WriteTimeout alone, and a frozen server stalls a call for them
 	// whatever its context says.
 	opt.ContextTimeoutEnabled = true
-	if opt.DialTimeout == 0 {
-		opt.DialTimeout = DialTimeout
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = IOTimeout
-	}
-	if opt.WriteTimeout == 0 {
-		opt.WriteTimeout = IOTimeout
-	}
+	opt.DialTimeout = cmp.Or(opt.DialTimeout, DialTimeout)
+	opt.ReadTimeout = cmp.Or(opt.ReadTimeout, IOTimeout)
+	opt.WriteTimeout = cmp.Or(opt.WriteTimeout, IOTimeout)
 	// A frozen server keeps its connections busy: callers must not queue
 	// for one past this (nor past their context).
-	if opt.PoolTimeout == 0 {
-		opt.PoolTimeout = PoolTimeout
-	}
-	if opt.MaxRetries == 0 {
-		opt.MaxRetries = -1 // none
-	}
+	opt.PoolTimeout = cmp.Or(opt.PoolTimeout, PoolTimeout)
+	opt.MaxRetries = cmp.Or(opt.MaxRetries, -1) // none
 	opt.DialerRetries = 1
 	return opt, nil
 }

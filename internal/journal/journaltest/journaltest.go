@@ -63,6 +63,18 @@ func produce(w journal.Writer, evs []journal.Event, end bool) {
 	}
 }
 
+// begin opens the journals with o, begins a new answer on a, appends evs
+// (at least one) and waits until b can follow it.
+func begin(t *testing.T, h Harness, o journal.Options, evs []journal.Event) (a, b journal.Journal, id string, w journal.Writer) {
+	t.Helper()
+	a, b = h.Open(t, o)
+	id = newID()
+	w = a.Begin(id)
+	produce(w, evs, false)
+	live(t, b, id)
+	return a, b, id, w
+}
+
 // collect follows id from after and returns what was yielded and the
 // error, bounded by patience.
 func collect(t *testing.T, j journal.Journal, id string, after int64) ([]journal.Event, error) {
@@ -78,6 +90,23 @@ func collect(t *testing.T, j journal.Journal, id string, after int64) ([]journal
 		t.Fatalf("Follow(%s, %d) still waiting after %v, having yielded %d events", id, after, patience, len(got))
 	}
 	return got, err
+}
+
+// collectLater runs collect on a goroutine of its own; wait returns its
+// results once it has returned. The test does not end before it does.
+func collectLater(t *testing.T, j journal.Journal, id string, after int64) (wait func() ([]journal.Event, error)) {
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	var got []journal.Event
+	var err error
+	go func() {
+		defer close(done)
+		got, err = collect(t, j, id, after)
+	}()
+	return func() ([]journal.Event, error) {
+		<-done
+		return got, err
+	}
 }
 
 func cloneEvent(ev journal.Event) journal.Event {
@@ -153,45 +182,31 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("ReplayThenFollowLive", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(30)
-		w := a.Begin(id)
-		produce(w, want[:10], false)
-		live(t, b, id)
-		var wg sync.WaitGroup
-		errs := make([]error, 12)
-		gots := make([][]journal.Event, 12)
+		a, b, id, w := begin(t, h, opts, want[:10])
+		var followers []func() ([]journal.Event, error)
 		for k := range 12 {
-			j := []journal.Journal{a, b}[k%2]
-			wg.Go(func() { gots[k], errs[k] = collect(t, j, id, int64(k-1)) })
+			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, int64(k-1)))
 		}
 		produce(w, want[10:], true)
-		wg.Wait()
-		for k := range 12 {
-			if errs[k] != nil {
-				t.Fatalf("follower from %d: %v", k-1, errs[k])
+		for k, wait := range followers {
+			got, err := wait()
+			if err != nil {
+				t.Fatalf("follower from %d: %v", k-1, err)
 			}
-			if diff := cmp.Diff(want[k:], gots[k], eventOpts); diff != "" {
+			if diff := cmp.Diff(want[k:], got, eventOpts); diff != "" {
 				t.Fatalf("follower from %d (-want +got):\n%s", k-1, diff)
 			}
 		}
 	})
 	t.Run("ConcurrentProducerExactlyOnceInOrder", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(500)
-		w := a.Begin(id)
-		w.Append(want[0])
-		live(t, b, id)
-		var wg sync.WaitGroup
-		const followers = 6
-		errs := make([]error, followers)
-		gots := make([][]journal.Event, followers)
-		for k := range followers {
-			j := []journal.Journal{a, b}[k%2]
-			wg.Go(func() { gots[k], errs[k] = collect(t, j, id, -1) })
+		a, b, id, w := begin(t, h, opts, want[:1])
+		var followers []func() ([]journal.Event, error)
+		for k := range 6 {
+			followers = append(followers, collectLater(t, []journal.Journal{a, b}[k%2], id, -1))
 		}
+		var wg sync.WaitGroup
 		wg.Go(func() {
 			for i, ev := range want[1:] {
 				if i%50 == 0 {
@@ -205,11 +220,12 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 		wg.Wait()
-		for k := range followers {
-			if errs[k] != nil {
-				t.Fatalf("follower %d: %v", k, errs[k])
+		for k, wait := range followers {
+			got, err := wait()
+			if err != nil {
+				t.Fatalf("follower %d: %v", k, err)
 			}
-			if diff := cmp.Diff(want, gots[k], eventOpts); diff != "" {
+			if diff := cmp.Diff(want, got, eventOpts); diff != "" {
 				t.Fatalf("follower %d (-want +got):\n%s", k, diff)
 			}
 		}
@@ -217,22 +233,13 @@ func Run(t *testing.T, h Harness) {
 	t.Run("TerminalEndsFollow", func(t *testing.T) {
 		for _, kind := range []string{journal.KindDone, journal.KindError} {
 			t.Run(kind, func(t *testing.T) {
-				a, b := h.Open(t, opts)
-				id := newID()
 				want := Answer(2)
 				want[len(want)-1].Kind = kind
-				w := a.Begin(id)
-				produce(w, want[:3], false)
-				live(t, b, id)
-				done := make(chan error, 1)
-				var got []journal.Event
-				go func() {
-					var err error
-					got, err = collect(t, b, id, -1)
-					done <- err
-				}()
+				_, b, id, w := begin(t, h, opts, want[:3])
+				wait := collectLater(t, b, id, -1)
 				w.End(want[3])
-				if err := <-done; err != nil {
+				got, err := wait()
+				if err != nil {
 					t.Fatalf("Follow = %v, want nil", err)
 				}
 				if diff := cmp.Diff(want, got, eventOpts); diff != "" {
@@ -264,28 +271,19 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("Lost", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
 		want := Answer(5)[:4]
-		w := a.Begin(id)
-		produce(w, want, false)
-		live(t, b, id)
-		waiting := make(chan error, 1)
-		var got []journal.Event
-		go func() {
-			var err error
-			got, err = collect(t, b, id, -1)
-			waiting <- err
-		}()
+		_, b, id, w := begin(t, h, opts, want)
+		wait := collectLater(t, b, id, -1)
 		eventually(t, "the follower attached", w.Attached)
 		h.Crash(w)
-		if err := <-waiting; !errors.Is(err, journal.ErrLost) {
+		got, err := wait()
+		if !errors.Is(err, journal.ErrLost) {
 			t.Fatalf("Follow while the producer dies = %v, want ErrLost", err)
 		}
 		if diff := cmp.Diff(want, got, eventOpts); diff != "" {
 			t.Fatalf("Follow while the producer dies (-want +got):\n%s", diff)
 		}
-		got, err := collect(t, b, id, 1)
+		got, err = collect(t, b, id, 1)
 		if !errors.Is(err, journal.ErrLost) {
 			t.Fatalf("Follow after the producer died = %v, want ErrLost", err)
 		}
@@ -304,11 +302,7 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 	t.Run("Stop", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		select {
 		case <-w.Stopped():
 			t.Fatal("Stopped closed before Stop")
@@ -332,11 +326,7 @@ func Run(t *testing.T, h Harness) {
 		})
 	})
 	t.Run("Attached", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		a, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		if w.Attached() {
 			t.Fatal("Attached before any follower")
 		}
@@ -361,11 +351,7 @@ func Run(t *testing.T, h Harness) {
 		w.End(journal.Event{Seq: 1, Kind: journal.KindDone})
 	})
 	t.Run("CancelWhileWaiting", func(t *testing.T) {
-		a, b := h.Open(t, opts)
-		id := newID()
-		w := a.Begin(id)
-		w.Append(Answer(0)[0])
-		live(t, b, id)
+		_, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		ctx, cancel := context.WithCancel(t.Context())
 		n := 0
 		err := b.Follow(ctx, id, -1, func(journal.Event) bool { n++; cancel(); return true })

@@ -27,7 +27,7 @@ type writer struct {
 	mu      sync.Mutex
 	pend    []journal.Event
 	spare   []journal.Event // a written batch's slice, for the next pend
-	buf     []byte          // pend's small data, copied
+	data    journal.Copier  // copies pend's data
 	queued  bool            // in j.dirty
 	begun   bool            // the first write (lease, fresh stream) is done
 	created bool            // the stream exists (written to once)
@@ -53,11 +53,6 @@ const (
 	fEnd    = "e"
 	fCut    = "c"
 	fMarker = "m"
-)
-
-const (
-	smallData = 1 << 10
-	chunkSize = 8 << 10
 )
 
 // Begin implements journal.Journal. It does no I/O: the lease is taken
@@ -99,7 +94,7 @@ func (w *writer) Append(ev journal.Event) {
 		w.mu.Unlock()
 		return
 	}
-	size := int64(len(ev.Data)) + 64
+	size := ev.Size()
 	over := w.size+size > w.j.o.MaxMessageBytes
 	if !over && w.j.pending.Add(size) > w.j.o.MaxTotalBytes {
 		w.j.pending.Add(-size)
@@ -110,7 +105,7 @@ func (w *writer) Append(ev journal.Event) {
 		w.cut = ev.Seq
 	} else {
 		w.size += size
-		ev.Data = w.copyData(ev.Data)
+		ev.Data = w.data.Copy(ev.Data)
 		w.pend = append(w.pend, ev)
 	}
 	mark := !w.queued
@@ -134,7 +129,7 @@ func (w *writer) End(ev journal.Event) {
 		w.last = ev.Seq
 		ev.Data = append([]byte(nil), ev.Data...)
 		w.end = &ev
-		w.j.pending.Add(int64(len(ev.Data)) + 64)
+		w.j.pending.Add(ev.Size())
 	}
 	mark := !w.queued
 	w.queued = true
@@ -149,21 +144,6 @@ func (w *writer) Stopped() <-chan struct{} { return w.stopped }
 func (w *writer) Attached() bool { return w.attached.Load() }
 
 func (w *writer) stop() { w.stopOnce.Do(func() { close(w.stopped) }) }
-
-func (w *writer) copyData(d []byte) []byte {
-	if len(d) == 0 {
-		return nil
-	}
-	if len(d) > smallData {
-		return append([]byte(nil), d...)
-	}
-	if cap(w.buf)-len(w.buf) < len(d) {
-		w.buf = make([]byte, 0, chunkSize)
-	}
-	start := len(w.buf)
-	w.buf = append(w.buf, d...)
-	return w.buf[start:len(w.buf):len(w.buf)]
-}
 
 // crash makes w write nothing more and renew its lease no more, as if
 // its process died: followers learn it within the lease.
@@ -310,7 +290,7 @@ func (w *writer) take() *batch {
 	if w.dead {
 		n := w.pendingBytes()
 		if w.end != nil {
-			n += int64(len(w.end.Data)) + 64
+			n += w.end.Size()
 		}
 		w.j.pending.Add(-n)
 		w.pend, w.end = nil, nil
@@ -326,15 +306,15 @@ func (w *writer) take() *batch {
 			b.endSeq = max(w.last, 0)
 		}
 	}
-	w.pend, w.spare, w.buf = w.spare, nil, nil
+	w.pend, w.spare, w.data = w.spare, nil, journal.Copier{}
 	if len(b.evs) == 0 && !b.begin && b.cut < 0 && b.end == nil && b.endSeq < 0 {
 		return nil
 	}
 	for _, ev := range b.evs {
-		b.bytes += int64(len(ev.Data)) + 64
+		b.bytes += ev.Size()
 	}
 	if b.end != nil {
-		b.bytes += int64(len(b.end.Data)) + 64
+		b.bytes += b.end.Size()
 	}
 	return b
 }
@@ -344,7 +324,7 @@ func (w *writer) take() *batch {
 func (w *writer) pendingBytes() int64 {
 	var n int64
 	for _, ev := range w.pend {
-		n += int64(len(ev.Data)) + 64
+		n += ev.Size()
 	}
 	return n
 }
@@ -353,7 +333,7 @@ func (w *writer) pendingBytes() int64 {
 func (w *writer) requeue(b *batch) {
 	w.mu.Lock()
 	w.pend = append(b.evs, w.pend...)
-	w.buf = nil // b's data is in the requeued events; start a new chunk
+	w.data = journal.Copier{} // b's data is in the requeued events; start a new chunk
 	mark := !w.queued
 	w.queued = true
 	w.mu.Unlock()
@@ -376,9 +356,9 @@ func (w *writer) done(b *batch) {
 		// counted again if it was counted off with the batch.
 		w.j.pending.Add(-w.pendingBytes())
 		if b.end != nil {
-			w.j.pending.Add(int64(len(b.end.Data)) + 64)
+			w.j.pending.Add(b.end.Size())
 		}
-		w.pend, w.buf = nil, nil
+		w.pend, w.data = nil, journal.Copier{}
 		if !w.queued {
 			w.queued = true
 			w.j.mu.Lock()

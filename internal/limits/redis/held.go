@@ -67,10 +67,6 @@ func (g *grant) note(now time.Time, cost int) {
 // most a quarter of what is left.
 func (g *grant) target() int { return min(max(g.inWindow, g.lastUsed), g.remaining/4) }
 
-func (g *grant) interval() time.Duration {
-	return g.check.Period / time.Duration(max(g.check.Limit, 1))
-}
-
 type slot struct {
 	member  string
 	expires time.Time // when Redis lets it lapse unless renewed

@@ -13,7 +13,7 @@ import (
 // CreateTenant inserts t. A zero CreatedAt is set to now; t.CreatedAt is
 // updated to the stored value.
 func (s *Store) CreateTenant(ctx context.Context, t *store.Tenant) error {
-	created := stamp(t.CreatedAt)
+	created := store.Stamp(t.CreatedAt)
 	if _, err := s.pool.Exec(ctx, `INSERT INTO tenants (id, name, created_at) VALUES ($1, $2, $3)`,
 		t.ID, t.Name, created); err != nil {
 		return fmt.Errorf("postgres: create tenant %s: %w", t.ID, err)
@@ -28,7 +28,7 @@ func (s *Store) GetTenant(ctx context.Context, id string) (*store.Tenant, error)
 	err := s.pool.QueryRow(ctx, `SELECT id, name, created_at FROM tenants WHERE id = $1`, id).
 		Scan(&t.ID, &t.Name, &t.CreatedAt)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get tenant %s: %w", id, notFound(err))
+		return nil, fmt.Errorf("postgres: get tenant %s: %w", id, store.NotFound(err))
 	}
 	return t, nil
 }
@@ -36,10 +36,10 @@ func (s *Store) GetTenant(ctx context.Context, id string) (*store.Tenant, error)
 // CreateAPIKey inserts k; its tenant must exist. A zero CreatedAt is set to
 // now; k's times are updated to the stored values.
 func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	created := stamp(k.CreatedAt)
+	created := store.Stamp(k.CreatedAt)
 	revoked := k.RevokedAt
 	if revoked != nil {
-		r := stamp(*revoked)
+		r := store.Stamp(*revoked)
 		revoked = &r
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, hash,
@@ -51,11 +51,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 	return nil
 }
 
-const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at, admin`
-
 // APIKeysByPrefix returns the keys with prefix, revoked ones included.
 func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.APIKey, error) {
-	keys, err := s.queryKeys(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE prefix = $1 ORDER BY id`, prefix)
+	keys, err := s.queryKeys(ctx, `SELECT `+store.APIKeyColumns+` FROM api_keys WHERE prefix = $1 ORDER BY id`, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: api keys by prefix: %w", err)
 	}
@@ -64,9 +62,9 @@ func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.API
 
 // ListAPIKeys returns the keys of tenantID ("" for all), newest first.
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
-	q, args := `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at DESC, id DESC`, []any(nil)
+	q, args := `SELECT `+store.APIKeyColumns+` FROM api_keys ORDER BY created_at DESC, id DESC`, []any(nil)
 	if tenantID != "" {
-		q = `SELECT ` + keyColumns + ` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC`
+		q = `SELECT ` + store.APIKeyColumns + ` FROM api_keys WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC`
 		args = []any{tenantID}
 	}
 	keys, err := s.queryKeys(ctx, q, args...)
@@ -95,7 +93,7 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 // forward, never pushed back.
 func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error {
 	if err := affected(s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = least(coalesce(revoked_at, $1), $1)
-		WHERE id = $2 OR prefix = $2`, stamp(at), idOrPrefix)); err != nil {
+		WHERE id = $2 OR prefix = $2`, store.Stamp(at), idOrPrefix)); err != nil {
 		return fmt.Errorf("postgres: revoke api key %s: %w", idOrPrefix, err)
 	}
 	return nil

@@ -13,11 +13,7 @@ import (
 // set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
 // the stored values.
 func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, first ...*store.Message) error {
-	created := stamp(c.CreatedAt)
-	updated := created
-	if !c.UpdatedAt.IsZero() {
-		updated = stamp(c.UpdatedAt)
-	}
+	created, updated := store.Stamps(c.CreatedAt, c.UpdatedAt)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
@@ -29,16 +25,11 @@ func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, f
 	if err != nil {
 		return err
 	}
-	c.CreatedAt, c.UpdatedAt = created, updated
-	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
-		c.UpdatedAt = first[len(first)-1].CreatedAt
-	}
+	c.CreatedAt, c.UpdatedAt = created, store.Bumped(updated, first)
 	return nil
 }
 
-const conversationColumns = `id, tenant_id, user_id, title, model, created_at, updated_at`
-
-func scanConversation(row pgx.Row) (store.Conversation, error) {
+func scanConversation(row store.Scanner) (store.Conversation, error) {
 	var c store.Conversation
 	err := row.Scan(&c.ID, &c.TenantID, &c.UserID, &c.Title, &c.Model, &c.CreatedAt, &c.UpdatedAt)
 	return c, err
@@ -46,10 +37,10 @@ func scanConversation(row pgx.Row) (store.Conversation, error) {
 
 // GetConversation returns a tenant's conversation, or ErrNotFound.
 func (s *Store) GetConversation(ctx context.Context, tenantID, id string) (*store.Conversation, error) {
-	c, err := scanConversation(s.pool.QueryRow(ctx, `SELECT `+conversationColumns+`
+	c, err := scanConversation(s.pool.QueryRow(ctx, `SELECT `+store.ConversationColumns+`
 		FROM conversations WHERE id = $1 AND tenant_id = $2`, id, tenantID))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get conversation %s: %w", id, notFound(err))
+		return nil, fmt.Errorf("postgres: get conversation %s: %w", id, store.NotFound(err))
 	}
 	return &c, nil
 }
@@ -61,17 +52,15 @@ func (s *Store) ListConversations(ctx context.Context, tenantID, userID string, 
 	if limit <= 0 {
 		return nil, nil
 	}
-	q, args := `SELECT `+conversationColumns+` FROM conversations WHERE tenant_id = $1
+	q, args := `SELECT `+store.ConversationColumns+` FROM conversations WHERE tenant_id = $1
 		ORDER BY updated_at DESC, id DESC LIMIT $2`, []any{tenantID, limit}
 	if userID != "" {
-		q = `SELECT ` + conversationColumns + ` FROM conversations WHERE tenant_id = $1 AND user_id = $2
+		q = `SELECT ` + store.ConversationColumns + ` FROM conversations WHERE tenant_id = $1 AND user_id = $2
 			ORDER BY updated_at DESC, id DESC LIMIT $3`
 		args = []any{tenantID, userID, limit}
 	}
 	rows, _ := s.pool.Query(ctx, q, args...) // CollectRows reports the error
-	cs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Conversation, error) {
-		return scanConversation(row)
-	})
+	cs, err := pgx.CollectRows(rows, rowTo(scanConversation))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list conversations: %w", err)
 	}

@@ -9,13 +9,11 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-const idempotencyColumns = `tenant_id, scope, key, request_hash, conversation_id, message_id, created_at, expires_at`
-
 // ClaimIdempotencyKey inserts k unless a live record of its key exists,
 // which it returns. Concurrent inserts of one key wait on the primary
 // key: one inserts, the others read its record.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey, now time.Time) (*store.IdempotencyKey, error) {
-	created, expires := stamp(k.CreatedAt), stamp(k.ExpiresAt)
+	created, expires := store.Stamp(k.CreatedAt), store.Stamp(k.ExpiresAt)
 	// A record can expire and be deleted between the insert and the
 	// read: then claim again.
 	for range 3 {
@@ -23,7 +21,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey
 			AND expires_at <= $4`, k.TenantID, k.Scope, k.Key, now); err != nil {
 			return nil, fmt.Errorf("postgres: claim idempotency key: %w", err)
 		}
-		tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency_keys (`+idempotencyColumns+`)
+		tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency_keys (`+store.IdempotencyColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
 			k.TenantID, k.Scope, k.Key, k.RequestHash, k.ConversationID, k.MessageID, created, expires)
 		if err != nil {
@@ -45,11 +43,11 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, k *store.IdempotencyKey
 // GetIdempotencyKey returns a record, or ErrNotFound.
 func (s *Store) GetIdempotencyKey(ctx context.Context, tenantID, scope, key string) (*store.IdempotencyKey, error) {
 	k := &store.IdempotencyKey{}
-	err := s.pool.QueryRow(ctx, `SELECT `+idempotencyColumns+` FROM idempotency_keys
+	err := s.pool.QueryRow(ctx, `SELECT `+store.IdempotencyColumns+` FROM idempotency_keys
 		WHERE tenant_id = $1 AND scope = $2 AND key = $3`, tenantID, scope, key).
 		Scan(&k.TenantID, &k.Scope, &k.Key, &k.RequestHash, &k.ConversationID, &k.MessageID, &k.CreatedAt, &k.ExpiresAt)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: get idempotency key: %w", notFound(err))
+		return nil, fmt.Errorf("postgres: get idempotency key: %w", store.NotFound(err))
 	}
 	k.CreatedAt, k.ExpiresAt = k.CreatedAt.UTC(), k.ExpiresAt.UTC()
 	return k, nil

@@ -13,7 +13,7 @@ import (
 
 // PutLimitOverride inserts or replaces an override.
 func (s *Store) PutLimitOverride(ctx context.Context, o *store.LimitOverride) error {
-	at := stamp(o.UpdatedAt)
+	at := store.Stamp(o.UpdatedAt)
 	_, err := s.pool.Exec(ctx, `INSERT INTO limit_overrides (scope, subject_id, settings, updated_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (scope, subject_id) DO UPDATE SET settings = excluded.settings, updated_at = excluded.updated_at`,
 		o.Scope, o.SubjectID, string(o.Settings), at)
@@ -56,12 +56,8 @@ func (s *Store) DeleteLimitOverride(ctx context.Context, scope, subjectID string
 func (s *Store) UsageSpend(ctx context.Context, since time.Time) ([]store.SpendSum, error) {
 	rows, _ := s.pool.Query(ctx, `SELECT tenant_id, key_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*),
 		sum(input_tokens + output_tokens + attempts_input_tokens + attempts_output_tokens)::bigint, sum(cost + attempts_cost)
-		FROM usage WHERE created_at >= $1 GROUP BY tenant_id, key_id, day ORDER BY day, tenant_id, key_id`, ceilMicro(since))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SpendSum, error) {
-		var u store.SpendSum
-		err := row.Scan(&u.TenantID, &u.KeyID, &u.Day, &u.Requests, &u.Tokens, &u.Cost)
-		return u, err
-	})
+		FROM usage WHERE created_at >= $1 GROUP BY tenant_id, key_id, day ORDER BY day, tenant_id, key_id`, store.CeilMicro(since))
+	out, err := pgx.CollectRows(rows, rowTo(store.ScanSpendSum))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage spend: %w", err)
 	}
@@ -86,10 +82,10 @@ func (s *Store) UsageReport(ctx context.Context, f store.UsageFilter) ([]store.U
 		arg("model =", f.Model)
 	}
 	if !f.From.IsZero() {
-		arg("created_at >=", ceilMicro(f.From))
+		arg("created_at >=", store.CeilMicro(f.From))
 	}
 	if !f.To.IsZero() {
-		arg("created_at <", ceilMicro(f.To))
+		arg("created_at <", store.CeilMicro(f.To))
 	}
 	rows, _ := s.pool.Query(ctx, `WITH u AS (
 		SELECT tenant_id, key_id, model, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, status,
@@ -106,12 +102,7 @@ func (s *Store) UsageReport(ctx context.Context, f store.UsageFilter) ([]store.U
 		coalesce(max(p.ttfw_ms), 0)
 	FROM u LEFT JOIN p ON p.tenant_id = u.tenant_id AND p.key_id = u.key_id AND p.model = u.model AND p.day = u.day
 	GROUP BY u.tenant_id, u.key_id, u.model, u.day ORDER BY u.day, u.tenant_id, u.key_id, u.model`, args...)
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UsageRow, error) {
-		var u store.UsageRow
-		err := row.Scan(&u.TenantID, &u.KeyID, &u.Model, &u.Day, &u.Requests, &u.Errors,
-			&u.InputTokens, &u.OutputTokens, &u.Cost, &u.AttemptsCost, &u.TTFWP95Ms)
-		return u, err
-	})
+	out, err := pgx.CollectRows(rows, rowTo(store.ScanUsageRow))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage report: %w", err)
 	}

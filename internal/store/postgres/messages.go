@@ -12,10 +12,6 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-const messageColumns = `id, conversation_id, tenant_id, seq, role, content, status, finish_reason,
-	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
-	error_code, error_message, created_at, updated_at`
-
 // addMessage takes the next Seq from the conversation row, checking the
 // tenant and bumping updated_at, and inserts the message, in one statement:
 // atomic without a transaction, and the UPDATE's row lock serialises
@@ -24,7 +20,7 @@ const messageColumns = `id, conversation_id, tenant_id, seq, role, content, stat
 const addMessage = `WITH c AS (
 	UPDATE conversations SET last_seq = last_seq + 1, updated_at = greatest(updated_at, $19)
 	WHERE id = $2 AND tenant_id = $3 RETURNING last_seq)
-INSERT INTO messages (` + messageColumns + `)
+INSERT INTO messages (` + store.MessageColumns + `)
 SELECT $1, $2, $3, c.last_seq, $4, $5, $6, $7, $8, $9, $10::bigint, $11::bigint, $12::bigint,
 	$13::boolean, $14::double precision, $15::json, $16::json, $17, $18, $19, $20::timestamptz
 FROM c RETURNING seq`
@@ -51,17 +47,13 @@ type querier interface {
 
 func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
 	for _, m := range ms {
-		created := stamp(m.CreatedAt)
-		updated := created
-		if !m.UpdatedAt.IsZero() {
-			updated = stamp(m.UpdatedAt)
-		}
+		created, updated := store.Stamps(m.CreatedAt, m.UpdatedAt)
 		var seq int
 		if err := q.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
 			string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
 			m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
 			m.ErrorMessage, created, updated).Scan(&seq); err != nil {
-			return fmt.Errorf("postgres: add message %s: %w", m.ID, notFound(err))
+			return fmt.Errorf("postgres: add message %s: %w", m.ID, store.NotFound(err))
 		}
 		m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
 	}
@@ -73,10 +65,10 @@ func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
 // there is no message id.
 func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
 	err := affected(s.pool.Exec(ctx, `UPDATE messages SET content = $1, output_tokens = $2, updated_at = $3
-		WHERE id = $4 AND status = 'streaming'`, content, outputTokens, stamp(at), id))
+		WHERE id = $4 AND status = 'streaming'`, content, outputTokens, store.Stamp(at), id))
 	if errors.Is(err, store.ErrNotFound) {
 		// Rare: a late checkpoint after the finish (fine) or a bad ID.
-		err = notFound(s.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1`, id).Scan(new(int)))
+		err = store.NotFound(s.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1`, id).Scan(new(int)))
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: checkpoint message %s: %w", id, err)
@@ -89,7 +81,7 @@ func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outpu
 // ErrNotFound. A zero UpdatedAt is set to now; m.UpdatedAt is updated to the
 // stored value.
 func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
-	updated := stamp(m.UpdatedAt)
+	updated := store.Stamp(m.UpdatedAt)
 	if err := affected(s.pool.Exec(ctx, `UPDATE messages SET status = $1, content = $2,
 		finish_reason = $3, model = $4, deployment = $5, input_tokens = $6, output_tokens = $7,
 		cached_tokens = $8, estimated = $9, cost = $10, timings = $11, meta = $12, error_code = $13,
@@ -106,7 +98,7 @@ func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
 // ListMessages returns a tenant's conversation's messages ordered by Seq;
 // none for another tenant's conversation.
 func (s *Store) ListMessages(ctx context.Context, tenantID, conversationID string) ([]store.Message, error) {
-	ms, err := s.queryMessages(ctx, `SELECT `+messageColumns+` FROM messages
+	ms, err := s.queryMessages(ctx, `SELECT `+store.MessageColumns+` FROM messages
 		WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq`, conversationID, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list messages: %w", err)
@@ -120,7 +112,7 @@ func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID strin
 	if n <= 0 {
 		return nil, nil
 	}
-	ms, err := s.queryMessages(ctx, `SELECT `+messageColumns+` FROM messages
+	ms, err := s.queryMessages(ctx, `SELECT `+store.MessageColumns+` FROM messages
 		WHERE conversation_id = $1 AND tenant_id = $2 ORDER BY seq DESC LIMIT $3`, conversationID, tenantID, n)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: last messages: %w", err)
@@ -164,7 +156,7 @@ func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit
 func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1,
 		content = COALESCE($2, content), output_tokens = CASE WHEN $2::text IS NULL THEN output_tokens ELSE $3 END
-		WHERE id = $4 AND status = 'streaming'`, stamp(at), content, outputTokens, id)
+		WHERE id = $4 AND status = 'streaming'`, store.Stamp(at), content, outputTokens, id)
 	if err != nil {
 		return false, fmt.Errorf("postgres: interrupt message %s: %w", id, err)
 	}
@@ -175,7 +167,7 @@ func (s *Store) InterruptMessage(ctx context.Context, id string, content *string
 // staleBefore interrupted, keeping their last checkpoint.
 func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1
-		WHERE status = 'streaming' AND updated_at < $2`, stamp(at), staleBefore.UTC())
+		WHERE status = 'streaming' AND updated_at < $2`, store.Stamp(at), staleBefore.UTC())
 	if err != nil {
 		return 0, fmt.Errorf("postgres: interrupt streaming: %w", err)
 	}

@@ -7,7 +7,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -57,14 +56,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// stamp returns t, or now if t is zero, as stored: UTC, to the microsecond.
-func stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		t = time.Now()
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
-
 // jsonArg is b for a json column: NULL when empty.
 func jsonArg(b []byte) []byte {
 	if len(b) == 0 {
@@ -81,10 +72,7 @@ func affected(tag pgconn.CommandTag, err error) error {
 	return err
 }
 
-// notFound maps pgx.ErrNoRows to store.ErrNotFound.
-func notFound(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.ErrNotFound
-	}
-	return err
+// rowTo adapts a store scan function to pgx.CollectRows.
+func rowTo[T any](scan func(store.Scanner) (T, error)) pgx.RowToFunc[T] {
+	return func(row pgx.CollectableRow) (T, error) { return scan(row) }
 }

@@ -10,6 +10,10 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
+const insertUsage = `INSERT INTO usage (` + store.UsageColumns + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+	ON CONFLICT (request_id) DO NOTHING`
+
 // RecordUsage inserts us in one transaction (one round trip, as a batch).
 // A row whose request already has one is skipped, so a retried batch
 // counts nothing twice.
@@ -21,15 +25,8 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	ats := make([]time.Time, len(us))
 	b := &pgx.Batch{}
 	for i, u := range us {
-		ats[i] = stamp(u.Time)
-		b.Queue(`INSERT INTO usage (request_id, tenant_id, user_id, created_at,
-		surface, model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost, key_id, ttfw_ms)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
-		ON CONFLICT (request_id) DO NOTHING`,
-			u.RequestID, u.TenantID, u.UserID, ats[i], u.Surface, u.Model, u.Deployment, u.Status,
-			u.InputTokens, u.OutputTokens, u.CachedTokens, u.Estimated, u.Cost, u.TTFTMs, u.TotalMs,
-			u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost, u.KeyID, u.TTFWMs)
+		ats[i] = store.Stamp(u.Time)
+		b.Queue(insertUsage, store.AppendUsageArgs(nil, u, ats[i])...)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()
@@ -46,7 +43,7 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 // UsageSummary sums the usage of tenantID ("" for all) with from <= Time <
 // to by tenant, model and UTC day, ordered by day, tenant and model.
 func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time.Time) ([]store.UsageSum, error) {
-	where, args := `created_at >= $1 AND created_at < $2`, []any{ceilMicro(from), ceilMicro(to)}
+	where, args := `created_at >= $1 AND created_at < $2`, []any{store.CeilMicro(from), store.CeilMicro(to)}
 	if tenantID != "" {
 		where, args = where+` AND tenant_id = $3`, append(args, tenantID)
 	}
@@ -56,13 +53,7 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 		sum(attempts_input_tokens)::bigint, sum(attempts_output_tokens)::bigint, sum(attempts_cost)
 		FROM usage WHERE `+where+`
 		GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model`, args...)
-	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.UsageSum, error) {
-		var u store.UsageSum
-		err := row.Scan(&u.TenantID, &u.Model, &u.Day, &u.Requests, &u.InputTokens,
-			&u.OutputTokens, &u.CachedTokens, &u.Cost,
-			&u.AttemptsInputTokens, &u.AttemptsOutputTokens, &u.AttemptsCost)
-		return u, err
-	})
+	sums, err := pgx.CollectRows(rows, rowTo(store.ScanUsageSum))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage summary: %w", err)
 	}
@@ -70,14 +61,4 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 		return nil, nil
 	}
 	return sums, nil
-}
-
-// ceilMicro rounds t up to the microsecond, so that a bound with
-// nanoseconds compares with stored (truncated) times as the time itself
-// would; pgx would truncate it.
-func ceilMicro(t time.Time) time.Time {
-	if t.Nanosecond()%1000 != 0 {
-		return t.Truncate(time.Microsecond).Add(time.Microsecond)
-	}
-	return t
 }

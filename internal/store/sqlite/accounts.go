@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 // CreateTenant inserts t. A zero CreatedAt is set to now; t.CreatedAt is
 // updated to the stored value.
 func (s *Store) CreateTenant(ctx context.Context, t *store.Tenant) error {
-	created := stamp(t.CreatedAt)
+	created := store.Stamp(t.CreatedAt)
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO tenants (id, name, created_at) VALUES (?, ?, ?)`,
 		t.ID, t.Name, created.UnixMicro()); err != nil {
 		return fmt.Errorf("sqlite: create tenant %s: %w", t.ID, err)
@@ -28,11 +27,8 @@ func (s *Store) GetTenant(ctx context.Context, id string) (*store.Tenant, error)
 	var created int64
 	err := s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM tenants WHERE id = ?`, id).
 		Scan(&t.ID, &t.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = store.ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get tenant %s: %w", id, err)
+		return nil, fmt.Errorf("sqlite: get tenant %s: %w", id, store.NotFound(err))
 	}
 	t.CreatedAt = fromMicros(created)
 	return t, nil
@@ -41,10 +37,10 @@ func (s *Store) GetTenant(ctx context.Context, id string) (*store.Tenant, error)
 // CreateAPIKey inserts k; its tenant must exist. A zero CreatedAt is set to
 // now; k's times are updated to the stored values.
 func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
-	created := stamp(k.CreatedAt)
+	created := store.Stamp(k.CreatedAt)
 	var revoked any
 	if k.RevokedAt != nil {
-		r := stamp(*k.RevokedAt)
+		r := store.Stamp(*k.RevokedAt)
 		k.RevokedAt, revoked = &r, r.UnixMicro()
 	}
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO api_keys (id, tenant_id, user_id, name, prefix, hash,
@@ -56,11 +52,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *store.APIKey) error {
 	return nil
 }
 
-const keyColumns = `id, tenant_id, user_id, name, prefix, hash, created_at, revoked_at, admin`
-
 // APIKeysByPrefix returns the keys with prefix, revoked ones included.
 func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.APIKey, error) {
-	keys, err := s.queryKeys(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE prefix = ? ORDER BY id`, prefix)
+	keys, err := s.queryKeys(ctx, `SELECT `+store.APIKeyColumns+` FROM api_keys WHERE prefix = ? ORDER BY id`, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: api keys by prefix: %w", err)
 	}
@@ -69,9 +63,9 @@ func (s *Store) APIKeysByPrefix(ctx context.Context, prefix string) ([]store.API
 
 // ListAPIKeys returns the keys of tenantID ("" for all), newest first.
 func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKey, error) {
-	q, args := `SELECT `+keyColumns+` FROM api_keys ORDER BY created_at DESC, id DESC`, []any(nil)
+	q, args := `SELECT `+store.APIKeyColumns+` FROM api_keys ORDER BY created_at DESC, id DESC`, []any(nil)
 	if tenantID != "" {
-		q = `SELECT ` + keyColumns + ` FROM api_keys WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`
+		q = `SELECT ` + store.APIKeyColumns + ` FROM api_keys WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`
 		args = []any{tenantID}
 	}
 	keys, err := s.queryKeys(ctx, q, args...)
@@ -83,26 +77,18 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 
 func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.APIKey, error) {
 	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var keys []store.APIKey
-	for rows.Next() {
+	return collect(rows, err, func(sc store.Scanner) (store.APIKey, error) {
 		var k store.APIKey
 		var created int64
 		var revoked sql.NullInt64
-		if err := rows.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &k.Admin); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &created, &revoked, &k.Admin)
 		k.CreatedAt = fromMicros(created)
 		if revoked.Valid {
 			t := fromMicros(revoked.Int64)
 			k.RevokedAt = &t
 		}
-		keys = append(keys, k)
-	}
-	return keys, rows.Err()
+		return k, err
+	})
 }
 
 // RevokeAPIKey revokes the key whose ID is idOrPrefix, or every key whose
@@ -110,13 +96,9 @@ func (s *Store) queryKeys(ctx context.Context, q string, args ...any) ([]store.A
 // revocation scheduled for later (a rotation's grace) can be brought
 // forward, never pushed back.
 func (s *Store) RevokeAPIKey(ctx context.Context, idOrPrefix string, at time.Time) error {
-	us := stamp(at).UnixMicro()
-	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = min(coalesce(revoked_at, ?), ?)
-		WHERE id = ? OR prefix = ?`, us, us, idOrPrefix, idOrPrefix)
-	if err == nil {
-		err = affected(res)
-	}
-	if err != nil {
+	us := store.Stamp(at).UnixMicro()
+	if err := affected(s.w.ExecContext(ctx, `UPDATE api_keys SET revoked_at = min(coalesce(revoked_at, ?), ?)
+		WHERE id = ? OR prefix = ?`, us, us, idOrPrefix, idOrPrefix)); err != nil {
 		return fmt.Errorf("sqlite: revoke api key %s: %w", idOrPrefix, err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/firstword/firstword/internal/store"
@@ -13,39 +12,24 @@ import (
 // set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
 // the stored values.
 func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, first ...*store.Message) error {
-	created := stamp(c.CreatedAt)
-	updated := created
-	if !c.UpdatedAt.IsZero() {
-		updated = stamp(c.UpdatedAt)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	created, updated := store.Stamps(c.CreatedAt, c.UpdatedAt)
+	op := "sqlite: create conversation " + c.ID
+	err := inTx(ctx, s.w, op, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
+			created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.TenantID, c.UserID, c.Title, c.Model, created.UnixMicro(), updated.UnixMicro()); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return s.addMessages(ctx, tx, first)
+	})
 	if err != nil {
-		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
-		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.UserID, c.Title, c.Model, created.UnixMicro(), updated.UnixMicro()); err != nil {
-		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
-	}
-	if err := s.addMessages(ctx, tx, first); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: create conversation %s: %w", c.ID, err)
-	}
-	c.CreatedAt, c.UpdatedAt = created, updated
-	if len(first) > 0 && first[len(first)-1].CreatedAt.After(updated) {
-		c.UpdatedAt = first[len(first)-1].CreatedAt
-	}
+	c.CreatedAt, c.UpdatedAt = created, store.Bumped(updated, first)
 	return nil
 }
 
-const conversationColumns = `id, tenant_id, user_id, title, model, created_at, updated_at`
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scanConversation(sc scanner) (store.Conversation, error) {
+func scanConversation(sc store.Scanner) (store.Conversation, error) {
 	var c store.Conversation
 	var created, updated int64
 	err := sc.Scan(&c.ID, &c.TenantID, &c.UserID, &c.Title, &c.Model, &created, &updated)
@@ -55,13 +39,10 @@ func scanConversation(sc scanner) (store.Conversation, error) {
 
 // GetConversation returns a tenant's conversation, or ErrNotFound.
 func (s *Store) GetConversation(ctx context.Context, tenantID, id string) (*store.Conversation, error) {
-	c, err := scanConversation(s.r.QueryRowContext(ctx, `SELECT `+conversationColumns+`
+	c, err := scanConversation(s.r.QueryRowContext(ctx, `SELECT `+store.ConversationColumns+`
 		FROM conversations WHERE id = ? AND tenant_id = ?`, id, tenantID))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = store.ErrNotFound
-	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get conversation %s: %w", id, err)
+		return nil, fmt.Errorf("sqlite: get conversation %s: %w", id, store.NotFound(err))
 	}
 	return &c, nil
 }
@@ -73,27 +54,16 @@ func (s *Store) ListConversations(ctx context.Context, tenantID, userID string, 
 	if limit <= 0 {
 		return nil, nil
 	}
-	q, args := `SELECT `+conversationColumns+` FROM conversations WHERE tenant_id = ?
+	q, args := `SELECT `+store.ConversationColumns+` FROM conversations WHERE tenant_id = ?
 		ORDER BY updated_at DESC, id DESC LIMIT ?`, []any{tenantID, limit}
 	if userID != "" {
-		q = `SELECT ` + conversationColumns + ` FROM conversations WHERE tenant_id = ? AND user_id = ?
+		q = `SELECT ` + store.ConversationColumns + ` FROM conversations WHERE tenant_id = ? AND user_id = ?
 			ORDER BY updated_at DESC, id DESC LIMIT ?`
 		args = []any{tenantID, userID, limit}
 	}
 	rows, err := s.r.QueryContext(ctx, q, args...)
+	cs, err := collect(rows, err, scanConversation)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
-	}
-	defer rows.Close()
-	var cs []store.Conversation
-	for rows.Next() {
-		c, err := scanConversation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list conversations: %w", err)
-		}
-		cs = append(cs, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list conversations: %w", err)
 	}
 	return cs, nil
@@ -102,11 +72,8 @@ func (s *Store) ListConversations(ctx context.Context, tenantID, userID string, 
 // DeleteConversation deletes a tenant's conversation and, by the foreign
 // key's ON DELETE CASCADE, its messages. ErrNotFound if there is none.
 func (s *Store) DeleteConversation(ctx context.Context, tenantID, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM conversations WHERE id = ? AND tenant_id = ?`, id, tenantID)
-	if err == nil {
-		err = affected(res)
-	}
-	if err != nil {
+	if err := affected(s.w.ExecContext(ctx, `DELETE FROM conversations WHERE id = ? AND tenant_id = ?`,
+		id, tenantID)); err != nil {
 		return fmt.Errorf("sqlite: delete conversation %s: %w", id, err)
 	}
 	return nil

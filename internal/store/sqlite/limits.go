@@ -10,7 +10,7 @@ import (
 
 // PutLimitOverride inserts or replaces an override.
 func (s *Store) PutLimitOverride(ctx context.Context, o *store.LimitOverride) error {
-	at := stamp(o.UpdatedAt)
+	at := store.Stamp(o.UpdatedAt)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO limit_overrides (scope, subject_id, settings, updated_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (scope, subject_id) DO UPDATE SET settings = excluded.settings, updated_at = excluded.updated_at`,
 		o.Scope, o.SubjectID, string(o.Settings), at.UnixMicro())
@@ -24,22 +24,15 @@ func (s *Store) PutLimitOverride(ctx context.Context, o *store.LimitOverride) er
 // ListLimitOverrides returns every override, by scope and subject.
 func (s *Store) ListLimitOverrides(ctx context.Context) ([]store.LimitOverride, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT scope, subject_id, settings, updated_at FROM limit_overrides ORDER BY scope, subject_id`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list limit overrides: %w", err)
-	}
-	defer rows.Close()
-	var out []store.LimitOverride
-	for rows.Next() {
+	out, err := collect(rows, err, func(sc store.Scanner) (store.LimitOverride, error) {
 		var o store.LimitOverride
 		var settings string
 		var at int64
-		if err := rows.Scan(&o.Scope, &o.SubjectID, &settings, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: list limit overrides: %w", err)
-		}
-		o.Settings, o.UpdatedAt = []byte(settings), time.UnixMicro(at).UTC()
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
+		err := sc.Scan(&o.Scope, &o.SubjectID, &settings, &at)
+		o.Settings, o.UpdatedAt = []byte(settings), fromMicros(at)
+		return o, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: list limit overrides: %w", err)
 	}
 	return out, nil
@@ -62,19 +55,8 @@ func (s *Store) UsageSpend(ctx context.Context, since time.Time) ([]store.SpendS
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant_id, key_id, date(created_at / 1000000, 'unixepoch') AS day, count(*),
 		sum(input_tokens + output_tokens + attempts_input_tokens + attempts_output_tokens), sum(cost + attempts_cost)
 		FROM usage WHERE created_at >= ? GROUP BY tenant_id, key_id, day ORDER BY day, tenant_id, key_id`, micros(since))
+	out, err := collect(rows, err, store.ScanSpendSum)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: usage spend: %w", err)
-	}
-	defer rows.Close()
-	var out []store.SpendSum
-	for rows.Next() {
-		var u store.SpendSum
-		if err := rows.Scan(&u.TenantID, &u.KeyID, &u.Day, &u.Requests, &u.Tokens, &u.Cost); err != nil {
-			return nil, fmt.Errorf("sqlite: usage spend: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: usage spend: %w", err)
 	}
 	return out, nil
@@ -114,20 +96,8 @@ func (s *Store) UsageReport(ctx context.Context, f store.UsageFilter) ([]store.U
 		coalesce(max(p.ttfw_ms), 0)
 	FROM u LEFT JOIN p ON p.tenant_id = u.tenant_id AND p.key_id = u.key_id AND p.model = u.model AND p.day = u.day
 	GROUP BY u.tenant_id, u.key_id, u.model, u.day ORDER BY u.day, u.tenant_id, u.key_id, u.model`, args...)
+	out, err := collect(rows, err, store.ScanUsageRow)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: usage report: %w", err)
-	}
-	defer rows.Close()
-	var out []store.UsageRow
-	for rows.Next() {
-		var u store.UsageRow
-		if err := rows.Scan(&u.TenantID, &u.KeyID, &u.Model, &u.Day, &u.Requests, &u.Errors,
-			&u.InputTokens, &u.OutputTokens, &u.Cost, &u.AttemptsCost, &u.TTFWP95Ms); err != nil {
-			return nil, fmt.Errorf("sqlite: usage report: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: usage report: %w", err)
 	}
 	return out, nil

@@ -11,10 +11,6 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-const messageColumns = `id, conversation_id, tenant_id, seq, role, content, status, finish_reason,
-	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
-	error_code, error_message, created_at, updated_at`
-
 // AddMessages appends ms, in order and in one transaction, to their
 // conversation, which must be their TenantID's, or ErrNotFound. It sets
 // each m.Seq; a zero CreatedAt is set to now and a zero UpdatedAt to
@@ -24,36 +20,19 @@ func (s *Store) AddMessages(ctx context.Context, ms ...*store.Message) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: add messages: %w", err)
-	}
-	defer tx.Rollback()
-	if err := s.addMessages(ctx, tx, ms); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: add messages: %w", err)
-	}
-	return nil
+	return inTx(ctx, s.w, "sqlite: add messages", func(tx *sql.Tx) error { return s.addMessages(ctx, tx, ms) })
 }
 
 // addMessages inserts ms in tx and, if it commits, their fields are right.
 func (s *Store) addMessages(ctx context.Context, tx *sql.Tx, ms []*store.Message) error {
 	for _, m := range ms {
-		created := stamp(m.CreatedAt)
-		updated := created
-		if !m.UpdatedAt.IsZero() {
-			updated = stamp(m.UpdatedAt)
-		}
+		created, updated := store.Stamps(m.CreatedAt, m.UpdatedAt)
 		// The conversation row carries the last Seq: taking the next one,
 		// the tenant check and the UpdatedAt bump are one statement.
 		var seq int
 		err := tx.StmtContext(ctx, s.bumpConversation).QueryRowContext(ctx,
 			created.UnixMicro(), m.ConversationID, m.TenantID).Scan(&seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = store.ErrNotFound
-		}
+		err = store.NotFound(err)
 		if err == nil {
 			_, err = tx.StmtContext(ctx, s.insertMessage).ExecContext(ctx,
 				m.ID, m.ConversationID, m.TenantID, seq, m.Role, m.Content, string(m.Status), m.FinishReason,
@@ -73,16 +52,10 @@ func (s *Store) addMessages(ctx context.Context, tx *sql.Tx, ms []*store.Message
 // still streaming; for one that is not, it does nothing. ErrNotFound if
 // there is no message id.
 func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
-	res, err := s.checkpoint.ExecContext(ctx, content, outputTokens, stamp(at).UnixMicro(), id)
-	if err == nil {
-		err = affected(res)
-	}
+	err := affected(s.checkpoint.ExecContext(ctx, content, outputTokens, store.Stamp(at).UnixMicro(), id))
 	if errors.Is(err, store.ErrNotFound) {
 		// Rare: a late checkpoint after the finish (fine) or a bad ID.
-		err = s.r.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE id = ?`, id).Scan(new(int))
-		if errors.Is(err, sql.ErrNoRows) {
-			err = store.ErrNotFound
-		}
+		err = store.NotFound(s.r.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE id = ?`, id).Scan(new(int)))
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: checkpoint message %s: %w", id, err)
@@ -95,15 +68,11 @@ func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outpu
 // ErrNotFound. A zero UpdatedAt is set to now; m.UpdatedAt is updated to the
 // stored value.
 func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
-	updated := stamp(m.UpdatedAt)
-	res, err := s.finish.ExecContext(ctx, string(m.Status), m.Content, m.FinishReason, m.Model,
+	updated := store.Stamp(m.UpdatedAt)
+	if err := affected(s.finish.ExecContext(ctx, string(m.Status), m.Content, m.FinishReason, m.Model,
 		m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
 		jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage, updated.UnixMicro(),
-		m.ID, m.TenantID)
-	if err == nil {
-		err = affected(res)
-	}
-	if err != nil {
+		m.ID, m.TenantID)); err != nil {
 		return fmt.Errorf("sqlite: finish message %s: %w", m.ID, err)
 	}
 	m.UpdatedAt = updated
@@ -135,26 +104,18 @@ func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID strin
 }
 
 func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ms []store.Message
-	for rows.Next() {
+	return collect(rows, err, func(sc store.Scanner) (store.Message, error) {
 		var m store.Message
 		var status string
 		var created, updated int64
-		if err := rows.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
+		err := sc.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
 			&status, &m.FinishReason, &m.Model, &m.Deployment, &m.InputTokens, &m.OutputTokens,
 			&m.CachedTokens, &m.Estimated, &m.Cost, &m.Timings, &m.Meta, &m.ErrorCode,
-			&m.ErrorMessage, &created, &updated); err != nil {
-			return nil, err
-		}
+			&m.ErrorMessage, &created, &updated)
 		m.Status = store.Status(status)
 		m.CreatedAt, m.UpdatedAt = fromMicros(created), fromMicros(updated)
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
+		return m, err
+	})
 }
 
 // StaleStreaming returns streaming messages not written since
@@ -162,30 +123,21 @@ func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
 func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id FROM messages WHERE status = 'streaming' AND updated_at < ?
 		ORDER BY updated_at LIMIT ?`, staleBefore.UTC().UnixMicro(), limit)
+	ids, err := collect(rows, err, func(sc store.Scanner) (id string, err error) {
+		err = sc.Scan(&id)
+		return id, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: stale streaming: %w", err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("sqlite: stale streaming: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return ids, nil
 }
 
 // InterruptMessage marks message id interrupted if it is streaming.
 func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?,
+	n, err := changed(s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?,
 		content = COALESCE(?, content), output_tokens = CASE WHEN ? IS NULL THEN output_tokens ELSE ? END
-		WHERE id = ? AND status = 'streaming'`, stamp(at).UnixMicro(), content, content, outputTokens, id)
-	if err != nil {
-		return false, fmt.Errorf("sqlite: interrupt message %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
+		WHERE id = ? AND status = 'streaming'`, store.Stamp(at).UnixMicro(), content, content, outputTokens, id))
 	if err != nil {
 		return false, fmt.Errorf("sqlite: interrupt message %s: %w", id, err)
 	}
@@ -195,12 +147,8 @@ func (s *Store) InterruptMessage(ctx context.Context, id string, content *string
 // InterruptStreaming marks streaming messages not written since
 // staleBefore interrupted, keeping their last checkpoint.
 func (s *Store) InterruptStreaming(ctx context.Context, staleBefore, at time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?
-		WHERE status = 'streaming' AND updated_at < ?`, stamp(at).UnixMicro(), staleBefore.UTC().UnixMicro())
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: interrupt streaming: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := changed(s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?
+		WHERE status = 'streaming' AND updated_at < ?`, store.Stamp(at).UnixMicro(), staleBefore.UTC().UnixMicro()))
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: interrupt streaming: %w", err)
 	}

@@ -26,50 +26,31 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	applied, err := appliedVersions(ctx, tx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	for _, m := range ms {
-		if slices.Contains(applied, m.Version) {
-			continue
+	return inTx(ctx, db, "migrate", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.Name, err)
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+		applied, err := collect(rows, err, func(sc store.Scanner) (v int, err error) {
+			err = sc.Scan(&v)
+			return v, err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at)
-			VALUES (?, ?)`, m.Version, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("migrate %s: %w", m.Name, err)
+		for _, m := range ms {
+			if slices.Contains(applied, m.Version) {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at)
+				VALUES (?, ?)`, m.Version, time.Now().UnixMicro()); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
-}
-
-func appliedVersions(ctx context.Context, tx *sql.Tx) ([]int, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var versions []int
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		versions = append(versions, v)
-	}
-	return versions, rows.Err()
+		return nil
+	})
 }

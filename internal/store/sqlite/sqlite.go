@@ -179,7 +179,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.bumpConversation, s.w, `UPDATE conversations SET last_seq = last_seq + 1, updated_at = max(updated_at, ?)
 			WHERE id = ? AND tenant_id = ? RETURNING last_seq`},
-		{&s.insertMessage, s.w, `INSERT INTO messages (` + messageColumns + `)
+		{&s.insertMessage, s.w, `INSERT INTO messages (` + store.MessageColumns + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.checkpoint, s.w, `UPDATE messages SET content = ?, output_tokens = ?, updated_at = ?
 			WHERE id = ? AND status = 'streaming'`},
@@ -189,9 +189,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			WHERE id = ? AND tenant_id = ?`},
 		{&s.insertUsage, s.w, insertUsageSQL + usageValues},
 		{&s.insertUsages, s.w, insertUsageSQL + strings.Repeat(usageValues+", ", usageRows-1) + usageValues},
-		{&s.listMessages, s.r, `SELECT ` + messageColumns + ` FROM messages
+		{&s.listMessages, s.r, `SELECT ` + store.MessageColumns + ` FROM messages
 			WHERE conversation_id = ? AND tenant_id = ? ORDER BY seq`},
-		{&s.lastMessages, s.r, `SELECT ` + messageColumns + ` FROM messages
+		{&s.lastMessages, s.r, `SELECT ` + store.MessageColumns + ` FROM messages
 			WHERE conversation_id = ? AND tenant_id = ? ORDER BY seq DESC LIMIT ?`},
 	} {
 		st, err := p.db.PrepareContext(ctx, p.sql)
@@ -220,15 +220,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// stamp returns t, or now if t is zero, as stored: UTC, to the microsecond.
-func stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		t = time.Now()
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
-
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// micros is t in microseconds, rounded up (see store.CeilMicro), for a
+// bound compared with stored times.
+func micros(t time.Time) int64 { return store.CeilMicro(t).UnixMicro() }
 
 // jsonText stores JSON as TEXT (a BLOB would read as JSONB to SQLite's json
 // functions), and empty as NULL.
@@ -239,14 +235,60 @@ func jsonText(b []byte) any {
 	return string(b)
 }
 
-// affected returns ErrNotFound when res changed no row.
-func affected(res sql.Result) error {
-	n, err := res.RowsAffected()
+// changed returns how many rows a statement that returned (res, err)
+// changed.
+func changed(res sql.Result, err error) (int64, error) {
 	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// affected returns a statement's error, or ErrNotFound if it changed no
+// row.
+func affected(res sql.Result, err error) error {
+	n, err := changed(res, err)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	return err
+}
+
+// collect returns the rows of a query (rows, err), each read by scan, and
+// closes them; nil for none.
+func collect[T any](rows *sql.Rows, err error, scan func(store.Scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inTx runs fn in a transaction of db and commits it if fn returns nil.
+// It returns fn's error as is, and wraps a failure to begin or commit
+// with op.
+func inTx(ctx context.Context, db *sql.DB, op string, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
 		return err
 	}
-	if n == 0 {
-		return store.ErrNotFound
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -9,11 +10,9 @@ import (
 )
 
 const (
-	insertUsageSQL = `INSERT OR IGNORE INTO usage (request_id, tenant_id, user_id, created_at, surface,
-		model, deployment, status, input_tokens, output_tokens, cached_tokens, estimated, cost,
-		ttft_ms, total_ms, attempts_input_tokens, attempts_output_tokens, attempts_cost, key_id, ttfw_ms) VALUES `
-	usageValues = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	usageCols   = 20
+	insertUsageSQL = `INSERT OR IGNORE INTO usage (` + store.UsageColumns + `) VALUES `
+	usageValues    = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	usageCols      = 20
 	// usageRows is how many rows one multi-row insert takes: one
 	// statement's overhead for many rows.
 	usageRows = 16
@@ -27,32 +26,28 @@ func (s *Store) RecordUsage(ctx context.Context, us ...*store.Usage) error {
 	if len(us) == 0 {
 		return nil
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: record usage: %w", err)
-	}
-	defer tx.Rollback()
 	ats := make([]time.Time, len(us))
-	args := make([]any, 0, usageCols*usageRows)
-	for i := 0; i < len(us); {
-		stmt, n := s.insertUsage, 1
-		if len(us)-i >= usageRows {
-			stmt, n = s.insertUsages, usageRows
+	err := inTx(ctx, s.w, "sqlite: record usage", func(tx *sql.Tx) error {
+		args := make([]any, 0, usageCols*usageRows)
+		for i := 0; i < len(us); {
+			stmt, n := s.insertUsage, 1
+			if len(us)-i >= usageRows {
+				stmt, n = s.insertUsages, usageRows
+			}
+			args = args[:0]
+			for k, u := range us[i : i+n] {
+				ats[i+k] = store.Stamp(u.Time)
+				args = store.AppendUsageArgs(args, u, ats[i+k].UnixMicro())
+			}
+			if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("sqlite: record usage %s: %w", us[i].RequestID, err)
+			}
+			i += n
 		}
-		args = args[:0]
-		for k, u := range us[i : i+n] {
-			ats[i+k] = stamp(u.Time)
-			args = append(args, u.RequestID, u.TenantID, u.UserID, ats[i+k].UnixMicro(),
-				u.Surface, u.Model, u.Deployment, u.Status, u.InputTokens, u.OutputTokens, u.CachedTokens,
-				u.Estimated, u.Cost, u.TTFTMs, u.TotalMs, u.AttemptsInputTokens, u.AttemptsOutputTokens, u.AttemptsCost, u.KeyID, u.TTFWMs)
-		}
-		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("sqlite: record usage %s: %w", us[i].RequestID, err)
-		}
-		i += n
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: record usage: %w", err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for i, u := range us {
 		u.Time = ats[i]
@@ -72,33 +67,9 @@ func (s *Store) UsageSummary(ctx context.Context, tenantID string, from, to time
 		sum(attempts_input_tokens), sum(attempts_output_tokens), sum(attempts_cost)
 		FROM usage WHERE `+where+`
 		GROUP BY tenant_id, model, day ORDER BY day, tenant_id, model`, args...)
+	sums, err := collect(rows, err, store.ScanUsageSum)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage summary: %w", err)
 	}
-	defer rows.Close()
-	var sums []store.UsageSum
-	for rows.Next() {
-		var u store.UsageSum
-		if err := rows.Scan(&u.TenantID, &u.Model, &u.Day, &u.Requests, &u.InputTokens,
-			&u.OutputTokens, &u.CachedTokens, &u.Cost,
-			&u.AttemptsInputTokens, &u.AttemptsOutputTokens, &u.AttemptsCost); err != nil {
-			return nil, fmt.Errorf("sqlite: usage summary: %w", err)
-		}
-		sums = append(sums, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: usage summary: %w", err)
-	}
 	return sums, nil
-}
-
-// micros is t in microseconds, rounded up, so that a bound with
-// nanoseconds compares with stored (truncated) times as the time itself
-// would: stored >= micros(from) exactly when stored >= from.
-func micros(t time.Time) int64 {
-	us := t.UnixMicro()
-	if t.Nanosecond()%1000 != 0 {
-		us++
-	}
-	return us
 }

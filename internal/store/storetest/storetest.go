@@ -557,15 +557,25 @@ func testLastMessages(t *testing.T, s store.Store) {
 	}
 }
 
-func testInterruptStreaming(t *testing.T, s store.Store) {
-	ctx := t.Context()
+// seedStreaming seeds s, then adds to acme-c1 the user message m1 (at
+// 1s) and the answer m2 (2s), checkpointed with "Half an ans" and 3
+// tokens (4s), and to globex-c1 the answer g1 (3s), never checkpointed;
+// it returns the three as added.
+func seedStreaming(t *testing.T, s store.Store) (m1, m2, g1 store.Message) {
+	t.Helper()
 	seed(t, s)
-	done := add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
-	partial := add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
-	empty := add(t, s, streamingMsg("g1", "globex-c1", "globex", at(3*time.Second)))
-	if err := s.CheckpointMessage(ctx, "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
+	m1 = add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
+	m2 = add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
+	g1 = add(t, s, streamingMsg("g1", "globex-c1", "globex", at(3*time.Second)))
+	if err := s.CheckpointMessage(t.Context(), "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	return m1, m2, g1
+}
+
+func testInterruptStreaming(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	done, partial, empty := seedStreaming(t, s)
 	// A stream written to since the cutoff (alive on another replica) is
 	// left alone.
 	if n, err := s.InterruptStreaming(ctx, at(3*time.Second), at(time.Minute)); err != nil || n != 0 {
@@ -591,13 +601,7 @@ func testInterruptStreaming(t *testing.T, s store.Store) {
 
 func testInterruptMessage(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	seed(t, s)
-	done := add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
-	kept := add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
-	journaled := add(t, s, streamingMsg("g1", "globex-c1", "globex", at(3*time.Second)))
-	if err := s.CheckpointMessage(ctx, "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	done, kept, journaled := seedStreaming(t, s)
 	ids, err := s.StaleStreaming(ctx, at(5*time.Second), 10)
 	if err != nil || !slices.Equal(ids, []string{"g1", "m2"}) {
 		t.Fatalf("StaleStreaming = %q, %v, want [g1 m2] (oldest write first)", ids, err)
