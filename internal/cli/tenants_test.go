@@ -9,8 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/firstword/firstword/internal/gateway"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
+	"github.com/firstword/firstword/internal/store"
 )
+
+// openStore opens gw's store (a file) as the CLI does, for the test to
+// read what the commands stored.
+func openStore(t *testing.T, gw *gatewaytest.Gateway) store.Store {
+	t.Helper()
+	st, err := gateway.OpenStore(t.Context(), gw.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
 
 // TestTenantsCommand: limits set with the CLI, through a running
 // gateway's admin API or directly on its store, are the gateway's within
@@ -78,10 +92,11 @@ func TestRotateOnStoreKeepsLimits(t *testing.T) {
 	cfgText := fmt.Sprintf("store: {path: %s}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", filepath.Join(dir, "fw.db"))
 	os.WriteFile(cfgPath, []byte(cfgText), 0o600)
 	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfgText))
+	st := openStore(t, gw)
 	if _, stderr, code := runCLI(t, "keys", "create", "--config", cfgPath, "--tenant", "acme"); code != 0 {
 		t.Fatalf("keys create: %s", stderr)
 	}
-	keys, err := gw.Store().ListAPIKeys(t.Context(), "acme")
+	keys, err := st.ListAPIKeys(t.Context(), "acme")
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys: %v %v", keys, err)
 	}
@@ -92,8 +107,8 @@ func TestRotateOnStoreKeepsLimits(t *testing.T) {
 	if out, stderr, code := runCLI(t, "keys", "rotate", "--config", cfgPath, old); code != 0 {
 		t.Fatalf("rotate: %d %s %s", code, out, stderr)
 	}
-	keys, _ = gw.Store().ListAPIKeys(t.Context(), "acme")
-	ovs, _ := gw.Store().ListLimitOverrides(t.Context())
+	keys, _ = st.ListAPIKeys(t.Context(), "acme")
+	ovs, _ := st.ListLimitOverrides(t.Context())
 	for _, k := range keys {
 		if k.ID == old {
 			continue
@@ -152,7 +167,7 @@ func TestSetLimitsOnStoreRefuses(t *testing.T) {
 			t.Errorf("%q: exit %d, %q %q; want an error saying %q", tc.args, code, out, stderr, tc.want)
 		}
 	}
-	if ovs, _ := gw.Store().ListLimitOverrides(t.Context()); len(ovs) != 0 {
+	if ovs, _ := openStore(t, gw).ListLimitOverrides(t.Context()); len(ovs) != 0 {
 		t.Errorf("refused commands stored overrides: %+v", ovs)
 	}
 }

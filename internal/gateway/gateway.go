@@ -58,7 +58,6 @@ type Gateway struct {
 	window   *window.Window
 	tracer   *tracing.Tracer
 	sims     map[string]*sim.Provider
-	handler  http.Handler
 
 	transport *http.Transport
 	cache     cache.Cache // the response cache, also holding Responses API items
@@ -306,7 +305,6 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 
 		IdempotencyWindow: cfg.Chat.IdempotencyWindow,
 	})
-	g.handler = g.api
 	return g, nil
 }
 
@@ -328,26 +326,9 @@ func (g *Gateway) Local(ctx context.Context) (bool, error) { return g.auth.Local
 // Aliases returns the configured model aliases, sorted.
 func (g *Gateway) Aliases() []string { return g.router.Aliases() }
 
-// Use wraps the gateway's HTTP handler in mw: Serve serves mw(handler).
-// Call it before Serve. (Tests use it to record what a browser sent.)
-func (g *Gateway) Use(mw func(http.Handler) http.Handler) { g.handler = mw(g.handler) }
-
-// Store returns the store requests use (bounded by store.timeout).
-func (g *Gateway) Store() store.Store { return g.store }
-
 // Meter returns the in-memory record of the last 2000 requests' metering
 // records.
 func (g *Gateway) Meter() *metering.Memory { return g.meter }
-
-// Window returns the rolling budget window behind /v1/budget.
-func (g *Gateway) Window() *window.Window { return g.window }
-
-// Levers returns the levers in front of the router (caps, rules, the
-// response cache, coalescing).
-func (g *Gateway) Levers() *levers.Levers { return g.levers }
-
-// Sim returns the simulated provider configured as name, or nil.
-func (g *Gateway) Sim(name string) *sim.Provider { return g.sims[name] }
 
 // cacheStats reads the response cache's counters for the metrics.
 func (g *Gateway) cacheStats() metrics.CacheStats {

@@ -20,12 +20,18 @@ import (
 // shutdown_timeout, then cancels the rest (they end with an error event
 // and are recorded). It returns nil after a shutdown, or the error that
 // stopped the listener. Call it once; Close the gateway after it returns.
-func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+// mw, if any, wrap the gateway's handler, the first outermost (what embeds
+// the gateway may record or add to every request).
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Handler) http.Handler) error {
 	drain := g.cfg.ShutdownTimeout
 	base, cancelAll := context.WithCancelCause(context.Background())
 	defer cancelAll(nil)
+	var handler http.Handler = g.api
+	for i := len(mw) - 1; i >= 0; i-- {
+		handler = mw[i](handler)
+	}
 	srv := &http.Server{
-		Handler: g.handler,
+		Handler: handler,
 		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
 		// take it off, so the limit is the configured one.
 		MaxHeaderBytes:    max(g.cfg.MaxHeaderBytes-4096, 1),

@@ -159,7 +159,9 @@ func TestOriginChecksControl(t *testing.T) {
 				t.Errorf("a text/plain POST from the allowed origin: %v, want 415", e)
 			}
 		}
-		if n := app.Sim("sim").Stats().Started; n < 2 {
+		var sims map[string]struct{ Started int64 }
+		getJSON(t, app.URL+"/admin/sim", &sims)
+		if n := sims["sim"].Started; n < 2 {
 			t.Errorf("the sim started %d streams, want the page's JSON chat on top of the seed", n)
 		}
 	})
@@ -543,9 +545,11 @@ type gatewayState struct {
 
 func stateOf(t *testing.T, app *gatewaytest.Gateway, gw string) gatewayState {
 	t.Helper()
+	var sims map[string]struct{ Started int64 }
+	getJSON(t, gw+"/admin/sim", &sims)
 	st := gatewayState{
 		Conversations: map[string]int{},
-		SimStreams:    app.Sim("sim").Stats().Started,
+		SimStreams:    sims["sim"].Started,
 		Metered:       len(app.Meter().Recent()),
 	}
 	var list struct{ Data []struct{ ID string } }

@@ -243,7 +243,7 @@ func TestChatPageResumes(t *testing.T) {
 	if !strings.HasPrefix(id, msgID+":") || seqOf(id) < 1 {
 		t.Errorf("the first resume was %q, want Last-Event-ID=%s:<n> with n past the meta event", resumes[0], msgID)
 	}
-	if s := app.Sim("sim").Stats(); s.Cancelled != 0 || s.Completed != 2 {
+	if s := app.SimStats(t, "sim", ""); s.Cancelled != 0 || s.Completed != 2 {
 		t.Errorf("sim stats %+v: want both answers complete, none cancelled", s)
 	}
 }
@@ -271,7 +271,7 @@ func TestChatPageStop(t *testing.T) {
 	// The sim counts its cancel on its own time: poll, with room for a
 	// busy machine.
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && app.Sim("sim").Stats().Cancelled == 0 {
+	for time.Now().Before(deadline) && app.SimStats(t, "sim", "").Cancelled == 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	st := stored(t, url, conv)
@@ -279,7 +279,7 @@ func TestChatPageStop(t *testing.T) {
 	if st["status"] != "cancelled" || rendered(t, ctx, content) != text {
 		t.Errorf("stored %v %q; on screen %q", st["status"], content, text)
 	}
-	if s := app.Sim("sim").Stats(); s.Cancelled != 1 || s.Completed != 0 {
+	if s := app.SimStats(t, "sim", ""); s.Cancelled != 1 || s.Completed != 0 {
 		t.Errorf("the sim's stream was not cancelled: %+v", s)
 	}
 	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".msg.assistant .problem.warn").length`); n != 1 {
@@ -304,7 +304,7 @@ func TestChatPageReattachesOnReload(t *testing.T) {
 	watchAnswer(t, ctx)
 	webuitest.WaitFor(t, ctx, `!![...document.querySelectorAll(".msg.assistant")].pop().dataset.status`, 30*time.Second)
 	checkFollowed(t, ctx, url, conv)
-	if s := app.Sim("sim").Stats(); s.Cancelled != 0 || s.Completed != 1 {
+	if s := app.SimStats(t, "sim", ""); s.Cancelled != 0 || s.Completed != 1 {
 		t.Errorf("sim stats %+v: the reload stopped the answer", s)
 	}
 }
@@ -359,7 +359,7 @@ func TestChatPageSecondTab(t *testing.T) {
 	if first != second {
 		t.Errorf("the first tab shows %q, the second %q", first, second)
 	}
-	if s := app.Sim("sim").Stats(); s.Cancelled != 0 || s.Completed != 1 {
+	if s := app.SimStats(t, "sim", ""); s.Cancelled != 0 || s.Completed != 1 {
 		t.Errorf("sim stats %+v", s)
 	}
 }

@@ -3,6 +3,7 @@ package gatewaytest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/firstword/firstword/internal/config"
 	"github.com/firstword/firstword/internal/gateway"
+	"github.com/firstword/firstword/internal/provider/sim"
 )
 
 // Gateway is a running firstword on a real socket.
 type Gateway struct {
 	*gateway.Gateway
 	URL string
+	cfg *config.Config
 
 	once    sync.Once
 	stopped error
@@ -56,9 +59,6 @@ func Start(t testing.TB, cfg *config.Config, mw ...func(http.Handler) http.Handl
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	for i := len(mw) - 1; i >= 0; i-- {
-		gw.Use(mw[i])
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		gw.Close()
@@ -66,8 +66,8 @@ func Start(t testing.TB, cfg *config.Config, mw ...func(http.Handler) http.Handl
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	g := &Gateway{Gateway: gw, URL: "http://" + ln.Addr().String()}
+	go func() { done <- gw.Serve(ctx, ln, mw...) }()
+	g := &Gateway{Gateway: gw, URL: "http://" + ln.Addr().String(), cfg: cfg}
 	g.stop = func() error {
 		cancel()
 		err := <-done
@@ -88,6 +88,29 @@ func Start(t testing.TB, cfg *config.Config, mw ...func(http.Handler) http.Handl
 func (g *Gateway) Stop() error {
 	g.once.Do(func() { g.stopped = g.stop() })
 	return g.stopped
+}
+
+// Config is the configuration the gateway was built from.
+func (g *Gateway) Config() *config.Config { return g.cfg }
+
+// SimStats reads the counters of the simulated provider configured as
+// name from GET /admin/sim, with key (none in local mode).
+func (g *Gateway) SimStats(t testing.TB, name, key string) sim.Stats {
+	t.Helper()
+	req, _ := http.NewRequest("GET", g.URL+"/admin/sim", nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats map[string]sim.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /admin/sim: %d, %v", resp.StatusCode, err)
+	}
+	return stats[name]
 }
 
 // LogBuffer collects a server's log (a child process's output, or
