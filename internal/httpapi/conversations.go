@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -79,13 +78,9 @@ func (s *Server) listConversations(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	limit := 50
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return invalid("limit", "limit must be between 1 and 500")
-		}
-		limit = n
+	limit, err := intParam(r, "limit", 50, 1, 500)
+	if err != nil {
+		return err
 	}
 	user := p.UserID
 	if s.shared(p.TenantID) {
@@ -108,8 +103,7 @@ func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	id := c.ID
-	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, id)
+	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, c.ID)
 	if err != nil {
 		return s.storeError(err)
 	}
@@ -127,8 +121,7 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	id := c.ID
-	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, id); err != nil {
+	if err := s.opt.Store.DeleteConversation(r.Context(), p.TenantID, c.ID); err != nil {
 		return s.storeError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

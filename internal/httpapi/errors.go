@@ -180,3 +180,17 @@ func clip(msg string) string {
 	}
 	return msg[:cut] + "..."
 }
+
+// intParam reads the query parameter name, an integer from lo to hi (def
+// when absent); any other value is a 400 that says the range.
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, invalid(name, name+" must be between "+strconv.Itoa(lo)+" and "+strconv.Itoa(hi))
+	}
+	return n, nil
+}

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
-	"strconv"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -145,13 +144,9 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) error {
 	if p.Admin || p.Local {
 		tenant, user = r.URL.Query().Get("tenant"), ""
 	}
-	recent := 0
-	if v := r.URL.Query().Get("recent"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 200 {
-			return invalid("recent", "recent must be between 0 and 200")
-		}
-		recent = n
+	recent, err := intParam(r, "recent", 0, 0, 200)
+	if err != nil {
+		return err
 	}
 	surface := r.URL.Query().Get("surface")
 	switch surface {

@@ -3,7 +3,6 @@ package gatewaytest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -97,18 +96,9 @@ func (g *Gateway) Config() *config.Config { return g.cfg }
 // name from GET /admin/sim, with key (none in local mode).
 func (g *Gateway) SimStats(t testing.TB, name, key string) sim.Stats {
 	t.Helper()
-	req, _ := http.NewRequest("GET", g.URL+"/admin/sim", nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var stats map[string]sim.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /admin/sim: %d, %v", resp.StatusCode, err)
+	if code := getInto(t, g.URL+"/admin/sim", key, &stats); code != http.StatusOK {
+		t.Fatalf("GET /admin/sim: %d", code)
 	}
 	return stats[name]
 }

@@ -213,6 +213,14 @@ func MetricLine(t testing.TB, gw *Gateway, prefix string) string {
 // returns the status and the JSON object answered (nil if it is none).
 func GetJSON(t testing.TB, url, key string) (int, map[string]any) {
 	t.Helper()
+	var v map[string]any
+	return getInto(t, url, key, &v), v
+}
+
+// getInto GETs url with key (none: no Authorization) and decodes the
+// JSON answer into v; it returns the status.
+func getInto(t testing.TB, url, key string, v any) int {
+	t.Helper()
 	req, _ := http.NewRequest("GET", url, nil)
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -222,7 +230,6 @@ func GetJSON(t testing.TB, url, key string) (int, map[string]any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var v map[string]any
-	json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v
+	json.NewDecoder(resp.Body).Decode(v)
+	return resp.StatusCode
 }
