@@ -355,14 +355,3 @@ func loadConfig(path string, env *Env) (*config.Config, error) {
 	}
 	return cfg, nil
 }
-
-// isLoopback reports whether a listen address only accepts local
-// connections.
-func isLoopback(addr string) bool {
-	host := addr
-	if i := strings.LastIndex(addr, ":"); i >= 0 {
-		host = addr[:i]
-	}
-	host = strings.Trim(host, "[]")
-	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1"
-}
