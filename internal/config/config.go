@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/firstword/firstword/internal/simspec"
 )
 
 // Config is the whole file.
@@ -154,14 +156,8 @@ type Provider struct {
 	line   int
 }
 
-// Fault is a sim fault mode.
-type Fault struct {
-	Mode        string        `yaml:"mode"`
-	After       int           `yaml:"after"`
-	Probability float64       `yaml:"probability"`
-	RetryAfter  time.Duration `yaml:"retry_after"`
-	Factor      float64       `yaml:"factor"`
-}
+// Fault is a sim fault, as internal/simspec defines it.
+type Fault = simspec.Fault
 
 // Tier is a sim model tier.
 type Tier struct {

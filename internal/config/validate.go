@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/firstword/firstword/internal/provider/sim"
+	"github.com/firstword/firstword/internal/simspec"
 )
 
 // Validate reports every problem in the config at once, each with the line
@@ -223,7 +223,7 @@ func (c *Config) problems() []string {
 			bad(c.line("providers", name), f+".type", "required (one of %s)", strings.Join(ProviderTypes, ", "))
 		case "sim":
 			if p.Fault != nil {
-				if err := simFault(p.Fault).Validate(); err != nil {
+				if err := p.Fault.Validate(); err != nil {
 					bad(c.line("providers", name, "fault"), f+".fault", "%v", err)
 				}
 			}
@@ -416,7 +416,7 @@ func (p *Provider) hasTier(model string) bool {
 }
 
 func (p *Provider) tierNames() []string {
-	names := slices.Sorted(maps.Keys(sim.Tiers))
+	names := slices.Sorted(maps.Keys(simspec.Tiers))
 	for _, name := range slices.Sorted(maps.Keys(p.Tiers)) {
 		if !slices.Contains(names, name) {
 			names = append(names, name)
