@@ -23,10 +23,7 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	surface := fs.String("surface", "", "only the traffic of `SURFACE`: chat (/v1/chat), openai or anthropic (default: every surface)")
 	// Not the flag's default: the help would print the key.
 	key := fs.String("key", "", "API `KEY` (fw_...), needed once keys exist; an admin key shows every tenant (default: $FIRSTWORD_API_KEY)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *key == "" {

@@ -45,6 +45,22 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 	return usagef(fs, "unknown action %q: want create, list, revoke or rotate", args[0])
 }
 
+// parseKeyOperand parses the flags of a keys action that acts on one key
+// and returns the key's ID (or prefix); none is a usage error saying
+// missing, as is more than one.
+func parseKeyOperand(fs *flag.FlagSet, args []string, missing string) (string, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
+	}
+	switch fs.NArg() {
+	case 0:
+		return "", usagef(fs, "%s", missing)
+	case 1:
+		return fs.Arg(0), nil
+	}
+	return "", usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
+}
+
 // configFlag defines the --config flag every keys action has.
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "read the config, which names the store, from `FILE` (default: none; the store is the SQLite file firstword.db in the working directory)")
@@ -58,10 +74,7 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
 	name := fs.String("name", "", "a `LABEL` for the key, shown by keys list")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *tenant == "" {
@@ -110,10 +123,7 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 	cfgPath := configFlag(fs)
 	tenant := fs.String("tenant", "", "list only the keys of tenant `ID` (default: every tenant's)")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *srv.url != "" {
@@ -152,35 +162,29 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys revoke")
 	cfgPath := configFlag(fs)
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseKeyOperand(fs, args, "want the ID or prefix of the key to revoke")
+	if err != nil {
 		return err
-	}
-	switch fs.NArg() {
-	case 0:
-		return usagef(fs, "want the ID or prefix of the key to revoke")
-	case 1:
-	default:
-		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
 	}
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {
 			return err
 		}
-		return remoteRevoke(ctx, env, c, fs.Arg(0))
+		return remoteRevoke(ctx, env, c, id)
 	}
 	st, err := openKeyStore(ctx, env, *cfgPath, false)
 	if errors.Is(err, errNoStore) {
-		return fmt.Errorf("revoke %s: no store, so no such key", fs.Arg(0))
+		return fmt.Errorf("revoke %s: no store, so no such key", id)
 	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.RevokeAPIKey(ctx, fs.Arg(0), time.Now().UTC()); err != nil {
-		return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
+	if err := st.RevokeAPIKey(ctx, id, time.Now().UTC()); err != nil {
+		return fmt.Errorf("revoke %s: %w", id, err)
 	}
-	fmt.Fprintf(env.Stderr, "revoked %s\n", fs.Arg(0))
+	fmt.Fprintf(env.Stderr, "revoked %s\n", id)
 	return nil
 }
 
@@ -189,20 +193,13 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	cfgPath := configFlag(fs)
 	grace := fs.Duration("grace", 0, "let the old key work for `DURATION` more (e.g. 10m; default: revoked at once)")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseKeyOperand(fs, args, "want the ID of the key to rotate")
+	if err != nil {
 		return err
-	}
-	switch fs.NArg() {
-	case 0:
-		return usagef(fs, "want the ID of the key to rotate")
-	case 1:
-	default:
-		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
 	}
 	if *grace < 0 {
 		return usagef(fs, "--grace must not be negative")
 	}
-	id := fs.Arg(0)
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {

@@ -17,10 +17,7 @@ func Serve(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("serve")
 	cfgPath := fs.String("config", "", "read the config from `FILE` (default: none; the built-in simulated models and the store ./firstword.db)")
 	addr := fs.String("addr", "", "listen on `HOST:PORT` instead of the config's listen (whose default is 127.0.0.1:8080)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *addr != "" {
