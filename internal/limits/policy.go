@@ -70,59 +70,42 @@ type Override struct {
 
 // Apply returns p with o's fields in place of its own.
 func (o Override) Apply(p Policy) Policy {
-	set := func(dst *int, v *int) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&p.Limits.RequestsPerMinute, o.RequestsPerMinute)
-	set(&p.Limits.TokensPerMinute, o.TokensPerMinute)
-	set(&p.Limits.ConcurrentStreams, o.ConcurrentStreams)
-	if o.USDPerDay != nil {
-		p.Budget.USDPerDay = *o.USDPerDay
-	}
-	if o.USDPerMonth != nil {
-		p.Budget.USDPerMonth = *o.USDPerMonth
-	}
-	if o.TokensPerDay != nil {
-		p.Budget.TokensPerDay = *o.TokensPerDay
-	}
-	if o.TokensPerMonth != nil {
-		p.Budget.TokensPerMonth = *o.TokensPerMonth
-	}
-	if o.SoftThreshold != nil {
-		p.Budget.SoftThreshold = *o.SoftThreshold
-	}
+	apply(&p.Limits.RequestsPerMinute, o.RequestsPerMinute)
+	apply(&p.Limits.TokensPerMinute, o.TokensPerMinute)
+	apply(&p.Limits.ConcurrentStreams, o.ConcurrentStreams)
+	apply(&p.Budget.USDPerDay, o.USDPerDay)
+	apply(&p.Budget.USDPerMonth, o.USDPerMonth)
+	apply(&p.Budget.TokensPerDay, o.TokensPerDay)
+	apply(&p.Budget.TokensPerMonth, o.TokensPerMonth)
+	apply(&p.Budget.SoftThreshold, o.SoftThreshold)
 	return p
 }
 
 // Merge returns o with n's set fields in place of its own.
 func (o Override) Merge(n Override) Override {
-	if n.RequestsPerMinute != nil {
-		o.RequestsPerMinute = n.RequestsPerMinute
-	}
-	if n.TokensPerMinute != nil {
-		o.TokensPerMinute = n.TokensPerMinute
-	}
-	if n.ConcurrentStreams != nil {
-		o.ConcurrentStreams = n.ConcurrentStreams
-	}
-	if n.USDPerDay != nil {
-		o.USDPerDay = n.USDPerDay
-	}
-	if n.USDPerMonth != nil {
-		o.USDPerMonth = n.USDPerMonth
-	}
-	if n.TokensPerDay != nil {
-		o.TokensPerDay = n.TokensPerDay
-	}
-	if n.TokensPerMonth != nil {
-		o.TokensPerMonth = n.TokensPerMonth
-	}
-	if n.SoftThreshold != nil {
-		o.SoftThreshold = n.SoftThreshold
-	}
+	replace(&o.RequestsPerMinute, n.RequestsPerMinute)
+	replace(&o.TokensPerMinute, n.TokensPerMinute)
+	replace(&o.ConcurrentStreams, n.ConcurrentStreams)
+	replace(&o.USDPerDay, n.USDPerDay)
+	replace(&o.USDPerMonth, n.USDPerMonth)
+	replace(&o.TokensPerDay, n.TokensPerDay)
+	replace(&o.TokensPerMonth, n.TokensPerMonth)
+	replace(&o.SoftThreshold, n.SoftThreshold)
 	return o
+}
+
+// apply sets a Policy's field to an Override's, if set.
+func apply[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// replace sets an Override's field to another's, if set.
+func replace[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
 }
 
 // Check reports the first invalid field of o, or "".
