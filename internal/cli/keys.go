@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -97,24 +96,14 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if err := auth.EnsureTenant(ctx, st, *tenant, *tenant); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Admin: *admin}
+	key, err := auth.CreateKey(ctx, st, k)
+	if err != nil {
 		return err
 	}
-	key, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: *admin}
-	if k.UserID == "" {
-		k.UserID = k.ID // each key its own user: its conversations are its own
-	}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
-		return err
-	}
-	kind := "key"
-	if k.Admin {
-		kind = "admin key"
-	}
-	fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s; it is shown once:\n", kind, k.ID, prefix, *tenant, k.UserID)
-	// Only the key on stdout: scripts capture it.
-	fmt.Fprintln(env.Stdout, key)
+	v := auth.ShowKey(k)
+	v.Key = key
+	printCreated(env, v, "")
 	return nil
 }
 
@@ -145,16 +134,11 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	defer tw.Flush()
-	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
-	for _, k := range keys {
-		revoked := "-"
-		if k.RevokedAt != nil {
-			revoked = k.RevokedAt.Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
+	views := make([]auth.KeyView, 0, len(keys))
+	for i := range keys {
+		views = append(views, auth.ShowKey(&keys[i]))
 	}
+	printKeys(env.Stdout, views)
 	return nil
 }
 
@@ -232,9 +216,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	case old.RevokedAt != nil && !old.RevokedAt.After(now):
 		return fmt.Errorf("rotate %s: the key is revoked: create a new one instead", id)
 	}
-	key, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, Prefix: prefix, Hash: hash, CreatedAt: now, Admin: old.Admin}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, CreatedAt: now, Admin: old.Admin}
+	key, err := auth.CreateKey(ctx, st, k)
+	if err != nil {
 		return err
 	}
 	if err := store.CopyKeyOverride(ctx, st, old.ID, k.ID); err != nil {
@@ -244,8 +228,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	if err := st.RevokeAPIKey(ctx, old.ID, until); err != nil {
 		return fmt.Errorf("rotate %s: the new key %s exists, but the old one was not revoked: %w", id, k.ID, err)
 	}
-	printCreated(env, remoteKey{ID: k.ID, Prefix: prefix, Key: key, Tenant: k.TenantID, User: k.UserID, Admin: k.Admin},
-		fmt.Sprintf(", replacing %s (revoked from %s)", id, until.Format(time.RFC3339)))
+	v := auth.ShowKey(k)
+	v.Key = key
+	printCreated(env, v, fmt.Sprintf(", replacing %s (revoked from %s)", id, until.Format(time.RFC3339)))
 	return nil
 }
 

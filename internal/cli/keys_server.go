@@ -12,14 +12,14 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/gateway"
 )
 
 // The keys actions against a running gateway (--server): they call the
 // admin key API with an admin key read from an environment variable, so
 // that it shows in no process list or shell history, and is never printed.
-
-// defaultKeyEnv names the variable that holds the admin key.
-const defaultKeyEnv = "FIRSTWORD_ADMIN_KEY"
 
 type serverFlags struct {
 	url    *string
@@ -29,7 +29,7 @@ type serverFlags struct {
 func addServerFlags(fs *flag.FlagSet) serverFlags {
 	return serverFlags{
 		url:    fs.String("server", "", "act on the running gateway at `URL` through its admin API instead of on the store"),
-		keyEnv: fs.String("key-env", defaultKeyEnv, "with --server, read the admin key from the environment variable `NAME`"),
+		keyEnv: fs.String("key-env", gateway.AdminKeyEnv, "with --server, read the admin key from the environment variable `NAME`"),
 	}
 }
 
@@ -93,21 +93,8 @@ func (c *adminClient) do(ctx context.Context, method, path string, body, out any
 	return nil
 }
 
-// remoteKey is a key as the admin API shows it.
-type remoteKey struct {
-	ID        string     `json:"id"`
-	Prefix    string     `json:"prefix"`
-	Key       string     `json:"key"`
-	Tenant    string     `json:"tenant"`
-	User      string     `json:"user"`
-	Name      string     `json:"name"`
-	Admin     bool       `json:"admin"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
-
 func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, name string, admin bool) error {
-	var k remoteKey
+	var k auth.KeyView
 	body := map[string]any{"tenant": tenant, "user": user, "name": name, "admin": admin}
 	if err := c.do(ctx, "POST", "/admin/v1/keys", body, &k); err != nil {
 		return err
@@ -118,7 +105,7 @@ func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, n
 
 // printCreated says on stderr what was created and prints the key, shown
 // once, alone on stdout, for scripts to capture.
-func printCreated(env *Env, k remoteKey, note string) {
+func printCreated(env *Env, k auth.KeyView, note string) {
 	kind := "key"
 	if k.Admin {
 		kind = "admin key"
@@ -129,22 +116,27 @@ func printCreated(env *Env, k remoteKey, note string) {
 
 func remoteList(ctx context.Context, env *Env, c *adminClient, tenant string) error {
 	var list struct {
-		Data []remoteKey `json:"data"`
+		Data []auth.KeyView `json:"data"`
 	}
 	if err := c.do(ctx, "GET", "/admin/v1/keys?tenant="+url.QueryEscape(tenant), nil, &list); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	printKeys(env.Stdout, list.Data)
+	return nil
+}
+
+// printKeys prints keys as a table.
+func printKeys(w io.Writer, keys []auth.KeyView) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
-	for _, k := range list.Data {
+	for _, k := range keys {
 		revoked := "-"
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.Tenant, k.User, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
 	}
-	return nil
 }
 
 func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) error {
@@ -157,8 +149,8 @@ func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) erro
 
 func remoteRotate(ctx context.Context, env *Env, c *adminClient, id string, grace time.Duration) error {
 	var rot struct {
-		Key       remoteKey `json:"key"`
-		RevokedAt time.Time `json:"revoked_at"`
+		Key       auth.KeyView `json:"key"`
+		RevokedAt time.Time    `json:"revoked_at"`
 	}
 	path := "/admin/v1/keys/" + url.PathEscape(id) + "/rotate"
 	if grace > 0 {

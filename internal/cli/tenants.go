@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/gateway"
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -24,7 +25,7 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("tenants")
 	cfgPath := configFlag(fs)
 	server := fs.String("server", "", "a running gateway's `URL` (its admin API; default: the config's store directly)")
-	keyEnv := fs.String("key-env", "FIRSTWORD_ADMIN_KEY", "the environment variable holding an admin key, for --server")
+	keyEnv := fs.String("key-env", gateway.AdminKeyEnv, "the environment variable holding an admin key, for --server")
 	keyID := fs.String("key", "", "set-limits: a key's `ID` instead of a tenant; usage: only this key")
 	model := fs.String("model", "", "usage: only this model")
 	from := fs.String("from", "", "usage: from this UTC day (YYYY-MM-DD) or RFC 3339 time")

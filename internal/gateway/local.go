@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
@@ -37,19 +36,15 @@ func BootstrapAdminKey(ctx context.Context, cfg *config.Config, key string, w io
 	if err != nil || n > 0 {
 		return err
 	}
-	if err := auth.EnsureTenant(ctx, st, "admin", "admin"); err != nil {
-		return err
-	}
-	id := conversation.NewID("key_")
-	k := &store.APIKey{ID: id, TenantID: "admin", UserID: id, Name: AdminKeyEnv, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: true}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: "admin", Name: AdminKeyEnv, Prefix: prefix, Hash: hash, Admin: true}
+	if err := auth.StoreKey(ctx, st, k); err != nil {
 		// Another replica may have stored it (or another key) meanwhile.
 		if n, cerr := st.CountAPIKeys(ctx); cerr == nil && n > 0 {
 			return nil
 		}
 		return err
 	}
-	fmt.Fprintf(w, "the store had no API keys: stored %s as admin key %s (prefix %s) of tenant admin\n", AdminKeyEnv, id, prefix)
+	fmt.Fprintf(w, "the store had no API keys: stored %s as admin key %s (prefix %s) of tenant admin\n", AdminKeyEnv, k.ID, prefix)
 	return nil
 }
 
