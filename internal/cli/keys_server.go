@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -33,13 +31,8 @@ func addServerFlags(fs *flag.FlagSet) serverFlags {
 	}
 }
 
-// adminClient calls a gateway's admin API.
-type adminClient struct {
-	base, key string
-	hc        *http.Client
-}
-
-func (f serverFlags) client(env *Env) (*adminClient, error) {
+// client is the admin client --server and --key-env name.
+func (f serverFlags) client(env *Env) (*gatewayClient, error) {
 	u, err := url.Parse(*f.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--server: want http(s)://host[:port], got %q", *f.url)
@@ -48,52 +41,36 @@ func (f serverFlags) client(env *Env) (*adminClient, error) {
 	if key == "" {
 		return nil, fmt.Errorf("--server needs an admin key in the environment variable %s (or name another with --key-env)", *f.keyEnv)
 	}
-	return &adminClient{base: strings.TrimSuffix(*f.url, "/"), key: key, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+	return newGatewayClient(strings.TrimSuffix(*f.url, "/"), key, 30*time.Second), nil
 }
 
-// do sends a request and decodes a 2xx answer into out; any other answer
-// is an error with the server's message.
-func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
+// do sends a request to the admin API and decodes a 2xx answer into out;
+// any other answer is an error with the server's message.
+func (c *gatewayClient) do(ctx context.Context, method, path string, body, out any) error {
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		b, _ = json.Marshal(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
+	a, err := c.send(ctx, method, path, b)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
+	if a.code/100 != 2 {
+		if msg := a.errorMessage(); msg != "" {
+			return fmt.Errorf("%s %s: %d: %s", method, path, a.code, msg)
 		}
-		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error.Message)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, path, a.status)
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	if err := json.Unmarshal(a.body, out); err != nil {
 		return fmt.Errorf("%s %s: the answer is not the admin API's: %w", method, path, err)
 	}
 	return nil
 }
 
-func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, name string, admin bool) error {
+func remoteCreate(ctx context.Context, env *Env, c *gatewayClient, tenant, user, name string, admin bool) error {
 	var k auth.KeyView
 	body := map[string]any{"tenant": tenant, "user": user, "name": name, "admin": admin}
 	if err := c.do(ctx, "POST", "/admin/v1/keys", body, &k); err != nil {
@@ -114,7 +91,7 @@ func printCreated(env *Env, k auth.KeyView, note string) {
 	fmt.Fprintln(env.Stdout, k.Key)
 }
 
-func remoteList(ctx context.Context, env *Env, c *adminClient, tenant string) error {
+func remoteList(ctx context.Context, env *Env, c *gatewayClient, tenant string) error {
 	var list struct {
 		Data []auth.KeyView `json:"data"`
 	}
@@ -139,7 +116,7 @@ func printKeys(w io.Writer, keys []auth.KeyView) {
 	}
 }
 
-func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) error {
+func remoteRevoke(ctx context.Context, env *Env, c *gatewayClient, id string) error {
 	if err := c.do(ctx, "POST", "/admin/v1/keys/"+url.PathEscape(id)+"/revoke", nil, nil); err != nil {
 		return fmt.Errorf("revoke %s: %w", id, err)
 	}
@@ -147,7 +124,7 @@ func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) erro
 	return nil
 }
 
-func remoteRotate(ctx context.Context, env *Env, c *adminClient, id string, grace time.Duration) error {
+func remoteRotate(ctx context.Context, env *Env, c *gatewayClient, id string, grace time.Duration) error {
 	var rot struct {
 		Key       auth.KeyView `json:"key"`
 		RevokedAt time.Time    `json:"revoked_at"`

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -61,7 +59,7 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 		if key == "" {
 			return fmt.Errorf("tenants: --server needs an admin key in $%s", *keyEnv)
 		}
-		c = &adminHTTP{base: strings.TrimRight(*server, "/"), key: key}
+		c = &adminHTTP{newGatewayClient(strings.TrimRight(*server, "/"), key, 30*time.Second)}
 	} else {
 		st, err := openKeyStore(ctx, env, *cfgPath, false)
 		if err != nil {
@@ -122,7 +120,7 @@ type tenantsBackend interface {
 type usageQuery struct{ tenant, key, model, from, to string }
 
 // adminHTTP calls a running gateway's admin API.
-type adminHTTP struct{ base, key string }
+type adminHTTP struct{ c *gatewayClient }
 
 func (a *adminHTTP) list(ctx context.Context) (any, error) {
 	return a.do(ctx, http.MethodGet, "/admin/v1/tenants", nil)
@@ -151,35 +149,16 @@ func (a *adminHTTP) usage(ctx context.Context, uq usageQuery) (any, error) {
 }
 
 func (a *adminHTTP) do(ctx context.Context, method, path string, body []byte) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("tenants: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	ans, err := a.c.send(ctx, method, path, body)
 	if err != nil {
 		return nil, fmt.Errorf("tenants: %w", err)
 	}
 	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("tenants: %s %s: %d, not JSON", method, path, resp.StatusCode)
+	if err := json.Unmarshal(ans.body, &v); err != nil {
+		return nil, fmt.Errorf("tenants: %s %s: %d, not JSON", method, path, ans.code)
 	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
-		}
-		json.Unmarshal(b, &e)
-		return nil, fmt.Errorf("tenants: %s %s: %d %s", method, path, resp.StatusCode, e.Error.Message)
+	if ans.code != http.StatusOK {
+		return nil, fmt.Errorf("tenants: %s %s: %d %s", method, path, ans.code, ans.errorMessage())
 	}
 	return v, nil
 }
