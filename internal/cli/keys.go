@@ -157,10 +157,7 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 		}
 		return remoteRevoke(ctx, env, c, id)
 	}
-	st, err := openKeyStore(ctx, env, *cfgPath, false)
-	if errors.Is(err, errNoStore) {
-		return fmt.Errorf("revoke %s: no store, so no such key", id)
-	}
+	st, err := openKeyStoreOf(ctx, env, *cfgPath, "revoke", id)
 	if err != nil {
 		return err
 	}
@@ -191,10 +188,7 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 		}
 		return remoteRotate(ctx, env, c, id, *grace)
 	}
-	st, err := openKeyStore(ctx, env, *cfgPath, false)
-	if errors.Is(err, errNoStore) {
-		return fmt.Errorf("rotate %s: no store, so no such key", id)
-	}
+	st, err := openKeyStoreOf(ctx, env, *cfgPath, "rotate", id)
 	if err != nil {
 		return err
 	}
@@ -258,6 +252,16 @@ func openKeyStore(ctx context.Context, env *Env, cfgPath string, create bool) (s
 		return nil, errNoStore
 	}
 	return gateway.OpenStore(ctx, cfg)
+}
+
+// openKeyStoreOf opens the store, as openKeyStore, for action (revoke,
+// rotate) on the key id: no store is no such key.
+func openKeyStoreOf(ctx context.Context, env *Env, cfgPath, action, id string) (store.Store, error) {
+	st, err := openKeyStore(ctx, env, cfgPath, false)
+	if errors.Is(err, errNoStore) {
+		return nil, fmt.Errorf("%s %s: no store, so no such key", action, id)
+	}
+	return st, err
 }
 
 // storeLocation says where a store keeps its data, for people and logs:
