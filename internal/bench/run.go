@@ -222,39 +222,19 @@ models:
 	defer gw.Stop()
 	var proxy, rproxy, hproxy, relay *Process
 	if o.ReverseProxy {
-		haddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		hproxy, err = StartProcess(ctx, haddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", haddr, "--upstream", urls["hold"])
-		if err != nil {
+		if hproxy, err = startProxy(ctx, o, urls["hold"]); err != nil {
 			return nil, err
 		}
 		defer hproxy.Stop()
-		raddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		rproxy, err = StartProcess(ctx, raddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", raddr, "--upstream", urls["real"])
-		if err != nil {
+		if rproxy, err = startProxy(ctx, o, urls["real"]); err != nil {
 			return nil, err
 		}
 		defer rproxy.Stop()
-		taddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		relay, err = StartProcess(ctx, taddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--tcp", "--addr", taddr, "--upstream", up.URL)
-		if err != nil {
+		if relay, err = startProxy(ctx, o, up.URL, "--tcp"); err != nil {
 			return nil, err
 		}
 		defer relay.Stop()
-		paddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		proxy, err = StartProcess(ctx, paddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", paddr, "--upstream", urls["zero"])
-		if err != nil {
+		if proxy, err = startProxy(ctx, o, urls["zero"]); err != nil {
 			return nil, err
 		}
 		defer proxy.Stop()
@@ -306,7 +286,7 @@ models:
 		qReq, qErr, qCPU := make([]int64, len(Parsers)), make([]int64, len(Parsers)), make([]time.Duration, len(Parsers))
 		if proxy != nil {
 			for _, name := range Parsers {
-				pp, err := startParsingProxy(ctx, o, name, urls["zero"])
+				pp, err := startProxy(ctx, o, urls["zero"], "--parse", name)
 				if err != nil {
 					return nil, err
 				}
@@ -370,11 +350,7 @@ models:
 	}
 	if o.runs("cancel") && o.ReverseProxy {
 		logf("cancel: 50 concurrent streams closed by the client, mid-stream and before the first token, %d rounds per target", o.CancelRounds)
-		caddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		cproxy, err := StartProcess(ctx, caddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", caddr, "--upstream", curl)
+		cproxy, err := startProxy(ctx, o, curl)
 		if err != nil {
 			return nil, err
 		}
@@ -387,11 +363,7 @@ models:
 	}
 	if o.runs("slowcpu") && o.ReverseProxy {
 		logf("slowcpu: %d streams at 10 chunks/s, CPU over %v, %d rounds per path", o.SlowStreams, o.SlowWindow, o.SlowRounds)
-		saddr, err := FreeAddr()
-		if err != nil {
-			return nil, err
-		}
-		sproxy, err := StartProcess(ctx, saddr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--addr", saddr, "--upstream", urls["slow"])
+		sproxy, err := startProxy(ctx, o, urls["slow"])
 		if err != nil {
 			return nil, err
 		}
@@ -399,7 +371,7 @@ models:
 		sr := &SlowCPUResult{Streams: o.SlowStreams, Window: o.SlowWindow}
 		parsers := make([]*Process, len(Parsers))
 		for i, name := range Parsers {
-			if parsers[i], err = startParsingProxy(ctx, o, name, urls["slow"]); err != nil {
+			if parsers[i], err = startProxy(ctx, o, urls["slow"], "--parse", name); err != nil {
 				return nil, err
 			}
 			defer parsers[i].Stop()
@@ -466,14 +438,16 @@ models:
 	return rep, nil
 }
 
-// startParsingProxy starts ReverseProxy in front of upstream, reading
-// every event with the named parser (bench-proxy --parse).
-func startParsingProxy(ctx context.Context, o Options, parser, upstream string) (*Process, error) {
+// startProxy starts a bench-proxy (ReverseProxy, or with --tcp a TCP
+// relay, with --parse NAME reading every event with that parser) in front
+// of upstream, on a free address; flags go before its own.
+func startProxy(ctx context.Context, o Options, upstream string, flags ...string) (*Process, error) {
 	addr, err := FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	return StartProcess(ctx, addr, "/healthz", o.GatewayEnv, o.Exe, "bench-proxy", "--parse", parser, "--addr", addr, "--upstream", upstream)
+	args := append(append([]string{"bench-proxy"}, flags...), "--addr", addr, "--upstream", upstream)
+	return StartProcess(ctx, addr, "/healthz", o.GatewayEnv, o.Exe, args...)
 }
 
 // latency runs n requests on each target at the given concurrency,

@@ -34,10 +34,7 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 	cancelRounds := fs.Int("cancel-rounds", 4, "`N` rounds of 50 closed streams per target and moment in the cancel phase")
 	var genv []string
 	fs.Func("gateway-env", "`NAME=VALUE` added to the gateway's environment (repeatable)", func(v string) error { genv = append(genv, v); return nil })
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -70,10 +67,7 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 	upstream := fs.String("upstream", "", "upstream base `URL` (required; with --tcp, its host:port is used)")
 	tcp := fs.Bool("tcp", false, "relay TCP connections byte for byte instead of proxying HTTP")
 	parse := fs.String("parse", "", "read every event of a stream on its way with `PARSER`: firstword (the gateway's own reader) or stdlib (bufio and encoding/json)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	u, err := url.Parse(*upstream)
@@ -110,10 +104,7 @@ func BenchProxy(ctx context.Context, env *Env, args []string) error {
 func BenchUpstream(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("bench-upstream")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address `HOST:PORT`")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *addr)

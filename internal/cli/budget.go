@@ -23,40 +23,25 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	surface := fs.String("surface", "", "only the traffic of `SURFACE`: chat (/v1/chat), openai or anthropic (default: every surface)")
 	// Not the flag's default: the help would print the key.
 	key := fs.String("key", "", "API `KEY` (fw_...), needed once keys exist; an admin key shows every tenant (default: $FIRSTWORD_API_KEY)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *key == "" {
 		*key = env.Getenv("FIRSTWORD_API_KEY")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimSuffix(*server, "/")+"/v1/budget?surface="+url.QueryEscape(*surface), nil)
-	if err != nil {
-		return err
-	}
-	if *key != "" {
-		req.Header.Set("Authorization", "Bearer "+*key)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	c := newGatewayClient(strings.TrimSuffix(*server, "/"), *key, 10*time.Second)
+	ans, err := c.send(ctx, "GET", "/v1/budget?surface="+url.QueryEscape(*surface), nil)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", *server, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
+	body := ans.body
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized && *key == "":
+	case ans.code == http.StatusUnauthorized && *key == "":
 		return fmt.Errorf("this gateway needs an API key: pass --key fw_... or set FIRSTWORD_API_KEY (an admin key shows every tenant)")
-	case resp.StatusCode == http.StatusUnauthorized:
+	case ans.code == http.StatusUnauthorized:
 		return fmt.Errorf("%s refused the API key (401: revoked, or from another store?): %s", *server, strings.TrimSpace(string(body)))
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%s answered %d: %s", *server, resp.StatusCode, strings.TrimSpace(string(body)))
+	case ans.code != http.StatusOK:
+		return fmt.Errorf("%s answered %d: %s", *server, ans.code, strings.TrimSpace(string(body)))
 	}
 	if *asJSON {
 		_, err := env.Stdout.Write(body)

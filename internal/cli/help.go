@@ -295,6 +295,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 }
 
+// parseAll parses args with fs, as parseFlags, for a command that takes
+// no operands: any is a usage error.
+func parseAll(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return noOperands(fs)
+}
+
 // noOperands is a usage error unless fs parsed every argument.
 func noOperands(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
@@ -329,10 +338,7 @@ func usagef(fs *flag.FlagSet, format string, args ...any) error {
 // Version prints the version line.
 func Version(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("version")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	bi, _ := debug.ReadBuildInfo()

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
@@ -45,6 +44,22 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 	return usagef(fs, "unknown action %q: want create, list, revoke or rotate", args[0])
 }
 
+// parseKeyOperand parses the flags of a keys action that acts on one key
+// and returns the key's ID (or prefix); none is a usage error saying
+// missing, as is more than one.
+func parseKeyOperand(fs *flag.FlagSet, args []string, missing string) (string, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return "", err
+	}
+	switch fs.NArg() {
+	case 0:
+		return "", usagef(fs, "%s", missing)
+	case 1:
+		return fs.Arg(0), nil
+	}
+	return "", usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
+}
+
 // configFlag defines the --config flag every keys action has.
 func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "read the config, which names the store, from `FILE` (default: none; the store is the SQLite file firstword.db in the working directory)")
@@ -58,10 +73,7 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 	admin := fs.Bool("admin", false, "an admin key: reaches /admin/* and sees every tenant's budget views")
 	name := fs.String("name", "", "a `LABEL` for the key, shown by keys list")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *tenant == "" {
@@ -84,24 +96,14 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	if err := auth.EnsureTenant(ctx, st, *tenant, *tenant); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Admin: *admin}
+	key, err := auth.CreateKey(ctx, st, k)
+	if err != nil {
 		return err
 	}
-	key, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: *admin}
-	if k.UserID == "" {
-		k.UserID = k.ID // each key its own user: its conversations are its own
-	}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
-		return err
-	}
-	kind := "key"
-	if k.Admin {
-		kind = "admin key"
-	}
-	fmt.Fprintf(env.Stderr, "created %s %s (prefix %s) for tenant %s, user %s; it is shown once:\n", kind, k.ID, prefix, *tenant, k.UserID)
-	// Only the key on stdout: scripts capture it.
-	fmt.Fprintln(env.Stdout, key)
+	v := auth.ShowKey(k)
+	v.Key = key
+	printCreated(env, v, "")
 	return nil
 }
 
@@ -110,10 +112,7 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 	cfgPath := configFlag(fs)
 	tenant := fs.String("tenant", "", "list only the keys of tenant `ID` (default: every tenant's)")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	if *srv.url != "" {
@@ -135,16 +134,11 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	defer tw.Flush()
-	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
-	for _, k := range keys {
-		revoked := "-"
-		if k.RevokedAt != nil {
-			revoked = k.RevokedAt.Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.TenantID, k.UserID, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
+	views := make([]auth.KeyView, 0, len(keys))
+	for i := range keys {
+		views = append(views, auth.ShowKey(&keys[i]))
 	}
+	printKeys(env.Stdout, views)
 	return nil
 }
 
@@ -152,35 +146,26 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys revoke")
 	cfgPath := configFlag(fs)
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseKeyOperand(fs, args, "want the ID or prefix of the key to revoke")
+	if err != nil {
 		return err
-	}
-	switch fs.NArg() {
-	case 0:
-		return usagef(fs, "want the ID or prefix of the key to revoke")
-	case 1:
-	default:
-		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
 	}
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {
 			return err
 		}
-		return remoteRevoke(ctx, env, c, fs.Arg(0))
+		return remoteRevoke(ctx, env, c, id)
 	}
-	st, err := openKeyStore(ctx, env, *cfgPath, false)
-	if errors.Is(err, errNoStore) {
-		return fmt.Errorf("revoke %s: no store, so no such key", fs.Arg(0))
-	}
+	st, err := openKeyStoreOf(ctx, env, *cfgPath, "revoke", id)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := st.RevokeAPIKey(ctx, fs.Arg(0), time.Now().UTC()); err != nil {
-		return fmt.Errorf("revoke %s: %w", fs.Arg(0), err)
+	if err := st.RevokeAPIKey(ctx, id, time.Now().UTC()); err != nil {
+		return fmt.Errorf("revoke %s: %w", id, err)
 	}
-	fmt.Fprintf(env.Stderr, "revoked %s\n", fs.Arg(0))
+	fmt.Fprintf(env.Stderr, "revoked %s\n", id)
 	return nil
 }
 
@@ -189,20 +174,13 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	cfgPath := configFlag(fs)
 	grace := fs.Duration("grace", 0, "let the old key work for `DURATION` more (e.g. 10m; default: revoked at once)")
 	srv := addServerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	id, err := parseKeyOperand(fs, args, "want the ID of the key to rotate")
+	if err != nil {
 		return err
-	}
-	switch fs.NArg() {
-	case 0:
-		return usagef(fs, "want the ID of the key to rotate")
-	case 1:
-	default:
-		return usagef(fs, "want one key, got %s (flags go before the key)", strings.Join(fs.Args(), " "))
 	}
 	if *grace < 0 {
 		return usagef(fs, "--grace must not be negative")
 	}
-	id := fs.Arg(0)
 	if *srv.url != "" {
 		c, err := srv.client(env)
 		if err != nil {
@@ -210,10 +188,7 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 		}
 		return remoteRotate(ctx, env, c, id, *grace)
 	}
-	st, err := openKeyStore(ctx, env, *cfgPath, false)
-	if errors.Is(err, errNoStore) {
-		return fmt.Errorf("rotate %s: no store, so no such key", id)
-	}
+	st, err := openKeyStoreOf(ctx, env, *cfgPath, "rotate", id)
 	if err != nil {
 		return err
 	}
@@ -235,9 +210,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	case old.RevokedAt != nil && !old.RevokedAt.After(now):
 		return fmt.Errorf("rotate %s: the key is revoked: create a new one instead", id)
 	}
-	key, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, Prefix: prefix, Hash: hash, CreatedAt: now, Admin: old.Admin}
-	if err := st.CreateAPIKey(ctx, k); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, CreatedAt: now, Admin: old.Admin}
+	key, err := auth.CreateKey(ctx, st, k)
+	if err != nil {
 		return err
 	}
 	if err := store.CopyKeyOverride(ctx, st, old.ID, k.ID); err != nil {
@@ -247,8 +222,9 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	if err := st.RevokeAPIKey(ctx, old.ID, until); err != nil {
 		return fmt.Errorf("rotate %s: the new key %s exists, but the old one was not revoked: %w", id, k.ID, err)
 	}
-	printCreated(env, remoteKey{ID: k.ID, Prefix: prefix, Key: key, Tenant: k.TenantID, User: k.UserID, Admin: k.Admin},
-		fmt.Sprintf(", replacing %s (revoked from %s)", id, until.Format(time.RFC3339)))
+	v := auth.ShowKey(k)
+	v.Key = key
+	printCreated(env, v, fmt.Sprintf(", replacing %s (revoked from %s)", id, until.Format(time.RFC3339)))
 	return nil
 }
 
@@ -276,6 +252,16 @@ func openKeyStore(ctx context.Context, env *Env, cfgPath string, create bool) (s
 		return nil, errNoStore
 	}
 	return gateway.OpenStore(ctx, cfg)
+}
+
+// openKeyStoreOf opens the store, as openKeyStore, for action (revoke,
+// rotate) on the key id: no store is no such key.
+func openKeyStoreOf(ctx context.Context, env *Env, cfgPath, action, id string) (store.Store, error) {
+	st, err := openKeyStore(ctx, env, cfgPath, false)
+	if errors.Is(err, errNoStore) {
+		return nil, fmt.Errorf("%s %s: no store, so no such key", action, id)
+	}
+	return st, err
 }
 
 // storeLocation says where a store keeps its data, for people and logs:
@@ -354,15 +340,4 @@ func loadConfig(path string, env *Env) (*config.Config, error) {
 		cfg.Store.Path = "firstword.db"
 	}
 	return cfg, nil
-}
-
-// isLoopback reports whether a listen address only accepts local
-// connections.
-func isLoopback(addr string) bool {
-	host := addr
-	if i := strings.LastIndex(addr, ":"); i >= 0 {
-		host = addr[:i]
-	}
-	host = strings.Trim(host, "[]")
-	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1"
 }

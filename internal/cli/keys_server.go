@@ -1,25 +1,23 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/firstword/firstword/internal/auth"
+	"github.com/firstword/firstword/internal/gateway"
 )
 
 // The keys actions against a running gateway (--server): they call the
 // admin key API with an admin key read from an environment variable, so
 // that it shows in no process list or shell history, and is never printed.
-
-// defaultKeyEnv names the variable that holds the admin key.
-const defaultKeyEnv = "FIRSTWORD_ADMIN_KEY"
 
 type serverFlags struct {
 	url    *string
@@ -29,17 +27,12 @@ type serverFlags struct {
 func addServerFlags(fs *flag.FlagSet) serverFlags {
 	return serverFlags{
 		url:    fs.String("server", "", "act on the running gateway at `URL` through its admin API instead of on the store"),
-		keyEnv: fs.String("key-env", defaultKeyEnv, "with --server, read the admin key from the environment variable `NAME`"),
+		keyEnv: fs.String("key-env", gateway.AdminKeyEnv, "with --server, read the admin key from the environment variable `NAME`"),
 	}
 }
 
-// adminClient calls a gateway's admin API.
-type adminClient struct {
-	base, key string
-	hc        *http.Client
-}
-
-func (f serverFlags) client(env *Env) (*adminClient, error) {
+// client is the admin client --server and --key-env name.
+func (f serverFlags) client(env *Env) (*gatewayClient, error) {
 	u, err := url.Parse(*f.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--server: want http(s)://host[:port], got %q", *f.url)
@@ -48,66 +41,37 @@ func (f serverFlags) client(env *Env) (*adminClient, error) {
 	if key == "" {
 		return nil, fmt.Errorf("--server needs an admin key in the environment variable %s (or name another with --key-env)", *f.keyEnv)
 	}
-	return &adminClient{base: strings.TrimSuffix(*f.url, "/"), key: key, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+	return newGatewayClient(strings.TrimSuffix(*f.url, "/"), key, 30*time.Second), nil
 }
 
-// do sends a request and decodes a 2xx answer into out; any other answer
-// is an error with the server's message.
-func (c *adminClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
+// do sends a request to the admin API and decodes a 2xx answer into out;
+// any other answer is an error with the server's message.
+func (c *gatewayClient) do(ctx context.Context, method, path string, body, out any) error {
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		b, _ = json.Marshal(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
+	a, err := c.send(ctx, method, path, b)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
+	if a.code/100 != 2 {
+		if msg := a.errorMessage(); msg != "" {
+			return fmt.Errorf("%s %s: %d: %s", method, path, a.code, msg)
 		}
-		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s %s: %d: %s", method, path, resp.StatusCode, e.Error.Message)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return fmt.Errorf("%s %s: %s", method, path, a.status)
 	}
 	if out == nil {
 		return nil
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	if err := json.Unmarshal(a.body, out); err != nil {
 		return fmt.Errorf("%s %s: the answer is not the admin API's: %w", method, path, err)
 	}
 	return nil
 }
 
-// remoteKey is a key as the admin API shows it.
-type remoteKey struct {
-	ID        string     `json:"id"`
-	Prefix    string     `json:"prefix"`
-	Key       string     `json:"key"`
-	Tenant    string     `json:"tenant"`
-	User      string     `json:"user"`
-	Name      string     `json:"name"`
-	Admin     bool       `json:"admin"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
-
-func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, name string, admin bool) error {
-	var k remoteKey
+func remoteCreate(ctx context.Context, env *Env, c *gatewayClient, tenant, user, name string, admin bool) error {
+	var k auth.KeyView
 	body := map[string]any{"tenant": tenant, "user": user, "name": name, "admin": admin}
 	if err := c.do(ctx, "POST", "/admin/v1/keys", body, &k); err != nil {
 		return err
@@ -118,7 +82,7 @@ func remoteCreate(ctx context.Context, env *Env, c *adminClient, tenant, user, n
 
 // printCreated says on stderr what was created and prints the key, shown
 // once, alone on stdout, for scripts to capture.
-func printCreated(env *Env, k remoteKey, note string) {
+func printCreated(env *Env, k auth.KeyView, note string) {
 	kind := "key"
 	if k.Admin {
 		kind = "admin key"
@@ -127,27 +91,32 @@ func printCreated(env *Env, k remoteKey, note string) {
 	fmt.Fprintln(env.Stdout, k.Key)
 }
 
-func remoteList(ctx context.Context, env *Env, c *adminClient, tenant string) error {
+func remoteList(ctx context.Context, env *Env, c *gatewayClient, tenant string) error {
 	var list struct {
-		Data []remoteKey `json:"data"`
+		Data []auth.KeyView `json:"data"`
 	}
 	if err := c.do(ctx, "GET", "/admin/v1/keys?tenant="+url.QueryEscape(tenant), nil, &list); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	printKeys(env.Stdout, list.Data)
+	return nil
+}
+
+// printKeys prints keys as a table.
+func printKeys(w io.Writer, keys []auth.KeyView) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintln(tw, "ID\tPREFIX\tTENANT\tUSER\tNAME\tADMIN\tCREATED\tREVOKED")
-	for _, k := range list.Data {
+	for _, k := range keys {
 		revoked := "-"
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", k.ID, k.Prefix, k.Tenant, k.User, k.Name, k.Admin, k.CreatedAt.Format(time.RFC3339), revoked)
 	}
-	return nil
 }
 
-func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) error {
+func remoteRevoke(ctx context.Context, env *Env, c *gatewayClient, id string) error {
 	if err := c.do(ctx, "POST", "/admin/v1/keys/"+url.PathEscape(id)+"/revoke", nil, nil); err != nil {
 		return fmt.Errorf("revoke %s: %w", id, err)
 	}
@@ -155,10 +124,10 @@ func remoteRevoke(ctx context.Context, env *Env, c *adminClient, id string) erro
 	return nil
 }
 
-func remoteRotate(ctx context.Context, env *Env, c *adminClient, id string, grace time.Duration) error {
+func remoteRotate(ctx context.Context, env *Env, c *gatewayClient, id string, grace time.Duration) error {
 	var rot struct {
-		Key       remoteKey `json:"key"`
-		RevokedAt time.Time `json:"revoked_at"`
+		Key       auth.KeyView `json:"key"`
+		RevokedAt time.Time    `json:"revoked_at"`
 	}
 	path := "/admin/v1/keys/" + url.PathEscape(id) + "/rotate"
 	if grace > 0 {

@@ -21,10 +21,7 @@ func Levers(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("levers")
 	n := fs.Int("requests", 20, "`N` requests per lever")
 	conc := fs.Int("concurrency", 10, "`N` requests in flight together")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	cfg, err := config.Parse("levers.yaml", []byte(bench.LeverConfig), env.Getenv)

@@ -15,10 +15,7 @@ func Sim(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("sim")
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address `HOST:PORT`")
 	seed := fs.Uint64("seed", 1, "random `SEED`: the same seed gives the same timings and text")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := noOperands(fs); err != nil {
+	if err := parseAll(fs, args); err != nil {
 		return err
 	}
 	p := sim.New(sim.Config{Seed: *seed})

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/firstword/firstword/internal/simspec"
 )
 
 // Config is the whole file.
@@ -154,14 +156,8 @@ type Provider struct {
 	line   int
 }
 
-// Fault is a sim fault mode.
-type Fault struct {
-	Mode        string        `yaml:"mode"`
-	After       int           `yaml:"after"`
-	Probability float64       `yaml:"probability"`
-	RetryAfter  time.Duration `yaml:"retry_after"`
-	Factor      float64       `yaml:"factor"`
-}
+// Fault is a sim fault, as internal/simspec defines it.
+type Fault = simspec.Fault
 
 // Tier is a sim model tier.
 type Tier struct {
@@ -921,50 +917,48 @@ var envRefRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 func (c *Config) resolve(getenv func(string) string) error {
 	var errs []string
-	c.Cache.ResolvedURL = c.Cache.URL
-	if c.Cache.URLEnv != "" {
-		c.Cache.ResolvedURL = getenv(c.Cache.URLEnv)
-		if c.Cache.ResolvedURL == "" {
-			errs = append(errs, fmt.Sprintf("line %d: cache.url_env: environment variable %s is not set", c.line("cache", "url_env"), c.Cache.URLEnv))
+	// env reads the variable name, which the field at path refers to: a
+	// problem if it is not set.
+	env := func(name string, path ...string) string {
+		val := getenv(name)
+		if val == "" {
+			errs = append(errs, fmt.Sprintf("line %d: %s: environment variable %s is not set", c.line(path...), strings.Join(path, "."), name))
 		}
+		return val
 	}
-	c.Resume.ResolvedURL = c.Resume.URL
-	if c.Resume.URLEnv != "" {
-		c.Resume.ResolvedURL = getenv(c.Resume.URLEnv)
-		if c.Resume.ResolvedURL == "" {
-			errs = append(errs, fmt.Sprintf("line %d: resume.url_env: environment variable %s is not set", c.line("resume", "url_env"), c.Resume.URLEnv))
+	// A section's url_env, when set, names the variable holding its URL.
+	resolveURL := func(section, url, urlEnv string) string {
+		if urlEnv == "" {
+			return url
 		}
+		return env(urlEnv, section, "url_env")
 	}
+	c.Cache.ResolvedURL = resolveURL("cache", c.Cache.URL, c.Cache.URLEnv)
+	c.Resume.ResolvedURL = resolveURL("resume", c.Resume.URL, c.Resume.URLEnv)
 	if c.Resume.ResolvedURL == "" && c.Cache.Driver == "redis" {
 		c.Resume.ResolvedURL = c.Cache.ResolvedURL
 	}
-	c.Limits.ResolvedURL = c.Limits.URL
-	if c.Limits.URLEnv != "" {
-		c.Limits.ResolvedURL = getenv(c.Limits.URLEnv)
-		if c.Limits.ResolvedURL == "" {
-			errs = append(errs, fmt.Sprintf("line %d: limits.url_env: environment variable %s is not set", c.line("limits", "url_env"), c.Limits.URLEnv))
-		}
-	}
+	c.Limits.ResolvedURL = resolveURL("limits", c.Limits.URL, c.Limits.URLEnv)
 	if c.Limits.ResolvedURL == "" && c.Cache.Driver == "redis" {
 		c.Limits.ResolvedURL = c.Cache.ResolvedURL
 	}
-	c.Store.ResolvedURL = c.Store.URL
-	if c.Store.URLEnv != "" {
-		c.Store.ResolvedURL = getenv(c.Store.URLEnv)
-		if c.Store.ResolvedURL == "" {
-			errs = append(errs, fmt.Sprintf("line %d: store.url_env: environment variable %s is not set", c.line("store", "url_env"), c.Store.URLEnv))
-		}
+	c.Store.ResolvedURL = resolveURL("store", c.Store.URL, c.Store.URLEnv)
+	// expand replaces each ${NAME} in v, the field at path, by the
+	// variable's value.
+	expand := func(v string, path ...string) string {
+		return envRefRE.ReplaceAllStringFunc(v, func(ref string) string {
+			return env(envRefRE.FindStringSubmatch(ref)[1], path...)
+		})
 	}
 	// ${NAME} in the spill path gives each replica its own file from a
 	// shared config (${HOSTNAME}).
-	c.Usage.SpillPath = envRefRE.ReplaceAllStringFunc(c.Usage.SpillPath, func(ref string) string {
-		name := envRefRE.FindStringSubmatch(ref)[1]
-		val := getenv(name)
-		if val == "" {
-			errs = append(errs, fmt.Sprintf("line %d: usage.spill_path: environment variable %s is not set", c.line("usage", "spill_path"), name))
+	c.Usage.SpillPath = expand(c.Usage.SpillPath, "usage", "spill_path")
+	// Outbound headers read the environment the same way.
+	expandHeaders := func(headers map[string]string, path ...string) {
+		for _, k := range sortedKeys(headers) {
+			headers[k] = expand(headers[k], append(path[:len(path):len(path)], k)...)
 		}
-		return val
-	})
+	}
 	for _, name := range sortedKeys(c.Providers) {
 		p := c.Providers[name]
 		if p == nil {
@@ -973,40 +967,17 @@ func (c *Config) resolve(getenv func(string) string) error {
 		if p.APIKeyEnv != "" {
 			p.APIKey = getenv(p.APIKeyEnv)
 		}
-		for k, v := range p.Headers {
-			// env, not name: the provider's name is the path in the message.
-			p.Headers[k] = envRefRE.ReplaceAllStringFunc(v, func(ref string) string {
-				env := envRefRE.FindStringSubmatch(ref)[1]
-				val := getenv(env)
-				if val == "" {
-					errs = append(errs, fmt.Sprintf("line %d: providers.%s.headers.%s: environment variable %s is not set", c.line("providers", name, "headers", k), name, k, env))
-				}
-				return val
-			})
-		}
-	}
-	// The other outbound headers read the environment the same way.
-	expand := func(headers map[string]string, path ...string) {
-		for _, k := range sortedKeys(headers) {
-			headers[k] = envRefRE.ReplaceAllStringFunc(headers[k], func(ref string) string {
-				env := envRefRE.FindStringSubmatch(ref)[1]
-				val := getenv(env)
-				if val == "" {
-					errs = append(errs, fmt.Sprintf("line %d: %s.%s: environment variable %s is not set", c.line(append(path[:len(path):len(path)], k)...), strings.Join(path, "."), k, env))
-				}
-				return val
-			})
-		}
+		expandHeaders(p.Headers, "providers", name, "headers")
 	}
 	if c.Guard != nil && c.Guard.HTTP != nil {
-		expand(c.Guard.HTTP.Headers, "guard", "http", "headers")
+		expandHeaders(c.Guard.HTTP.Headers, "guard", "http", "headers")
 	}
 	for i, l := range c.Sources.Lookups {
 		if l != nil {
-			expand(l.Headers, "sources", "lookups", strconv.Itoa(i), "headers")
+			expandHeaders(l.Headers, "sources", "lookups", strconv.Itoa(i), "headers")
 		}
 	}
-	expand(c.Tracing.Headers, "tracing", "headers")
+	expandHeaders(c.Tracing.Headers, "tracing", "headers")
 	return c.errorList(errs)
 }
 

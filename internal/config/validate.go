@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/firstword/firstword/internal/provider/sim"
+	"github.com/firstword/firstword/internal/simspec"
 )
 
 // Validate reports every problem in the config at once, each with the line
@@ -31,36 +31,29 @@ func (c *Config) problems() []string {
 		}
 		errs = append(errs, msg)
 	}
+	// atLeast reports the field at path if v (a number or a duration) is
+	// below min.
+	atLeast := func(v, min int64, path ...string) {
+		if v < min && min == 0 {
+			bad(c.line(path...), strings.Join(path, "."), "must not be negative")
+		} else if v < min {
+			bad(c.line(path...), strings.Join(path, "."), "must be at least %d", min)
+		}
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad(c.line("listen"), "listen", "want HOST:PORT, got %q", c.Listen)
 	}
-	if c.ShutdownTimeout < 0 {
-		bad(c.line("shutdown_timeout"), "shutdown_timeout", "must not be negative")
-	}
+	atLeast(int64(c.ShutdownTimeout), 0, "shutdown_timeout")
 	if !slices.Contains([]string{"auto", "on", "off"}, c.ModelsPassthrough) {
 		bad(c.line("models_passthrough"), "models_passthrough", "want auto, on or off, got %q", c.ModelsPassthrough)
 	}
-	if c.Heartbeat < 0 {
-		bad(c.line("heartbeat"), "heartbeat", "must not be negative")
-	}
-	if c.MaxRequestBytes < 1024 {
-		bad(c.line("max_request_bytes"), "max_request_bytes", "must be at least 1024")
-	}
-	if c.MaxEventBytes < 1024 {
-		bad(c.line("max_event_bytes"), "max_event_bytes", "must be at least 1024")
-	}
-	if c.ShutdownDelay < 0 {
-		bad(c.line("shutdown_delay"), "shutdown_delay", "must not be negative")
-	}
-	if c.MaxHeaderBytes < 4096 {
-		bad(c.line("max_header_bytes"), "max_header_bytes", "must be at least 4096")
-	}
-	if c.MaxMessages < 1 {
-		bad(c.line("max_messages"), "max_messages", "must be at least 1")
-	}
-	if c.MaxPromptBytes < 1024 {
-		bad(c.line("max_prompt_bytes"), "max_prompt_bytes", "must be at least 1024")
-	}
+	atLeast(int64(c.Heartbeat), 0, "heartbeat")
+	atLeast(c.MaxRequestBytes, 1024, "max_request_bytes")
+	atLeast(int64(c.MaxEventBytes), 1024, "max_event_bytes")
+	atLeast(int64(c.ShutdownDelay), 0, "shutdown_delay")
+	atLeast(int64(c.MaxHeaderBytes), 4096, "max_header_bytes")
+	atLeast(int64(c.MaxMessages), 1, "max_messages")
+	atLeast(int64(c.MaxPromptBytes), 1024, "max_prompt_bytes")
 	for _, o := range c.CORS.AllowedOrigins {
 		if o == "*" {
 			continue
@@ -85,19 +78,13 @@ func (c *Config) problems() []string {
 			bad(c.line("cors", "allowed_methods"), "cors.allowed_methods", "want method names in upper case (GET, DELETE...), got %q", m)
 		}
 	}
-	if c.Chat.IdempotencyWindow < 0 {
-		bad(c.line("chat", "idempotency_window"), "chat.idempotency_window", "must not be negative")
-	}
-	if c.CORS.MaxAge < 0 {
-		bad(c.line("cors", "max_age"), "cors.max_age", "must not be negative")
-	}
-	if c.Store.Timeout < 0 {
-		bad(c.line("store", "timeout"), "store.timeout", "must not be negative")
-	}
+	atLeast(int64(c.Chat.IdempotencyWindow), 0, "chat", "idempotency_window")
+	atLeast(int64(c.CORS.MaxAge), 0, "cors", "max_age")
+	atLeast(int64(c.Store.Timeout), 0, "store", "timeout")
 	if c.Cache.Timeout < 0 || c.Cache.Cooldown < 0 || c.Cache.Failures < 0 {
 		bad(c.line("cache"), "cache", "timeout, failures and cooldown must not be negative")
 	}
-	errs = append(errs, c.limitProblems()...)
+	c.limitProblems(bad)
 	if c.Usage.Queue < 0 || c.Usage.RetryMax < 0 {
 		bad(c.line("usage"), "usage", "queue and retry_max must not be negative")
 	}
@@ -223,7 +210,7 @@ func (c *Config) problems() []string {
 			bad(c.line("providers", name), f+".type", "required (one of %s)", strings.Join(ProviderTypes, ", "))
 		case "sim":
 			if p.Fault != nil {
-				if err := simFault(p.Fault).Validate(); err != nil {
+				if err := p.Fault.Validate(); err != nil {
 					bad(c.line("providers", name, "fault"), f+".fault", "%v", err)
 				}
 			}
@@ -263,12 +250,8 @@ func (c *Config) problems() []string {
 			bad(c.line("models", name), f, "empty model")
 			continue
 		}
-		if m.Timeout < 0 {
-			bad(c.line("models", name, "timeout"), f+".timeout", "must not be negative")
-		}
-		if m.FirstTokenTimeout < 0 {
-			bad(c.line("models", name, "first_token_timeout"), f+".first_token_timeout", "must not be negative")
-		}
+		atLeast(int64(m.Timeout), 0, "models", name, "timeout")
+		atLeast(int64(m.FirstTokenTimeout), 0, "models", name, "first_token_timeout")
 		if m.Timeout > 0 && m.FirstTokenTimeout > m.Timeout {
 			bad(c.line("models", name, "first_token_timeout"), f+".first_token_timeout", "%s is longer than the timeout %s", m.FirstTokenTimeout, m.Timeout)
 		}
@@ -416,7 +399,7 @@ func (p *Provider) hasTier(model string) bool {
 }
 
 func (p *Provider) tierNames() []string {
-	names := slices.Sorted(maps.Keys(sim.Tiers))
+	names := slices.Sorted(maps.Keys(simspec.Tiers))
 	for _, name := range slices.Sorted(maps.Keys(p.Tiers)) {
 		if !slices.Contains(names, name) {
 			names = append(names, name)
@@ -426,16 +409,8 @@ func (p *Provider) tierNames() []string {
 }
 
 // limitProblems checks the limits section and the tenants' limits and
-// budgets.
-func (c *Config) limitProblems() []string {
-	var errs []string
-	bad := func(line int, field, format string, args ...any) {
-		msg := fmt.Sprintf("%s: %s", field, fmt.Sprintf(format, args...))
-		if line > 0 {
-			msg = fmt.Sprintf("line %d: %s", line, msg)
-		}
-		errs = append(errs, msg)
-	}
+// budgets, reporting each problem with bad.
+func (c *Config) limitProblems(bad func(line int, field, format string, args ...any)) {
 	switch l := c.Limits; l.Driver {
 	case "memory":
 	case "redis":
@@ -471,7 +446,6 @@ func (c *Config) limitProblems() []string {
 			}
 		}
 	}
-	return errs
 }
 
 // maxLimit bounds a rate or concurrency limit (limits.MaxLimit).

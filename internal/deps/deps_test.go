@@ -50,7 +50,7 @@ func TestImportRules(t *testing.T) {
 	}
 	// Packages that may import only the standard library (and the module's
 	// own stdlib-only packages).
-	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget", "internal/jsonenc", "internal/jsonscan"}
+	stdlibOnly := []string{"internal/chat", "internal/sse", "internal/budget", "internal/jsonenc", "internal/jsonscan", "internal/simspec"}
 	// Packages only these may import (besides their own subpackages and
 	// tests); gatewaytest, a test harness, only tests.
 	roots := map[string][]string{
@@ -72,6 +72,7 @@ func TestImportRules(t *testing.T) {
 		"internal/guard":        {"internal/httpapi", "internal/conversation", "internal/store", "internal/router"},
 		"internal/contextsrc":   {"internal/httpapi", "internal/conversation", "internal/store", "internal/router"},
 		"internal/journal":      {"internal/httpapi", "internal/conversation", "internal/store", "internal/router", "internal/cli"},
+		"internal/config":       {"internal/provider", "internal/router", "internal/httpapi", "internal/store", "internal/cli"},
 	}
 	for pkg, imps := range pkgs {
 		p := internal(pkg)

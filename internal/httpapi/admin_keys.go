@@ -22,26 +22,6 @@ import (
 // keyForgetter drops an authenticator's cached answers of a key.
 type keyForgetter interface{ Forget(prefix string) }
 
-// keyJSON is a key as the admin API shows it: never its secret or hash.
-type keyJSON struct {
-	ID        string     `json:"id"`
-	Object    string     `json:"object"`
-	Prefix    string     `json:"prefix"`
-	Tenant    string     `json:"tenant"`
-	User      string     `json:"user"`
-	Name      string     `json:"name"`
-	Admin     bool       `json:"admin"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-	// Key is the whole key, only in the answer that created it.
-	Key string `json:"key,omitempty"`
-}
-
-func showKey(k *store.APIKey) keyJSON {
-	return keyJSON{ID: k.ID, Object: "api_key", Prefix: k.Prefix, Tenant: k.TenantID, User: k.UserID, Name: k.Name,
-		Admin: k.Admin, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
-}
-
 // createKeyRequest is the body of POST /admin/v1/keys.
 type createKeyRequest struct {
 	Tenant string `json:"tenant"`
@@ -103,7 +83,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := showKey(k)
+	out := auth.ShowKey(k)
 	out.Key = secret
 	writeJSON(w, http.StatusCreated, out)
 	return nil
@@ -111,21 +91,13 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 
 // newKey stores a new key of body's tenant, user and name.
 func (s *Server) newKey(r *http.Request, body createKeyRequest) (*store.APIKey, string, error) {
-	ctx := r.Context()
-	if err := auth.EnsureTenant(ctx, s.opt.Store, body.Tenant, body.Tenant); err != nil {
-		return nil, "", s.adminStoreError(err)
-	}
-	secret, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: body.Tenant, UserID: body.User, Name: body.Name,
-		Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: body.Admin}
-	if k.UserID == "" {
-		k.UserID = k.ID
-	}
-	if err := s.opt.Store.CreateAPIKey(ctx, k); err != nil {
+	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: body.Tenant, UserID: body.User, Name: body.Name, Admin: body.Admin}
+	secret, err := auth.CreateKey(r.Context(), s.opt.Store, k)
+	if err != nil {
 		return nil, "", s.adminStoreError(err)
 	}
 	// The first key ends local mode: at once here.
-	s.forgetKey(prefix)
+	s.forgetKey(k.Prefix)
 	return k, secret, nil
 }
 
@@ -138,9 +110,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.adminStoreError(err)
 	}
-	data := make([]keyJSON, 0, len(keys))
+	data := make([]auth.KeyView, 0, len(keys))
 	for i := range keys {
-		data = append(data, showKey(&keys[i]))
+		data = append(data, auth.ShowKey(&keys[i]))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 	return nil
@@ -161,7 +133,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	if k.RevokedAt == nil || k.RevokedAt.After(now) {
 		k.RevokedAt = &now
 	}
-	writeJSON(w, http.StatusOK, showKey(k))
+	writeJSON(w, http.StatusOK, auth.ShowKey(k))
 	return nil
 }
 
@@ -203,7 +175,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 		return s.adminStoreError(err)
 	}
 	s.forgetKey(old.Prefix)
-	out := showKey(k)
+	out := auth.ShowKey(k)
 	out.Key = secret
 	writeJSON(w, http.StatusCreated, map[string]any{"key": out, "revoked": old.ID, "revoked_at": until})
 	return nil

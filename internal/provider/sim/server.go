@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/simspec"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
 
@@ -27,7 +28,7 @@ func (p *Provider) Handler() http.Handler {
 			OwnedBy string `json:"owned_by"`
 		}
 		var data []model
-		for name := range Tiers {
+		for name := range simspec.Tiers {
 			data = append(data, model{ID: name, Object: "model", OwnedBy: "sim"})
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
