@@ -1,5 +1,6 @@
 // Package providertest holds the checks every HTTP provider adapter runs
-// against a fake upstream on a real socket.
+// against a fake upstream on a real socket, and Func, the fake provider
+// of the tests of the layers above the adapters.
 package providertest
 
 import (
