@@ -239,11 +239,7 @@ func inputParts(m *chat.Message) []any {
 		case chat.PartText:
 			parts = append(parts, upTextPart{Type: "input_text", Text: p.Text})
 		case chat.PartImage:
-			url := p.ImageURL
-			if url == "" && p.Data != "" {
-				url = "data:" + p.MediaType + ";base64," + p.Data
-			}
-			parts = append(parts, upImagePart{Type: "input_image", ImageURL: url, Detail: "auto"})
+			parts = append(parts, upImagePart{Type: "input_image", ImageURL: upstream.ImageURL(&p), Detail: "auto"})
 		}
 	}
 	return parts

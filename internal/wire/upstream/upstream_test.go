@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -172,5 +174,49 @@ func TestMarshal(t *testing.T) {
 	got, err := Marshal(map[string]string{"p": "<b> & </b>"})
 	if want := `{"p":"<b> & </b>"}`; err != nil || string(got) != want {
 		t.Errorf("Marshal = %s, %v, want %s (unescaped, no newline)", got, err, want)
+	}
+}
+
+func TestImageURL(t *testing.T) {
+	for _, tt := range []struct {
+		p    chat.Part
+		want string
+	}{
+		{chat.ImagePart("https://x/i.png"), "https://x/i.png"},
+		{chat.Part{Type: chat.PartImage, MediaType: "image/png", Data: "AAAA"}, "data:image/png;base64,AAAA"},
+		{chat.ImagePart("data:image/gif;base64,R0lG"), "data:image/gif;base64,R0lG"},
+	} {
+		if got := ImageURL(&tt.p); got != tt.want {
+			t.Errorf("ImageURL(%+v) = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestJSONMode(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		on      bool
+		schema  string
+		wantErr string
+	}{
+		{in: ""},
+		{in: "null"},
+		{in: `{"type":"text"}`},
+		{in: `{"type":"json_object"}`, on: true},
+		{in: `{"type":"json_schema","json_schema":{"name":"n"}}`, on: true},
+		{in: `{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"},"strict":"any"}}`, on: true, schema: `{"type":"object"}`},
+		{in: `{"type":"xml"}`, wantErr: `response_format: unsupported type "xml"`},
+		{in: `[]`, wantErr: "response_format: json: cannot unmarshal array into Go value of type struct"},
+	} {
+		on, schema, err := JSONMode(json.RawMessage(tt.in))
+		if tt.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Errorf("JSONMode(%s) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || on != tt.on || string(schema) != tt.schema {
+			t.Errorf("JSONMode(%s) = %v, %s, %v, want %v, %s", tt.in, on, schema, err, tt.on, tt.schema)
+		}
 	}
 }
