@@ -12,6 +12,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Response is a GenerateContentResponse, one per stream event.
@@ -133,24 +134,20 @@ type StreamReader struct {
 	final bool
 	// cut: the event being decoded is the one the body ended inside,
 	// taken only if it is the stream's last (see nextEvent)
-	cut bool
-	raw rawJSON // a JSON value outside any event, line by line
-	out chat.Chunk
-	err error // what ended the stream (io.EOF at its end), returned again
+	cut    bool
+	raw    rawJSON // a JSON value outside any event, line by line
+	out    chat.Chunk
+	ending upstream.Ending
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 func (s *StreamReader) Next() (*chat.Chunk, error) {
-	if s.err != nil {
-		return nil, s.err
+	if err := s.ending.Ended(); err != nil {
+		return nil, err
 	}
-	c, err := s.pull()
-	if err != nil {
-		s.err = err
-	}
-	return c, err
+	return s.ending.Keep(s.pull())
 }
 
 func (s *StreamReader) pull() (*chat.Chunk, error) {

@@ -83,21 +83,17 @@ type StreamReader struct {
 	modelSent bool
 	ended     bool // the done line's chunk was returned
 	out       chat.Chunk
-	err       error // what ended the stream (io.EOF at its end), returned again
+	ending    upstream.Ending
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 func (s *StreamReader) Next() (*chat.Chunk, error) {
-	if s.err != nil {
-		return nil, s.err
+	if err := s.ending.Ended(); err != nil {
+		return nil, err
 	}
-	c, err := s.next()
-	if err != nil {
-		s.err = err
-	}
-	return c, err
+	return s.ending.Keep(s.next())
 }
 
 func (s *StreamReader) next() (*chat.Chunk, error) {

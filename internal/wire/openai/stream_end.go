@@ -3,12 +3,12 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // How a Chat Completions stream ends, and the error lines that are not
@@ -41,10 +41,7 @@ func (s *StreamReader) nextEvent() (*sse.Event, error) {
 			}
 		}
 		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, s.chunks)
-			}
-			return nil, chat.ProtocolError(err)
+			return nil, upstream.ReadError(err, "no [DONE] after %d chunks", s.chunks)
 		}
 		if ev.Unknown != nil {
 			if e := lineError(ev.Unknown); e != nil {

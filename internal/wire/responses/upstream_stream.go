@@ -3,7 +3,6 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -171,10 +170,7 @@ type upDecoder struct {
 func (d *upDecoder) Step(c *chat.Chunk) (emit, done bool, err error) {
 	ev, err := d.rd.Next()
 	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("%w: no response.completed, response.incomplete or response.failed after %d events", chat.ErrTruncated, d.s.events)
-		}
-		return false, false, chat.ProtocolError(err)
+		return false, false, upstream.ReadError(err, "no response.completed, response.incomplete or response.failed after %d events", d.s.events)
 	}
 	return d.s.step(ev, c)
 }
@@ -196,11 +192,8 @@ func (s *upState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err error
 		return false, false, chat.ProtocolError(fmt.Errorf("%w: [DONE] before response.completed after %d events", chat.ErrTruncated, s.events))
 	}
 	s.events++
-	if !utf8.Valid(data) {
-		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
-	}
-	if data[0] != '{' {
-		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", upstream.Excerpt(string(data), 80)))
+	if !utf8.Valid(data) || data[0] != '{' {
+		return false, false, upstream.NotObject(data)
 	}
 	e := &s.ev
 	e.reset()

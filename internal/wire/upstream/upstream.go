@@ -1,12 +1,15 @@
 // Package upstream holds what the wire formats share on their upstream
 // side, where firstword is the client: in encoding a request, a message's
-// text (MessageText), tool-call arguments as an object (ArgsObject) and
-// JSON as the upstreams want it (Marshal); in decoding the answer, the
-// chunk held back while the next event is already buffered (HoldBack) and
+// text (MessageText), an image's URL (ImageURL), tool-call arguments as an
+// object (ArgsObject), JSON mode (JSONMode) and JSON as the upstreams want
+// it (Marshal); in decoding the answer, the chunk held back while the next
+// event is already buffered (HoldBack), a reader's sticky end (Ending) and
 // the excerpt of what an upstream sent that an error quotes (Excerpt).
 package upstream
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"unicode/utf8"
 
@@ -86,6 +89,47 @@ func (h *HoldBack) Next(s Stepper) (*chat.Chunk, error) {
 			h.pending = h.out
 		}
 	}
+}
+
+// ReadError is the error that ends a stream whose next event could not be
+// read, err the reader's: a body that ended, cleanly or inside an event,
+// before the stream's end is chat.ErrTruncated, format and args saying
+// what is missing ("no [DONE] after %d chunks"); any other failure (an
+// oversized event, a broken connection) is err. Either is a protocol
+// error.
+func ReadError(err error, format string, args ...any) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = fmt.Errorf("%w: "+format, append([]any{chat.ErrTruncated}, args...)...)
+	}
+	return chat.ProtocolError(err)
+}
+
+// NotObject returns the protocol error for an event's data, not empty,
+// that is not valid UTF-8 or not a JSON object. The readers check both
+// themselves, on every event's path; this says which failed.
+func NotObject(data []byte) error {
+	if !utf8.Valid(data) {
+		return chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
+	}
+	return chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", Excerpt(string(data), 80)))
+}
+
+// Ending is a pull reader's sticky end: once its stream has ended, with
+// io.EOF or the error that ended it, every later Next returns that again
+// without reading the body, which the caller may already have handed
+// back to the connection pool. The zero Ending is a stream going on.
+type Ending struct{ err error }
+
+// Ended returns how the stream ended, nil while it goes on.
+func (e *Ending) Ended() error { return e.err }
+
+// Keep returns c and err, what reading on returned, keeping err as the
+// stream's end when it is one.
+func (e *Ending) Keep(c *chat.Chunk, err error) (*chat.Chunk, error) {
+	if err != nil {
+		e.err = err
+	}
+	return c, err
 }
 
 // Excerpt returns at most the first n bytes of s, cut at a rune boundary

@@ -220,3 +220,46 @@ func TestJSONMode(t *testing.T) {
 		}
 	}
 }
+
+func TestEnding(t *testing.T) {
+	var e Ending
+	c := &chat.Chunk{Text: "a"}
+	if got, err := e.Keep(c, nil); got != c || err != nil || e.Ended() != nil {
+		t.Fatalf("Keep(chunk) = %v, %v; Ended() = %v, want the chunk and no end", got, err, e.Ended())
+	}
+	boom := errors.New("boom")
+	if got, err := e.Keep(nil, boom); got != nil || err != boom || e.Ended() != boom {
+		t.Fatalf("Keep(error) = %v, %v; Ended() = %v, want the error kept", got, err, e.Ended())
+	}
+}
+
+func TestReadError(t *testing.T) {
+	for _, in := range []error{io.EOF, io.ErrUnexpectedEOF} {
+		err := ReadError(in, "no end after %d events", 3)
+		var ce *chat.Error
+		if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) || !strings.Contains(err.Error(), "no end after 3 events") {
+			t.Errorf("ReadError(%v) = %v, want a truncated protocol error saying what is missing", in, err)
+		}
+	}
+	big := errors.New("event too large")
+	err := ReadError(big, "no end after %d events", 3)
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, big) || errors.Is(err, chat.ErrTruncated) {
+		t.Errorf("ReadError(%v) = %v, want a protocol error of it, not truncated", big, err)
+	}
+}
+
+func TestNotObject(t *testing.T) {
+	for _, tt := range []struct {
+		data, wantErr string
+	}{
+		{data: "\xff{", wantErr: "upstream sent invalid UTF-8"},
+		{data: `[1]`, wantErr: "upstream sent an event that is not a JSON object: [1]"},
+	} {
+		err := NotObject([]byte(tt.data))
+		var ce *chat.Error
+		if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("NotObject(%q) = %v, want a protocol error %q", tt.data, err, tt.wantErr)
+		}
+	}
+}
