@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -237,7 +236,7 @@ func (s *StreamReader) event() error {
 					if st.calls >= chat.MaxToolCalls {
 						return chat.ProtocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
 					}
-					ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(p.FunctionCall, st.calls, s.calls))
+					ch.ToolCalls = append(ch.ToolCalls, upstream.ToolCall(st.calls, s.calls, p.FunctionCall.ID, p.FunctionCall.Name, p.FunctionCall.Args))
 					st.calls++
 					s.calls++
 					continue
@@ -315,23 +314,6 @@ func (s *StreamReader) allFinished() bool {
 type choiceState struct {
 	calls    int
 	finished bool
-}
-
-// toolCallDelta turns a function call into a complete delta. Its arguments
-// are compacted, so that they read the same whatever spacing Gemini used.
-func toolCallDelta(fc *FunctionCall, index, ordinal int) chat.ToolCallDelta {
-	id := fc.ID
-	if id == "" {
-		id = "call_" + strconv.Itoa(ordinal)
-	}
-	args := "{}"
-	if len(fc.Args) > 0 && string(fc.Args) != "null" {
-		var b bytes.Buffer
-		if json.Compact(&b, fc.Args) == nil {
-			args = b.String()
-		}
-	}
-	return chat.ToolCallDelta{Index: index, ID: id, Name: fc.Name, Arguments: args}
 }
 
 // decodeResponse decodes one event into r exactly as json.Unmarshal would

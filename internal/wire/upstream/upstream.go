@@ -8,9 +8,12 @@
 package upstream
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -112,6 +115,27 @@ func NotObject(data []byte) error {
 		return chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
 	}
 	return chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", Excerpt(string(data), 80)))
+}
+
+// ToolCall is a whole tool call, as the formats that stream calls whole
+// send one (Gemini, Ollama: the arguments an object, the id not always
+// there), as a complete delta: index is its Index, ordinal its number
+// among the stream's calls, which makes the "call_<ordinal>" given to a
+// call without an id unique within the stream. The arguments are
+// compacted, so that they read the same whatever spacing the upstream
+// used; none (or null) is {}.
+func ToolCall(index, ordinal int, id, name string, args json.RawMessage) chat.ToolCallDelta {
+	if id == "" {
+		id = "call_" + strconv.Itoa(ordinal)
+	}
+	a := "{}"
+	if len(args) > 0 && string(args) != "null" {
+		var b bytes.Buffer
+		if json.Compact(&b, args) == nil {
+			a = b.String()
+		}
+	}
+	return chat.ToolCallDelta{Index: index, ID: id, Name: name, Arguments: a}
 }
 
 // Ending is a pull reader's sticky end: once its stream has ended, with

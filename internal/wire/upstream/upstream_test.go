@@ -263,3 +263,18 @@ func TestNotObject(t *testing.T) {
 		}
 	}
 }
+
+func TestToolCall(t *testing.T) {
+	for _, tt := range []struct {
+		id, args string
+		want     chat.ToolCallDelta
+	}{
+		{id: "fc_1", args: `{ "city" : "Paris" }`, want: chat.ToolCallDelta{Index: 1, ID: "fc_1", Name: "f", Arguments: `{"city":"Paris"}`}},
+		{args: "", want: chat.ToolCallDelta{Index: 1, ID: "call_7", Name: "f", Arguments: "{}"}},
+		{args: "null", want: chat.ToolCallDelta{Index: 1, ID: "call_7", Name: "f", Arguments: "{}"}},
+	} {
+		if got := ToolCall(1, 7, tt.id, "f", json.RawMessage(tt.args)); got != tt.want {
+			t.Errorf("ToolCall(1, 7, %q, f, %s) = %+v, want %+v", tt.id, tt.args, got, tt.want)
+		}
+	}
+}
