@@ -3,7 +3,9 @@
 // text (MessageText), an image's URL (ImageURL), tool-call arguments as an
 // object (ArgsObject), JSON mode (JSONMode) and JSON as the upstreams want
 // it (Marshal); in decoding the answer, the chunk held back while the next
-// event is already buffered (HoldBack), a reader's sticky end (Ending) and
+// event is already buffered (HoldBack), a reader's sticky end (Ending),
+// the errors of a stream cut short (ReadError) and of an event that is not
+// a JSON object (NotObject), a whole tool call as a delta (ToolCall) and
 // the excerpt of what an upstream sent that an error quotes (Excerpt).
 package upstream
 
