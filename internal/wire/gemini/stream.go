@@ -259,7 +259,8 @@ func (s *StreamReader) event() error {
 			if fr == chat.FinishStop && st.calls > 0 {
 				fr = chat.FinishToolCalls
 			}
-			s.hold(idx, fr)
+			// Gemini may name it again in a later event.
+			s.held = upstream.Hold(s.held, idx, fr)
 		}
 		if ch.Visible() {
 			s.queue = append(s.queue, ch)

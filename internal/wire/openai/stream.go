@@ -218,7 +218,8 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				s.hold(ch.Index, *ch.FinishReason)
+				// Some servers repeat it on a later chunk.
+				s.held = upstream.Hold(s.held, ch.Index, NormalizeFinishReason(*ch.FinishReason))
 			}
 			// A choice with nothing visible (a role-only delta, a bare
 			// finish reason, now held) yields no chunk, unless it is the

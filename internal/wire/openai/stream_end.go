@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
 	"github.com/firstword/firstword/internal/wire/upstream"
 )
@@ -92,20 +91,6 @@ func lineError(line []byte) error {
 }
 
 var errorField = []byte("error:")
-
-// hold keeps a choice's finish reason until [DONE]: one per choice, the
-// last one sent (some servers repeat it on a later chunk, and a client
-// must see it once).
-func (s *StreamReader) hold(choice int, reason string) {
-	fr := NormalizeFinishReason(reason)
-	for i := range s.held {
-		if s.held[i].Choice == choice {
-			s.held[i].FinishReason = fr
-			return
-		}
-	}
-	s.held = append(s.held, chat.Chunk{Choice: choice, FinishReason: fr})
-}
 
 // contextTooLong recognises the messages of a prompt over the context
 // window from servers that give it no code of its own: vLLM's "This

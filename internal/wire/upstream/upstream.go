@@ -5,8 +5,9 @@
 // it (Marshal); in decoding the answer, the chunk held back while the next
 // event is already buffered (HoldBack), a reader's sticky end (Ending),
 // the errors of a stream cut short (ReadError) and of an event that is not
-// a JSON object (NotObject), a whole tool call as a delta (ToolCall) and
-// the excerpt of what an upstream sent that an error quotes (Excerpt).
+// a JSON object (NotObject), finish reasons held until the end (Hold), a
+// whole tool call as a delta (ToolCall) and the excerpt of what an
+// upstream sent that an error quotes (Excerpt).
 package upstream
 
 import (
@@ -138,6 +139,20 @@ func ToolCall(index, ordinal int, id, name string, args json.RawMessage) chat.To
 		}
 	}
 	return chat.ToolCallDelta{Index: index, ID: id, Name: name, Arguments: a}
+}
+
+// Hold keeps a choice's finish reason in held, the finish reasons a
+// reader yields only once its stream is complete, and returns held: one
+// chunk per choice, with the last reason the upstream sent for it (a
+// client must see it once).
+func Hold(held []chat.Chunk, choice int, fr chat.FinishReason) []chat.Chunk {
+	for i := range held {
+		if held[i].Choice == choice {
+			held[i].FinishReason = fr
+			return held
+		}
+	}
+	return append(held, chat.Chunk{Choice: choice, FinishReason: fr})
 }
 
 // Ending is a pull reader's sticky end: once its stream has ended, with

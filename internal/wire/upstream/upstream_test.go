@@ -278,3 +278,14 @@ func TestToolCall(t *testing.T) {
 		}
 	}
 }
+
+func TestHold(t *testing.T) {
+	var held []chat.Chunk
+	held = Hold(held, 1, chat.FinishLength)
+	held = Hold(held, 0, chat.FinishStop)
+	held = Hold(held, 1, chat.FinishToolCalls) // named again: the last one wins
+	want := []chat.Chunk{{Choice: 1, FinishReason: chat.FinishToolCalls}, {Choice: 0, FinishReason: chat.FinishStop}}
+	if diff := cmp.Diff(want, held); diff != "" {
+		t.Errorf("held (-want +got):\n%s", diff)
+	}
+}
