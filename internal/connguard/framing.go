@@ -129,14 +129,9 @@ func (t *tracker) feed(b []byte) (cut int, reason string) {
 		switch t.st {
 		case sBody:
 			// Content-Length bodies are skipped, not scanned.
-			if n := uint64(len(b) - i); n < t.left {
-				t.left -= n
-				i = len(b)
-				continue
+			if i = t.skip(b, i); t.left == 0 {
+				t.endMessage(i)
 			}
-			i += int(t.left)
-			t.left = 0
-			t.endMessage(i)
 
 		case sHeadStart:
 			t.post, t.http10, t.first = false, false, true
@@ -341,13 +336,10 @@ func (t *tracker) feed(b []byte) (cut int, reason string) {
 			i++
 
 		case sSkipLine:
-			lf := bytes.IndexByte(b[i:], '\n')
-			if lf < 0 {
-				i = len(b)
-				continue
+			var ended bool
+			if i, ended = skipLine(b, i); ended {
+				t.st = sLineStart
 			}
-			i += lf + 1
-			t.st = sLineStart
 
 		case sChunkSize:
 			// readChunkLine wants the line to end in CRLF with no other CR;
@@ -415,14 +407,9 @@ func (t *tracker) feed(b []byte) (cut int, reason string) {
 			t.st = sChunkData
 
 		case sChunkData:
-			if n := uint64(len(b) - i); n < t.left {
-				t.left -= n
-				i = len(b)
-				continue
+			if i = t.skip(b, i); t.left == 0 {
+				t.st = sChunkDataCR
 			}
-			i += int(t.left)
-			t.left = 0
-			t.st = sChunkDataCR
 
 		case sChunkDataCR, sChunkDataLF:
 			// Exactly CRLF follows the data.
@@ -461,13 +448,10 @@ func (t *tracker) feed(b []byte) (cut int, reason string) {
 			t.endMessage(i)
 
 		case sTrailerLine:
-			lf := bytes.IndexByte(b[i:], '\n')
-			if lf < 0 {
-				i = len(b)
-				continue
+			var ended bool
+			if i, ended = skipLine(b, i); ended {
+				t.st = sTrailerStart
 			}
-			i += lf + 1
-			t.st = sTrailerStart
 		}
 	}
 	t.base += int64(len(b))
@@ -487,6 +471,26 @@ func (t *tracker) endField(i int) {
 		return
 	}
 	t.cl = int64(t.val)
+}
+
+// skip passes over what is left of a body or of a chunk's data (t.left
+// bytes), from b[i] to its end or to the end of b, and returns the index
+// after it; t.left is 0 once the end is reached.
+func (t *tracker) skip(b []byte, i int) int {
+	n := min(uint64(len(b)-i), t.left)
+	t.left -= n
+	return i + int(n)
+}
+
+// skipLine passes over b from b[i] to the end of the line, its LF, or to
+// the end of b, and returns the index after it and whether the line
+// ended.
+func skipLine(b []byte, i int) (int, bool) {
+	lf := bytes.IndexByte(b[i:], '\n')
+	if lf < 0 {
+		return len(b), false
+	}
+	return i + lf + 1, true
 }
 
 // endHead ends the head whose final LF is b[i] and picks how its body is

@@ -16,13 +16,14 @@ import (
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 	"github.com/firstword/firstword/internal/router"
 )
 
 // instant is a provider that answers at once with n one-word chunks and
 // usage, so that benchmarks measure firstword's own cost.
 func instant(n int) provider.Provider {
-	return provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+	return providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 		return func(yield func(chat.Chunk, error) bool) {
 			for i := range n {
 				if !yield(chat.Chunk{Text: " word", Model: "m", More: i > 0 && i < n-1}, nil) {

@@ -15,12 +15,13 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 	"github.com/firstword/firstword/internal/router"
 )
 
 // slow answers n words, gap apart.
 func slow(n int, gap time.Duration) provider.Provider {
-	return provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+	return providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 		return func(yield func(chat.Chunk, error) bool) {
 			for range n {
 				select {

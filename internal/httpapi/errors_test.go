@@ -25,6 +25,7 @@ import (
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/wire/anthropic"
@@ -64,7 +65,7 @@ func (s errorStore) UsageSummary(context.Context, string, time.Time, time.Time) 
 
 // failing is a provider whose every answer is err, before any chunk.
 func failing(err error) provider.Provider {
-	return provider.Func(func(context.Context, *chat.Request) chat.Stream {
+	return providertest.Func(func(context.Context, *chat.Request) chat.Stream {
 		return func(yield func(chat.Chunk, error) bool) { yield(chat.Chunk{}, err) }
 	})
 }

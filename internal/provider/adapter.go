@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 
@@ -39,20 +38,9 @@ func (c *HTTPConfig) URL(path string) string {
 }
 
 // Post returns the Post of body to url as c configures it, asking for an
-// event stream; the adapter adds its Auth and decoding.
+// event stream; the adapter's Wire adds its Auth and decoding.
 func (c *HTTPConfig) Post(url string, body []byte) Post {
 	return Post{Name: c.Name, Client: c.Client, URL: url, Body: body, Accept: "text/event-stream", Headers: c.Headers}
-}
-
-// OpenStream sends post and returns what an Opener's Open does: the
-// response, with newReader's reader of its body (events of at most
-// maxEventSize bytes), or the error that ends the request.
-func OpenStream[R ChunkReader](ctx context.Context, post *Post, newReader func(io.Reader, int) R, maxEventSize int) (*http.Response, ChunkReader, error) {
-	resp, err := post.Send(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return resp, newReader(resp.Body, maxEventSize), nil
 }
 
 // Bearer returns the Authorization header (for Post.Auth) that sends
@@ -65,26 +53,69 @@ func Bearer(apiKey string) [2]string {
 	return [2]string{"Authorization", "Bearer " + apiKey}
 }
 
-// HTTPAdapter is what every HTTP adapter (provider/openai, anthropic,
-// gemini, ollama, openairesponses) is besides its Opener: the Provider
-// and Puller methods, which send the request on the first Next through
-// PullHTTP and scrub the adapter's secrets from every error. An adapter
-// embeds it, made by NewHTTPAdapter with the adapter itself as the
-// Opener, and writes only Open, the part that differs.
-type HTTPAdapter struct {
-	opener Opener
-	scrub  *Scrubber
+// Wire is an HTTP adapter's wire format: all an adapter writes besides
+// its Config, given to NewHTTPAdapter.
+type Wire interface {
+	// Encode returns req's body, or the error that says why req cannot
+	// be encoded. It is called on its own, under the fewest frames: a
+	// request is encoded under every frame of a stream, and encoding/json
+	// is deep.
+	Encode(req *chat.Request) ([]byte, error)
+	// Post returns the Post that sends body, req encoded, as c configures
+	// it: c.Post to the adapter's endpoint, with the adapter's Accept,
+	// Auth and error decoding.
+	Post(c *HTTPConfig, body []byte, req *chat.Request) Post
+	// Reader returns the decoder of resp's body, the 2xx answer to req,
+	// or the error that ends the request.
+	Reader(c *HTTPConfig, resp *http.Response, req *chat.Request) (ChunkReader, error)
 }
 
-// NewHTTPAdapter returns the HTTPAdapter of o, configured with c, whose
-// APIKey and header values it scrubs from errors (see Scrubber). It sets
-// a nil c.Client to a client on NewTransport, for o's requests too: call
-// it with the configuration o keeps.
-func NewHTTPAdapter(o Opener, c *HTTPConfig) HTTPAdapter {
+// HTTPAdapter is an HTTP adapter (provider/openai, anthropic, gemini,
+// ollama, openairesponses) made of its configuration and its Wire: the
+// Opener that sends a request as the Wire encodes it and reads the answer
+// with its decoder, and the Provider and Puller methods, which send the
+// request on the first Next through PullHTTP and scrub the adapter's
+// secrets from every error. An adapter's Provider embeds it.
+type HTTPAdapter struct {
+	cfg   HTTPConfig
+	wire  Wire
+	scrub *Scrubber
+}
+
+// NewHTTPAdapter returns the HTTPAdapter that sends requests as c
+// configures them, in w's wire format, and scrubs c's APIKey and header
+// values from errors (see Scrubber). A nil c.Client means a client on
+// NewTransport.
+func NewHTTPAdapter(c HTTPConfig, w Wire) HTTPAdapter {
 	if c.Client == nil {
 		c.Client = &http.Client{Transport: NewTransport()}
 	}
-	return HTTPAdapter{opener: o, scrub: NewScrubber(c.Name, c.APIKey, c.Headers)}
+	return HTTPAdapter{cfg: c, wire: w, scrub: NewScrubber(c.Name, c.APIKey, c.Headers)}
+}
+
+// Open implements Opener. A request the Wire cannot encode is an invalid
+// one (EncodeError); an error from its Reader is reported by its cause
+// when ctx ended, and names the provider.
+func (a *HTTPAdapter) Open(ctx context.Context, req *chat.Request) (*http.Response, ChunkReader, error) {
+	body, err := a.wire.Encode(req)
+	if err != nil {
+		return nil, nil, EncodeError(a.cfg.Name, err)
+	}
+	post := a.wire.Post(&a.cfg, body, req)
+	resp, err := post.Send(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cr, err := a.wire.Reader(&a.cfg, resp, req)
+	if err != nil {
+		resp.Body.Close()
+		err = Cause(ctx, err)
+		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
+			ce.Provider = a.cfg.Name
+		}
+		return nil, nil, err
+	}
+	return resp, cr, nil
 }
 
 // Stream implements Provider. The adapters always stream from the
@@ -101,5 +132,5 @@ func (a *HTTPAdapter) Stream(ctx context.Context, req *chat.Request) chat.Stream
 // answer ends (an end marker, a terminal event, the done line); the rest
 // of the body is drained so that the connection goes back to the pool.
 func (a *HTTPAdapter) Pull(ctx context.Context, req *chat.Request) Reader {
-	return PullHTTP(ctx, a.scrub, a.opener, req)
+	return PullHTTP(ctx, a.scrub, a, req)
 }

@@ -21,12 +21,6 @@ type Provider interface {
 	Stream(ctx context.Context, req *chat.Request) chat.Stream
 }
 
-// Func adapts a function to the Provider interface.
-type Func func(ctx context.Context, req *chat.Request) chat.Stream
-
-// Stream calls f.
-func (f Func) Stream(ctx context.Context, req *chat.Request) chat.Stream { return f(ctx, req) }
-
 // Puller is a Provider whose answers can also be read chunk by chunk. The
 // router pulls from such a provider directly: a chunk is written to the
 // client under every frame between the handler and the upstream read, and

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 )
 
 // answer is an upstream that answers at once with a few chunks.
-var answer = provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+var answer = providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		for _, c := range [...]chat.Chunk{{Text: "Hello"}, {Text: " world"}, {FinishReason: chat.FinishStop}} {
 			if !yield(c, nil) {

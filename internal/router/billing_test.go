@@ -10,6 +10,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"github.com/google/go-cmp/cmp"
 )
@@ -27,7 +28,7 @@ type beat struct {
 // while it waits: what it was about to send is sent all the same, as a
 // token already on the wire would be.
 func script(deaf bool, beats ...beat) provider.Provider {
-	return provider.Func(func(ctx context.Context, _ *chat.Request) chat.Stream {
+	return providertest.Func(func(ctx context.Context, _ *chat.Request) chat.Stream {
 		return func(yield func(chat.Chunk, error) bool) {
 			for _, b := range beats {
 				if b.wait > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/provider"
+	"github.com/firstword/firstword/internal/provider/providertest"
 	"github.com/firstword/firstword/internal/provider/sim"
 	"go.uber.org/goleak"
 )
@@ -133,7 +134,7 @@ func TestFirstTokenTimeoutFallsBack(t *testing.T) {
 // A role-only or model-only chunk is not a first token.
 func TestFirstTokenMeansVisible(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		teaser := provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+		teaser := providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 			return func(yield func(chat.Chunk, error) bool) {
 				if !yield(chat.Chunk{Model: "teaser"}, nil) {
 					return
@@ -157,7 +158,7 @@ func TestDeadlineSharedByEveryAttempt(t *testing.T) {
 		hang := simWith("hang", sim.Fault{Mode: sim.FaultHang})
 		var backupCtxDeadline time.Duration
 		start := time.Now()
-		probe := provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+		probe := providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 			d, _ := ctx.Deadline()
 			backupCtxDeadline = d.Sub(start)
 			return simWith("slowstart", sim.Fault{}).Stream(ctx, req)
@@ -585,7 +586,7 @@ func TestOverallTimeoutWithCallerDeadline(t *testing.T) {
 // a second one.
 func TestDeadlineAfterEveryFinish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := provider.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+		p := providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
 			return func(yield func(chat.Chunk, error) bool) {
 				if !yield(chat.Chunk{Text: "done."}, nil) || !yield(chat.Chunk{FinishReason: chat.FinishStop}, nil) {
 					return

@@ -3,7 +3,6 @@
 package anthropic
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -32,35 +31,36 @@ type Config struct {
 }
 
 // Provider calls the Messages API.
-type Provider struct {
-	provider.HTTPAdapter // Stream and Pull, over Open
-	cfg                  Config
-	url                  string
-	opts                 wire.EncodeOptions
-}
+type Provider struct{ provider.HTTPAdapter }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
-	p := &Provider{
-		cfg:  cfg,
-		url:  cfg.URL("/messages"),
-		opts: wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
-	}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
-	return p
+	return &Provider{provider.NewHTTPAdapter(cfg.HTTPConfig, &format{
+		url:     cfg.URL("/messages"),
+		version: cfg.Version,
+		opts:    wire.EncodeOptions{DefaultMaxTokens: cfg.DefaultMaxTokens, PromptCaching: cfg.PromptCaching},
+	})}
 }
 
-// Open implements provider.Opener.
-func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
-	body, err := wire.EncodeRequest(req, p.opts)
-	if err != nil {
-		return nil, nil, provider.EncodeError(p.cfg.Name, err)
-	}
-	post := p.cfg.Post(p.url, body)
-	post.Auth = [2][2]string{{"Anthropic-Version", p.cfg.Version}, {"X-Api-Key", p.cfg.APIKey}}
+// format is the Messages API's wire format, a provider.Wire.
+type format struct {
+	url     string
+	version string
+	opts    wire.EncodeOptions
+}
+
+func (f *format) Encode(req *chat.Request) ([]byte, error) { return wire.EncodeRequest(req, f.opts) }
+
+func (f *format) Post(c *provider.HTTPConfig, body []byte, _ *chat.Request) provider.Post {
+	post := c.Post(f.url, body)
+	post.Auth = [2][2]string{{"Anthropic-Version", f.version}, {"X-Api-Key", c.APIKey}}
 	post.Decode, post.JSONIsError = wire.DecodeError, true
-	return provider.OpenStream(ctx, &post, wire.NewStreamReader, p.cfg.MaxEventSize)
+	return post
+}
+
+func (*format) Reader(c *provider.HTTPConfig, resp *http.Response, _ *chat.Request) (provider.ChunkReader, error) {
+	return wire.NewStreamReader(resp.Body, c.MaxEventSize), nil
 }

@@ -4,7 +4,6 @@
 package gemini
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -26,35 +25,30 @@ type Config struct {
 // Provider calls the Gemini API. A request's Model is the model's name,
 // e.g. gemini-2.5-flash (a "models/" prefix is accepted too): it is part
 // of the URL.
-type Provider struct {
-	provider.HTTPAdapter // Stream and Pull, over Open
-	cfg                  Config
-}
+type Provider struct{ provider.HTTPAdapter }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
-	return p
+	return &Provider{provider.NewHTTPAdapter(cfg.HTTPConfig, format{})}
 }
 
-// Open implements provider.Opener.
-func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
-	body, err := wire.EncodeRequest(req)
-	if err != nil {
-		return nil, nil, provider.EncodeError(p.cfg.Name, err)
-	}
-	post := p.cfg.Post(p.cfg.URL("/models/"+url.PathEscape(strings.TrimPrefix(req.Model, "models/"))+":streamGenerateContent?alt=sse"), body)
-	post.Auth[0] = [2]string{"x-goog-api-key", p.cfg.APIKey}
+// format is streamGenerateContent's wire format, a provider.Wire.
+type format struct{}
+
+func (format) Encode(req *chat.Request) ([]byte, error) { return wire.EncodeRequest(req) }
+
+func (format) Post(c *provider.HTTPConfig, body []byte, req *chat.Request) provider.Post {
+	post := c.Post(c.URL("/models/"+url.PathEscape(strings.TrimPrefix(req.Model, "models/"))+":streamGenerateContent?alt=sse"), body)
+	post.Auth[0] = [2]string{"x-goog-api-key", c.APIKey}
 	post.Decode, post.JSONIsError = wire.DecodeError, true
-	post.ReadError = func(resp *http.Response) *chat.Error { return readError(p.cfg.Name, resp) }
-	resp, err := post.Send(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	sr := wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize)
+	post.ReadError = func(resp *http.Response) *chat.Error { return readError(c.Name, resp) }
+	return post
+}
+
+func (format) Reader(c *provider.HTTPConfig, resp *http.Response, req *chat.Request) (provider.ChunkReader, error) {
+	sr := wire.NewStreamReader(resp.Body, c.MaxEventSize)
 	sr.Candidates = req.N
-	return resp, sr, nil
+	return sr, nil
 }
 
 // readError classifies a non-2xx response. Gemini states its retry delay

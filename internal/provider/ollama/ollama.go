@@ -4,7 +4,6 @@
 package ollama
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -21,26 +20,24 @@ type Config struct {
 }
 
 // Provider calls an Ollama server.
-type Provider struct {
-	provider.HTTPAdapter // Stream and Pull, over Open
-	cfg                  Config
-	url                  string
-}
+type Provider struct{ provider.HTTPAdapter }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg, url: cfg.URL("/api/chat")}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
-	return p
+	return &Provider{provider.NewHTTPAdapter(cfg.HTTPConfig, format{url: cfg.URL("/api/chat")})}
 }
 
-// Open implements provider.Opener.
-func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
-	body, err := wire.EncodeRequest(req)
-	if err != nil {
-		return nil, nil, provider.EncodeError(p.cfg.Name, err)
-	}
-	post := p.cfg.Post(p.url, body)
-	post.Accept, post.Auth[0], post.Decode = "application/x-ndjson", provider.Bearer(p.cfg.APIKey), wire.DecodeError
-	return provider.OpenStream(ctx, &post, wire.NewStreamReader, p.cfg.MaxEventSize)
+// format is /api/chat's wire format, a provider.Wire.
+type format struct{ url string }
+
+func (format) Encode(req *chat.Request) ([]byte, error) { return wire.EncodeRequest(req) }
+
+func (f format) Post(c *provider.HTTPConfig, body []byte, _ *chat.Request) provider.Post {
+	post := c.Post(f.url, body)
+	post.Accept, post.Auth[0], post.Decode = "application/x-ndjson", provider.Bearer(c.APIKey), wire.DecodeError
+	return post
+}
+
+func (format) Reader(c *provider.HTTPConfig, resp *http.Response, _ *chat.Request) (provider.ChunkReader, error) {
+	return wire.NewStreamReader(resp.Body, c.MaxEventSize), nil
 }

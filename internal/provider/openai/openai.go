@@ -4,7 +4,6 @@
 package openai
 
 import (
-	"context"
 	"io"
 	"mime"
 	"net/http"
@@ -25,39 +24,40 @@ type Config struct {
 // Provider calls an OpenAI-compatible API. Its requests always ask for
 // the usage (stream_options.include_usage), whatever the client asked, so
 // that every request can be metered.
-type Provider struct {
-	provider.HTTPAdapter // Stream and Pull, over Open
-	cfg                  Config
-	url                  string
-}
+type Provider struct{ provider.HTTPAdapter }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg, url: cfg.URL("/chat/completions")}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
-	return p
+	return &Provider{provider.NewHTTPAdapter(cfg.HTTPConfig, &format{url: cfg.URL("/chat/completions"), maxTokensField: cfg.MaxTokensField})}
 }
 
-// Open implements provider.Opener.
-func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
-	resp, whole, err := p.open(ctx, req)
-	if err != nil {
-		return nil, nil, err
+// format is the Chat Completions wire format, a provider.Wire.
+type format struct {
+	url            string
+	maxTokensField string
+}
+
+func (f *format) Encode(req *chat.Request) ([]byte, error) {
+	return wire.EncodeRequest(req, f.maxTokensField)
+}
+
+func (f *format) Post(c *provider.HTTPConfig, body []byte, _ *chat.Request) provider.Post {
+	post := c.Post(f.url, body)
+	post.Auth[0], post.Decode = provider.Bearer(c.APIKey), wire.DecodeError
+	return post
+}
+
+// Reader reads the event stream, or the whole completion of a server that
+// ignored stream:true and answered whole.
+func (*format) Reader(c *provider.HTTPConfig, resp *http.Response, _ *chat.Request) (provider.ChunkReader, error) {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		return wire.NewStreamReader(resp.Body, c.MaxEventSize), nil
 	}
-	if !whole {
-		return resp, wire.NewStreamReader(resp.Body, p.cfg.MaxEventSize), nil
-	}
-	// A server that ignored stream:true and answered whole.
 	cs, err := wire.CompletionChunks(resp.Body)
 	if err != nil {
-		resp.Body.Close()
-		err = provider.Cause(ctx, err)
-		if ce, ok := err.(*chat.Error); ok && ce.Provider == "" {
-			ce.Provider = p.cfg.Name
-		}
-		return nil, nil, err
+		return nil, err
 	}
-	return resp, &chunkList{cs: cs}, nil
+	return &chunkList{cs: cs}, nil
 }
 
 // chunkList reads a whole completion's chunks.
@@ -72,21 +72,4 @@ func (l *chunkList) Next() (*chat.Chunk, error) {
 	}
 	l.c, l.cs = l.cs[0], l.cs[1:]
 	return &l.c, nil
-}
-
-// open sends req and returns the response to read the answer from, and
-// whether it is a whole completion (from a server that ignored
-// stream:true), or the error that ends the request before any chunk.
-func (p *Provider) open(ctx context.Context, req *chat.Request) (resp *http.Response, whole bool, err error) {
-	body, err := wire.EncodeRequest(req, p.cfg.MaxTokensField)
-	if err != nil {
-		return nil, false, provider.EncodeError(p.cfg.Name, err)
-	}
-	post := p.cfg.Post(p.url, body)
-	post.Auth[0], post.Decode = provider.Bearer(p.cfg.APIKey), wire.DecodeError
-	if resp, err = post.Send(ctx); err != nil {
-		return nil, false, err
-	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return resp, mt == "application/json", nil
 }

@@ -6,7 +6,6 @@
 package openairesponses
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -26,29 +25,27 @@ type Config struct {
 
 // Provider calls a Responses API. The usage comes with the response's
 // terminal event.
-type Provider struct {
-	provider.HTTPAdapter // Stream and Pull, over Open
-	cfg                  Config
-	url                  string
-}
+type Provider struct{ provider.HTTPAdapter }
 
 // New returns a Provider.
 func New(cfg Config) *Provider {
-	p := &Provider{cfg: cfg, url: cfg.URL("/responses")}
-	p.HTTPAdapter = provider.NewHTTPAdapter(p, &p.cfg.HTTPConfig)
-	return p
+	return &Provider{provider.NewHTTPAdapter(cfg.HTTPConfig, format{url: cfg.URL("/responses")})}
 }
 
-// Open implements provider.Opener.
-func (p *Provider) Open(ctx context.Context, req *chat.Request) (*http.Response, provider.ChunkReader, error) {
-	body, err := wire.EncodeUpstreamRequest(req)
-	if err != nil {
-		return nil, nil, provider.EncodeError(p.cfg.Name, err)
-	}
+// format is the Responses API's wire format, a provider.Wire.
+type format struct{ url string }
+
+func (format) Encode(req *chat.Request) ([]byte, error) { return wire.EncodeUpstreamRequest(req) }
+
+func (f format) Post(c *provider.HTTPConfig, body []byte, _ *chat.Request) provider.Post {
 	// The Responses API answers errors with Chat Completions' error body
 	// ({"error": {message, type, param, code}}), so openai.DecodeError
 	// reads them; a 200 with such a body (from a proxy) is an error too.
-	post := p.cfg.Post(p.url, body)
-	post.Auth[0], post.Decode, post.JSONIsError = provider.Bearer(p.cfg.APIKey), openai.DecodeError, true
-	return provider.OpenStream(ctx, &post, wire.NewUpstreamStreamReader, p.cfg.MaxEventSize)
+	post := c.Post(f.url, body)
+	post.Auth[0], post.Decode, post.JSONIsError = provider.Bearer(c.APIKey), openai.DecodeError, true
+	return post
+}
+
+func (format) Reader(c *provider.HTTPConfig, resp *http.Response, _ *chat.Request) (provider.ChunkReader, error) {
+	return wire.NewUpstreamStreamReader(resp.Body, c.MaxEventSize), nil
 }

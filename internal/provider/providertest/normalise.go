@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -127,8 +126,7 @@ func Normalises(t *testing.T, newProvider NewFunc, replies map[string]Reply) {
 			if reply.Skip != "" {
 				t.Skip(reply.Skip)
 			}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
+			p := fake(t, newProvider, func(w http.ResponseWriter) {
 				ct := reply.ContentType
 				if ct == "" {
 					ct = "text/event-stream"
@@ -143,13 +141,7 @@ func Normalises(t *testing.T, newProvider NewFunc, replies map[string]Reply) {
 				}
 				w.WriteHeader(status)
 				io.WriteString(w, reply.Body)
-			}))
-			tr := &http.Transport{}
-			t.Cleanup(func() {
-				tr.CloseIdleConnections()
-				srv.Close()
 			})
-			p := newProvider(srv.URL, &http.Client{Transport: tr})
 			req := &chat.Request{Model: "m", Messages: []chat.Message{{Role: chat.RoleUser, Content: "What is the weather in Paris?"}},
 				Tools: []chat.Tool{{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}}
 			got, err := chat.Collect(p.Stream(context.Background(), req))

@@ -1,5 +1,6 @@
 // Package providertest holds the checks every HTTP provider adapter runs
-// against a fake upstream on a real socket.
+// against a fake upstream on a real socket, and Func, the fake provider
+// of the tests of the layers above the adapters.
 package providertest
 
 import (
@@ -35,6 +36,22 @@ type SecretCase struct {
 // reached through client, configured with the secrets passed to Secrets.
 type NewFunc func(baseURL string, client *http.Client) provider.Provider
 
+// fake returns the adapter newProvider makes for an upstream on a real
+// socket, closed when t ends, that answers each request with answer once
+// it has read the request's body.
+func fake(t *testing.T, newProvider NewFunc, answer func(w http.ResponseWriter)) provider.Provider {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		answer(w)
+	}))
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+	})
+	return newProvider(srv.URL, &http.Client{Transport: tr})
+}
+
 // Secrets runs each case against the adapter newProvider returns: the
 // answer's error must have the case's category and message, and its
 // Error() (what the client, the log and the stored message get) must hold
@@ -43,18 +60,11 @@ func Secrets(t *testing.T, secrets []string, newProvider NewFunc, cases []Secret
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
+			p := fake(t, newProvider, func(w http.ResponseWriter) {
 				w.Header().Set("Content-Type", c.ContentType)
 				w.WriteHeader(c.Status)
 				io.WriteString(w, c.Body)
-			}))
-			tr := &http.Transport{}
-			t.Cleanup(func() {
-				tr.CloseIdleConnections()
-				srv.Close()
 			})
-			p := newProvider(srv.URL, &http.Client{Transport: tr})
 			req := &chat.Request{Model: "m", Messages: []chat.Message{{Role: chat.RoleUser, Content: "hi"}}}
 			_, err := chat.Collect(p.Stream(context.Background(), req))
 			var ce *chat.Error

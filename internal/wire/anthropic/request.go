@@ -58,15 +58,10 @@ type inTool struct {
 // service_tier...) are ignored, and not kept in Request.Extra: that holds
 // OpenAI fields, which other adapters forward.
 func ParseRequest(body []byte) (*reqbody.Parsed, error) {
-	raw, err := reqbody.Object(body)
+	raw, req, err := reqbody.Start(body)
 	if err != nil {
 		return nil, err
 	}
-	model, err := reqbody.Model(raw)
-	if err != nil {
-		return nil, err
-	}
-	req := &chat.Request{Model: model}
 	out := &reqbody.Parsed{Request: req}
 	var maxTokens *int
 	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {

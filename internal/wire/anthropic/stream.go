@@ -167,10 +167,7 @@ type decoder struct {
 func (d *decoder) Step(c *chat.Chunk) (emit, done bool, err error) {
 	ev, err := d.nextEvent()
 	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("%w: no message_stop after %d events", chat.ErrTruncated, d.s.events)
-		}
-		return false, false, chat.ProtocolError(err)
+		return false, false, upstream.ReadError(err, "no message_stop after %d events", d.s.events)
 	}
 	return d.s.step(ev, c)
 }
@@ -189,11 +186,8 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 	if ev.Type == "error" {
 		return false, false, decodeErrorEvent(data)
 	}
-	if !utf8.Valid(data) {
-		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
-	}
-	if data[0] != '{' {
-		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", upstream.Excerpt(string(data), 80)))
+	if !utf8.Valid(data) || data[0] != '{' {
+		return false, false, upstream.NotObject(data)
 	}
 	e := &s.ev
 	if err := decodeEvent(data, e); err != nil {

@@ -325,29 +325,9 @@ func toolResult(history []chat.Message, m *chat.Message) (Part, error) {
 
 // responseFormat maps OpenAI's response_format onto JSON mode.
 func responseFormat(raw json.RawMessage, gc *GenerationConfig) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
+	on, schema, err := upstream.JSONMode(raw)
+	if on {
+		gc.ResponseMimeType, gc.ResponseJSONSchema = "application/json", schema
 	}
-	var rf struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal(raw, &rf); err != nil {
-		return fmt.Errorf("response_format: %v", err)
-	}
-	switch rf.Type {
-	case "", "text":
-	case "json_object":
-		gc.ResponseMimeType = "application/json"
-	case "json_schema":
-		gc.ResponseMimeType = "application/json"
-		if rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
-			gc.ResponseJSONSchema = rf.JSONSchema.Schema
-		}
-	default:
-		return fmt.Errorf("response_format: unsupported type %q", rf.Type)
-	}
-	return nil
+	return err
 }

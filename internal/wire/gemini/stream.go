@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Response is a GenerateContentResponse, one per stream event.
@@ -133,24 +133,20 @@ type StreamReader struct {
 	final bool
 	// cut: the event being decoded is the one the body ended inside,
 	// taken only if it is the stream's last (see nextEvent)
-	cut bool
-	raw rawJSON // a JSON value outside any event, line by line
-	out chat.Chunk
-	err error // what ended the stream (io.EOF at its end), returned again
+	cut    bool
+	raw    rawJSON // a JSON value outside any event, line by line
+	out    chat.Chunk
+	ending upstream.Ending
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 func (s *StreamReader) Next() (*chat.Chunk, error) {
-	if s.err != nil {
-		return nil, s.err
+	if err := s.ending.Ended(); err != nil {
+		return nil, err
 	}
-	c, err := s.pull()
-	if err != nil {
-		s.err = err
-	}
-	return c, err
+	return s.ending.Keep(s.pull())
 }
 
 func (s *StreamReader) pull() (*chat.Chunk, error) {
@@ -240,7 +236,7 @@ func (s *StreamReader) event() error {
 					if st.calls >= chat.MaxToolCalls {
 						return chat.ProtocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
 					}
-					ch.ToolCalls = append(ch.ToolCalls, toolCallDelta(p.FunctionCall, st.calls, s.calls))
+					ch.ToolCalls = append(ch.ToolCalls, upstream.ToolCall(st.calls, s.calls, p.FunctionCall.ID, p.FunctionCall.Name, p.FunctionCall.Args))
 					st.calls++
 					s.calls++
 					continue
@@ -263,7 +259,8 @@ func (s *StreamReader) event() error {
 			if fr == chat.FinishStop && st.calls > 0 {
 				fr = chat.FinishToolCalls
 			}
-			s.hold(idx, fr)
+			// Gemini may name it again in a later event.
+			s.held = upstream.Hold(s.held, idx, fr)
 		}
 		if ch.Visible() {
 			s.queue = append(s.queue, ch)
@@ -318,23 +315,6 @@ func (s *StreamReader) allFinished() bool {
 type choiceState struct {
 	calls    int
 	finished bool
-}
-
-// toolCallDelta turns a function call into a complete delta. Its arguments
-// are compacted, so that they read the same whatever spacing Gemini used.
-func toolCallDelta(fc *FunctionCall, index, ordinal int) chat.ToolCallDelta {
-	id := fc.ID
-	if id == "" {
-		id = "call_" + strconv.Itoa(ordinal)
-	}
-	args := "{}"
-	if len(fc.Args) > 0 && string(fc.Args) != "null" {
-		var b bytes.Buffer
-		if json.Compact(&b, fc.Args) == nil {
-			args = b.String()
-		}
-	}
-	return chat.ToolCallDelta{Index: index, ID: id, Name: fc.Name, Arguments: args}
 }
 
 // decodeResponse decodes one event into r exactly as json.Unmarshal would

@@ -137,16 +137,3 @@ func (r *rawJSON) started() bool { return r.b != nil }
 func (r *rawJSON) whole() bool { return r.depth <= 0 && !r.str }
 
 func (r *rawJSON) reset() { *r = rawJSON{} }
-
-// hold keeps a candidate's finish reason for the end of the stream: one
-// per candidate, the last one sent. Gemini may name it again in a later
-// event, and a client must see it once.
-func (s *StreamReader) hold(idx int, fr chat.FinishReason) {
-	for i := range s.held {
-		if s.held[i].Choice == idx {
-			s.held[i].FinishReason = fr
-			return
-		}
-	}
-	s.held = append(s.held, chat.Chunk{Choice: idx, FinishReason: fr})
-}

@@ -204,28 +204,12 @@ func imageData(p chat.Part) (string, error) {
 // responseFormat maps OpenAI's response_format onto Ollama's format: "json"
 // or a JSON Schema.
 func responseFormat(raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+	on, schema, err := upstream.JSONMode(raw)
+	switch {
+	case err != nil || !on:
+		return nil, err
+	case schema != nil:
+		return schema, nil
 	}
-	var rf struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal(raw, &rf); err != nil {
-		return nil, fmt.Errorf("response_format: %v", err)
-	}
-	switch rf.Type {
-	case "", "text":
-		return nil, nil
-	case "json_object":
-		return json.RawMessage(`"json"`), nil
-	case "json_schema":
-		if rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
-			return rf.JSONSchema.Schema, nil
-		}
-		return json.RawMessage(`"json"`), nil
-	}
-	return nil, fmt.Errorf("response_format: unsupported type %q", rf.Type)
+	return json.RawMessage(`"json"`), nil
 }

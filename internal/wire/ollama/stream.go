@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -83,21 +82,17 @@ type StreamReader struct {
 	modelSent bool
 	ended     bool // the done line's chunk was returned
 	out       chat.Chunk
-	err       error // what ended the stream (io.EOF at its end), returned again
+	ending    upstream.Ending
 }
 
 // Next returns the next chunk, io.EOF after the last, or the error that
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 func (s *StreamReader) Next() (*chat.Chunk, error) {
-	if s.err != nil {
-		return nil, s.err
+	if err := s.ending.Ended(); err != nil {
+		return nil, err
 	}
-	c, err := s.next()
-	if err != nil {
-		s.err = err
-	}
-	return c, err
+	return s.ending.Keep(s.next())
 }
 
 func (s *StreamReader) next() (*chat.Chunk, error) {
@@ -151,7 +146,7 @@ func (s *StreamReader) decode(line []byte) error {
 		if s.calls >= chat.MaxToolCalls {
 			return chat.ProtocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
 		}
-		s.out.ToolCalls = append(s.out.ToolCalls, toolCallDelta(&tc, s.calls))
+		s.out.ToolCalls = append(s.out.ToolCalls, upstream.ToolCall(s.calls, s.calls, tc.ID, tc.Function.Name, tc.Function.Arguments))
 		s.calls++
 	}
 	if !s.modelSent && resp.Model != "" {
@@ -189,23 +184,6 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
-}
-
-// toolCallDelta turns a tool call into a complete delta with compacted
-// arguments.
-func toolCallDelta(tc *ToolCall, ordinal int) chat.ToolCallDelta {
-	id := tc.ID
-	if id == "" {
-		id = "call_" + strconv.Itoa(ordinal)
-	}
-	args := "{}"
-	if a := tc.Function.Arguments; len(a) > 0 && string(a) != "null" {
-		var b bytes.Buffer
-		if json.Compact(&b, a) == nil {
-			args = b.String()
-		}
-	}
-	return chat.ToolCallDelta{Index: ordinal, ID: id, Name: tc.Function.Name, Arguments: args}
 }
 
 // streamError classifies an error line. Ollama sends a string; a proxy in

@@ -116,13 +116,8 @@ func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 // AppendUsage appends the usage-only chunk (empty choices) that OpenAI sends
 // last when the client set stream_options.include_usage.
 func (e *ChunkEncoder) AppendUsage(b []byte, u *chat.Usage) []byte {
-	b = append(b, `data: {"id":`...)
-	b = AppendString(b, e.ID)
-	b = append(b, `,"object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, e.Created, 10)
-	b = append(b, `,"model":`...)
-	b = AppendString(b, e.Model)
-	b = append(b, `,"choices":[],"usage":`...)
+	b = e.open(b)
+	b = append(b, `],"usage":`...)
 	// Once a stream: encoding/json is cheap enough here, and keeps the
 	// usage object's shape in one place (Usage).
 	j, _ := json.Marshal(UsageFromChat(u))

@@ -184,15 +184,11 @@ func simpleMessage(s *jsonscan.Scanner) (chat.Message, error) {
 	if err != nil || !haveContent {
 		return m, jsonscan.ErrUnhandled
 	}
-	switch role {
-	case "system", "developer":
-		m.Role = chat.RoleSystem
-	case "user":
-		m.Role = chat.RoleUser
-	case "assistant":
-		m.Role = chat.RoleAssistant
-	default:
+	// A tool message declines: its tool_call_id is toChat's to check.
+	r, ok := chatRole(role)
+	if !ok || r == chat.RoleTool {
 		return m, jsonscan.ErrUnhandled
 	}
+	m.Role = r
 	return m, nil
 }

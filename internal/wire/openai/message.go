@@ -9,6 +9,7 @@ import (
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
 	"github.com/firstword/firstword/internal/wire/reqbody"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // Message is a Chat Completions message on the wire.
@@ -54,26 +55,36 @@ type contentPart struct {
 	} `json:"image_url,omitempty"`
 }
 
+// chatRole maps a message's role onto the chat vocabulary's, reporting
+// whether it is one: developer is a system message, and function the
+// deprecated role of tool results before tool calls had IDs (read as a
+// tool message without one).
+func chatRole(role string) (chat.Role, bool) {
+	switch role {
+	case "system", "developer":
+		return chat.RoleSystem, true
+	case "user":
+		return chat.RoleUser, true
+	case "assistant":
+		return chat.RoleAssistant, true
+	case "tool", "function":
+		return chat.RoleTool, true
+	}
+	return "", false
+}
+
 // toChat decodes a client's message. Errors name the member within the
 // message ("content[1].type"); ParseRequest adds the message's index.
 func (m *Message) toChat() (chat.Message, error) {
 	var out chat.Message
-	switch m.Role {
-	case "system", "developer":
-		out.Role = chat.RoleSystem
-	case "user":
-		out.Role = chat.RoleUser
-	case "assistant":
-		out.Role = chat.RoleAssistant
-	case "tool", "function":
-		// function is the deprecated role of tool results before tool
-		// calls had IDs; it is read as a tool message without one.
-		out.Role = chat.RoleTool
-	case "":
+	role, ok := chatRole(m.Role)
+	switch {
+	case m.Role == "":
 		return out, errors.New("role: required")
-	default:
+	case !ok:
 		return out, fmt.Errorf("role: unknown role %q", m.Role)
 	}
+	out.Role = role
 	out.Name = m.Name
 	out.ToolCallID = m.ToolCallID
 	if out.Role == chat.RoleTool && m.ToolCallID == "" && m.Role == "tool" {
@@ -146,15 +157,11 @@ func fromChat(m *chat.Message) Message {
 			case chat.PartImage:
 				// Chat Completions takes images as URLs only: inline data
 				// (from Anthropic's base64 sources) goes as a data: URL.
-				url := p.ImageURL
-				if url == "" && p.Data != "" {
-					url = "data:" + p.MediaType + ";base64," + p.Data
-				}
 				cp := contentPart{Type: "image_url"}
 				cp.ImageURL = &struct {
 					URL    string `json:"url"`
 					Detail string `json:"detail,omitempty"`
-				}{URL: url}
+				}{URL: upstream.ImageURL(&p)}
 				parts = append(parts, cp)
 			}
 		}

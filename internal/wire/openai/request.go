@@ -59,15 +59,10 @@ func ParseRequest(body []byte) (*ParsedRequest, error) {
 
 // parseRequest is ParseRequest for any request.
 func parseRequest(body []byte) (*ParsedRequest, error) {
-	raw, err := reqbody.Object(body)
+	raw, req, err := reqbody.Start(body)
 	if err != nil {
 		return nil, err
 	}
-	model, err := reqbody.Model(raw)
-	if err != nil {
-		return nil, err
-	}
-	req := &chat.Request{Model: model}
 	out := &ParsedRequest{Request: req}
 	if err := reqbody.Field(raw, "stream", &out.Stream); err != nil {
 		return nil, err

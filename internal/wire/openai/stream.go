@@ -151,7 +151,7 @@ type StreamReader struct {
 	chunks    int
 	done      bool // [DONE] seen: yielding held
 	out       chat.Chunk
-	err       error // what ended the stream (io.EOF at its end), returned again
+	ending    upstream.Ending
 }
 
 // Release lets a later reader reuse the reader's buffer; Next then fails.
@@ -161,18 +161,12 @@ func (s *StreamReader) Release() { s.rd.Release() }
 // ends the stream. The chunk is the reader's own, valid until the next
 // call.
 //
-// The ending is sticky: once next has failed or finished, every call
-// returns the same error, without reading the body again (which the
-// caller may already have handed back to the connection pool).
+// The ending is sticky (upstream.Ending).
 func (s *StreamReader) Next() (*chat.Chunk, error) {
-	if s.err != nil {
-		return nil, s.err
+	if err := s.ending.Ended(); err != nil {
+		return nil, err
 	}
-	c, err := s.next()
-	if err != nil {
-		s.err = err
-	}
-	return c, err
+	return s.ending.Keep(s.next())
 }
 
 // next yields, in order: after [DONE], the held finish reasons (the last
@@ -224,7 +218,8 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 				out.ToolCalls = append(out.ToolCalls, chat.ToolCallDelta{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				s.hold(ch.Index, *ch.FinishReason)
+				// Some servers repeat it on a later chunk.
+				s.held = upstream.Hold(s.held, ch.Index, NormalizeFinishReason(*ch.FinishReason))
 			}
 			// A choice with nothing visible (a role-only delta, a bare
 			// finish reason, now held) yields no chunk, unless it is the

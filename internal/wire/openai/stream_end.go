@@ -3,12 +3,11 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 
-	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/sse"
+	"github.com/firstword/firstword/internal/wire/upstream"
 )
 
 // How a Chat Completions stream ends, and the error lines that are not
@@ -41,10 +40,7 @@ func (s *StreamReader) nextEvent() (*sse.Event, error) {
 			}
 		}
 		if err != nil {
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				err = fmt.Errorf("%w: no [DONE] after %d chunks", chat.ErrTruncated, s.chunks)
-			}
-			return nil, chat.ProtocolError(err)
+			return nil, upstream.ReadError(err, "no [DONE] after %d chunks", s.chunks)
 		}
 		if ev.Unknown != nil {
 			if e := lineError(ev.Unknown); e != nil {
@@ -95,20 +91,6 @@ func lineError(line []byte) error {
 }
 
 var errorField = []byte("error:")
-
-// hold keeps a choice's finish reason until [DONE]: one per choice, the
-// last one sent (some servers repeat it on a later chunk, and a client
-// must see it once).
-func (s *StreamReader) hold(choice int, reason string) {
-	fr := NormalizeFinishReason(reason)
-	for i := range s.held {
-		if s.held[i].Choice == choice {
-			s.held[i].FinishReason = fr
-			return
-		}
-	}
-	s.held = append(s.held, chat.Chunk{Choice: choice, FinishReason: fr})
-}
 
 // contextTooLong recognises the messages of a prompt over the context
 // window from servers that give it no code of its own: vLLM's "This

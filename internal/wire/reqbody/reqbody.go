@@ -138,16 +138,21 @@ func ToolResult[T any](m *chat.Message, content json.RawMessage, param, what str
 	return nil
 }
 
-// Model returns the model member, the one member every API requires.
-func Model(raw map[string]json.RawMessage) (string, error) {
+// Start decodes body as Object does and returns its members with the
+// request they start: its model, which every API requires.
+func Start(body []byte) (map[string]json.RawMessage, *chat.Request, error) {
+	raw, err := Object(body)
+	if err != nil {
+		return nil, nil, err
+	}
 	var model string
 	if err := Field(raw, "model", &model); err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	if model == "" {
-		return "", Errorf("model", "required")
+		return nil, nil, Errorf("model", "required")
 	}
-	return model, nil
+	return raw, &chat.Request{Model: model}, nil
 }
 
 // Between decodes the number raw[name] into dst, as Field does, and

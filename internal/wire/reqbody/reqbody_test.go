@@ -41,6 +41,28 @@ func TestObject(t *testing.T) {
 	}
 }
 
+func TestStart(t *testing.T) {
+	raw, req, err := Start([]byte(`{"model":"m","stream":true}`))
+	if err != nil || req.Model != "m" || string(raw["stream"]) != "true" {
+		t.Fatalf("Start = %v, %+v, %v, want the members and a request for model m", raw, req, err)
+	}
+	tests := []struct {
+		name, body, param, msg string
+	}{
+		{"not an object", `[]`, "", "request body is not a JSON object: json: cannot unmarshal array into Go value of type map[string]json.RawMessage"},
+		{"no model", `{}`, "model", "required"},
+		{"empty model", `{"model":""}`, "model", "required"},
+		{"model not a string", `{"model":1}`, "model", "expected string, got number"},
+	}
+	for _, tt := range tests {
+		_, _, err := Start([]byte(tt.body))
+		var e *Error
+		if !errors.As(err, &e) || e.Param != tt.param || e.Message != tt.msg {
+			t.Errorf("%s: Start(%s) error = %v, want %s: %s", tt.name, tt.body, err, tt.param, tt.msg)
+		}
+	}
+}
+
 func TestField(t *testing.T) {
 	raw := map[string]json.RawMessage{"n": json.RawMessage(`3`), "s": json.RawMessage(`"x"`), "null": json.RawMessage(`null`)}
 	n := 7

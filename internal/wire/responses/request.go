@@ -63,12 +63,14 @@ type tool struct {
 	Strict      *bool           `json:"strict"`
 }
 
+// format is text.format, as clients send it and as firstword sends it
+// upstream (where the members it lacks are left out).
 type format struct {
 	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema"`
-	Strict      *bool           `json:"strict"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
 }
 
 // item is one element of input: a message (with or without type

@@ -86,16 +86,8 @@ type upToolChoice struct {
 }
 
 type upText struct {
-	Format    *upFormat `json:"format,omitempty"`
-	Verbosity string    `json:"verbosity,omitempty"`
-}
-
-type upFormat struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Schema      json.RawMessage `json:"schema,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
+	Format    *format `json:"format,omitempty"`
+	Verbosity string  `json:"verbosity,omitempty"`
 }
 
 type upReasoning struct {
@@ -128,15 +120,7 @@ func EncodeUpstreamRequest(req *chat.Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Prompts stay readable in logs and captures; the API does not need
-	// <, > and & escaped.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return upstream.Marshal(out)
 }
 
 func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
@@ -215,12 +199,12 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 			return nil, fmt.Errorf("tool_choice: unsupported mode %q", tc.Mode)
 		}
 	}
-	format, err := textFormat(req.ResponseFormat)
+	f, err := textFormat(req.ResponseFormat)
 	if err != nil {
 		return nil, err
 	}
-	if format != nil {
-		out.Text = &upText{Format: format}
+	if f != nil {
+		out.Text = &upText{Format: f}
 	}
 	if err := extras(req.Extra, out); err != nil {
 		return nil, err
@@ -239,11 +223,7 @@ func inputParts(m *chat.Message) []any {
 		case chat.PartText:
 			parts = append(parts, upTextPart{Type: "input_text", Text: p.Text})
 		case chat.PartImage:
-			url := p.ImageURL
-			if url == "" && p.Data != "" {
-				url = "data:" + p.MediaType + ";base64," + p.Data
-			}
-			parts = append(parts, upImagePart{Type: "input_image", ImageURL: url, Detail: "auto"})
+			parts = append(parts, upImagePart{Type: "input_image", ImageURL: upstream.ImageURL(&p), Detail: "auto"})
 		}
 	}
 	return parts
@@ -263,7 +243,7 @@ func toolOutput(m *chat.Message) json.RawMessage {
 }
 
 // textFormat maps Chat Completions' response_format onto text.format.
-func textFormat(raw json.RawMessage) (*upFormat, error) {
+func textFormat(raw json.RawMessage) (*format, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -283,13 +263,13 @@ func textFormat(raw json.RawMessage) (*upFormat, error) {
 	case "", "text":
 		return nil, nil
 	case "json_object":
-		return &upFormat{Type: "json_object"}, nil
+		return &format{Type: "json_object"}, nil
 	case "json_schema":
 		js := rf.JSONSchema
 		if js == nil || js.Name == "" || len(js.Schema) == 0 {
 			return nil, errors.New("response_format: json_schema needs json_schema.name and json_schema.schema")
 		}
-		return &upFormat{Type: "json_schema", Name: js.Name, Description: js.Description, Schema: js.Schema, Strict: js.Strict}, nil
+		return &format{Type: "json_schema", Name: js.Name, Description: js.Description, Schema: js.Schema, Strict: js.Strict}, nil
 	}
 	return nil, fmt.Errorf("response_format: type %q is not one of text, json_object, json_schema", rf.Type)
 }

@@ -3,7 +3,6 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -114,13 +113,14 @@ type upState struct {
 	events    int
 }
 
-// ReadUpstreamStream decodes a Responses API event stream from an
-// upstream (POST /responses with stream true).
+// NewUpstreamStreamReader returns a pull reader of a Responses API event
+// stream from an upstream (POST /responses with stream true), from r
+// (chat.Pull makes it a chat.Stream); maxEventSize bounds one event (0
+// means the sse package's default).
 //
 // output_text deltas become Chunk.Text (a message item after another
 // starts with a blank line: a chat answer has one text) and refusal
-// deltas Chunk.Refusal. A
-// function_call item becomes tool-call deltas whose Index is the item's
+// deltas Chunk.Refusal. A function_call item becomes tool-call deltas whose Index is the item's
 // ordinal among the stream's function calls (not its output_index, which
 // reasoning and message items share), the first (at output_item.added)
 // carrying ID (the call_id, which a function_call_output answers) and
@@ -142,13 +142,12 @@ type upState struct {
 //
 // A chunk is held back only while the next event is already buffered,
 // and Chunk.More is set when the next chunk followed without waiting.
-func ReadUpstreamStream(r io.Reader, maxEventSize int) chat.Stream {
-	return chat.Pull(NewUpstreamStreamReader(r, maxEventSize).Next)
+func NewUpstreamStreamReader(r io.Reader, maxEventSize int) *UpstreamStreamReader {
+	return &UpstreamStreamReader{d: upDecoder{rd: sse.NewReader(r, maxEventSize)}}
 }
 
-// UpstreamStreamReader is ReadUpstreamStream as a pull reader, for
-// callers that would rather not add an iterator's frame to every chunk's
-// path.
+// UpstreamStreamReader decodes a Responses API event stream chunk by
+// chunk (see NewUpstreamStreamReader).
 type UpstreamStreamReader struct {
 	hb upstream.HoldBack
 	d  upDecoder
@@ -156,12 +155,6 @@ type UpstreamStreamReader struct {
 
 // Release lets a later reader reuse the reader's buffer; Next then fails.
 func (s *UpstreamStreamReader) Release() { s.d.rd.Release() }
-
-// NewUpstreamStreamReader returns an UpstreamStreamReader of r;
-// maxEventSize bounds one event (0 means the sse package's default).
-func NewUpstreamStreamReader(r io.Reader, maxEventSize int) *UpstreamStreamReader {
-	return &UpstreamStreamReader{d: upDecoder{rd: sse.NewReader(r, maxEventSize)}}
-}
 
 // Next returns the next chunk, valid until the following call; io.EOF
 // after the last; or the error that ends the stream.
@@ -177,10 +170,7 @@ type upDecoder struct {
 func (d *upDecoder) Step(c *chat.Chunk) (emit, done bool, err error) {
 	ev, err := d.rd.Next()
 	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			err = fmt.Errorf("%w: no response.completed, response.incomplete or response.failed after %d events", chat.ErrTruncated, d.s.events)
-		}
-		return false, false, chat.ProtocolError(err)
+		return false, false, upstream.ReadError(err, "no response.completed, response.incomplete or response.failed after %d events", d.s.events)
 	}
 	return d.s.step(ev, c)
 }
@@ -202,11 +192,8 @@ func (s *upState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err error
 		return false, false, chat.ProtocolError(fmt.Errorf("%w: [DONE] before response.completed after %d events", chat.ErrTruncated, s.events))
 	}
 	s.events++
-	if !utf8.Valid(data) {
-		return false, false, chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
-	}
-	if data[0] != '{' {
-		return false, false, chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", upstream.Excerpt(string(data), 80)))
+	if !utf8.Valid(data) || data[0] != '{' {
+		return false, false, upstream.NotObject(data)
 	}
 	e := &s.ev
 	e.reset()

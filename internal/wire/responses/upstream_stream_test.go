@@ -85,6 +85,12 @@ func twoReads(raw []byte, n int) io.Reader {
 	return io.MultiReader(bytes.NewReader(raw[:n]), bytes.NewReader(raw[n:]))
 }
 
+// pullUpstream reads r as the router does: an UpstreamStreamReader's
+// Next, through chat.Pull when a chat.Stream is wanted.
+func pullUpstream(r io.Reader, maxEventSize int) chat.Stream {
+	return chat.Pull(NewUpstreamStreamReader(r, maxEventSize).Next)
+}
+
 // drain reads a stream to its end; More depends on how the bytes were
 // split, so it is cleared (TestReadUpstreamStreamMore checks it).
 func drain(s chat.Stream) ([]chat.Chunk, error) {
@@ -181,11 +187,11 @@ func TestReadUpstreamStreamGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, wantErr := drain(ReadUpstreamStream(bytes.NewReader(raw), 0))
+			want, wantErr := drain(pullUpstream(bytes.NewReader(raw), 0))
 			golden := render(t, want, wantErr)
 			goldenFile(t, strings.TrimSuffix(file, ".sse")+".chunks", golden)
 			check := func(how string, r io.Reader) {
-				got, err := drain(ReadUpstreamStream(r, 0))
+				got, err := drain(pullUpstream(r, 0))
 				if g := render(t, got, err); !bytes.Equal(g, golden) {
 					t.Fatalf("%s: decoded differently:\n%s\nwant:\n%s", how, g, golden)
 				}
@@ -252,7 +258,7 @@ func TestReadUpstreamStreamAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := chat.Collect(ReadUpstreamStream(bytes.NewReader(raw), 0))
+			got, err := chat.Collect(pullUpstream(bytes.NewReader(raw), 0))
 			if tt.err != "" {
 				if ce := chat.AsError(err); err == nil || ce.Category != tt.err {
 					t.Errorf("error = %v, want %s", err, tt.err)
@@ -290,7 +296,7 @@ func TestUpstreamRoundTrip(t *testing.T) {
 		}
 		b = e.Finish(b, reason, usage)
 		want.Add(chat.Chunk{FinishReason: reason, Usage: usage})
-		got, err := chat.Collect(ReadUpstreamStream(bytes.NewReader(b), 0))
+		got, err := chat.Collect(pullUpstream(bytes.NewReader(b), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +416,7 @@ func TestReadUpstreamStreamRows(t *testing.T) {
 	for _, tt := range upstreamRows {
 		t.Run(tt.name, func(t *testing.T) {
 			for name, mk := range splits([]byte(tt.in)) {
-				got, err := drain(ReadUpstreamStream(mk(), 0))
+				got, err := drain(pullUpstream(mk(), 0))
 				if err != nil {
 					t.Fatalf("%s: error = %v", name, err)
 				}
@@ -480,7 +486,7 @@ func TestReadUpstreamStreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for name, mk := range splits([]byte(tt.in)) {
-				resp, err := chat.Collect(ReadUpstreamStream(mk(), 1<<20))
+				resp, err := chat.Collect(pullUpstream(mk(), 1<<20))
 				var ce *chat.Error
 				if !errors.As(err, &ce) {
 					t.Fatalf("%s: error = %v, want *chat.Error", name, err)
@@ -518,7 +524,7 @@ func TestReadUpstreamStreamEveryPrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		for n := range len(raw) - 1 {
-			got, err := drain(ReadUpstreamStream(bytes.NewReader(raw[:n]), 0))
+			got, err := drain(pullUpstream(bytes.NewReader(raw[:n]), 0))
 			if !errors.Is(err, chat.ErrTruncated) || chat.AsError(err).Category != chat.CategoryProtocol {
 				t.Fatalf("%s[:%d]: error = %v, want a truncation", file, n, err)
 			}
@@ -542,7 +548,7 @@ func TestReadUpstreamStreamMore(t *testing.T) {
 		ev(`{"type":"response.completed","response":{}}`)
 	more := func(r io.Reader) []bool {
 		var m []bool
-		for ch, err := range ReadUpstreamStream(r, 0) {
+		for ch, err := range pullUpstream(r, 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -571,7 +577,7 @@ func TestUpstreamTerminalEventEndsStream(t *testing.T) {
 	go io.WriteString(pw, ev(evCreated)+ev(evMsgAdded)+ev(evHi)+ev(evDone))
 	done := make(chan error, 1)
 	go func() {
-		_, err := chat.Collect(ReadUpstreamStream(pr, 0))
+		_, err := chat.Collect(pullUpstream(pr, 0))
 		done <- err
 	}()
 	select {
@@ -589,10 +595,10 @@ func TestReadUpstreamStreamBreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, _ := drain(ReadUpstreamStream(bytes.NewReader(raw), 0))
+	all, _ := drain(pullUpstream(bytes.NewReader(raw), 0))
 	for stop := range len(all) {
 		n := 0
-		for _, err := range ReadUpstreamStream(bytes.NewReader(raw), 0) {
+		for _, err := range pullUpstream(bytes.NewReader(raw), 0) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -623,7 +629,7 @@ func FuzzReadUpstreamStream(f *testing.F) {
 	f.Add([]byte(ev(`{"type":"error","error":{"code":"rate_limit_exceeded","message":"slow"}}`)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var c chat.Collector
-		for ch, err := range ReadUpstreamStream(bytes.NewReader(in), 1<<16) {
+		for ch, err := range pullUpstream(bytes.NewReader(in), 1<<16) {
 			if err != nil {
 				var ce *chat.Error
 				if !errors.As(err, &ce) {

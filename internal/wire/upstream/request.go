@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -56,4 +57,44 @@ func ArgsObject(s string) (json.RawMessage, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// ImageURL is an image part's URL, or its inline data as a data: URL, for
+// the formats that take images as URLs only.
+func ImageURL(p *chat.Part) string {
+	if p.ImageURL == "" && p.Data != "" {
+		return "data:" + p.MediaType + ";base64," + p.Data
+	}
+	return p.ImageURL
+}
+
+// JSONMode reads a request's response_format (chat.Request's, in Chat
+// Completions' form) for the formats whose JSON mode is on or off, with
+// an optional schema: on is whether JSON was asked for (json_object or
+// json_schema), schema json_schema's schema when it has one.
+func JSONMode(responseFormat json.RawMessage) (on bool, schema json.RawMessage, err error) {
+	if len(responseFormat) == 0 || string(responseFormat) == "null" {
+		return false, nil, nil
+	}
+	var rf struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(responseFormat, &rf); err != nil {
+		return false, nil, fmt.Errorf("response_format: %v", err)
+	}
+	switch rf.Type {
+	case "", "text":
+		return false, nil, nil
+	case "json_object":
+		return true, nil, nil
+	case "json_schema":
+		if rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
+			return true, rf.JSONSchema.Schema, nil
+		}
+		return true, nil, nil
+	}
+	return false, nil, fmt.Errorf("response_format: unsupported type %q", rf.Type)
 }

@@ -1,13 +1,22 @@
 // Package upstream holds what the wire formats share on their upstream
 // side, where firstword is the client: in encoding a request, a message's
-// text (MessageText), tool-call arguments as an object (ArgsObject) and
-// JSON as the upstreams want it (Marshal); in decoding the answer, the
-// chunk held back while the next event is already buffered (HoldBack) and
-// the excerpt of what an upstream sent that an error quotes (Excerpt).
+// text (MessageText), an image's URL (ImageURL), tool-call arguments as an
+// object (ArgsObject), JSON mode (JSONMode) and JSON as the upstreams want
+// it (Marshal); in decoding the answer, the chunk held back while the next
+// event is already buffered (HoldBack), a reader's sticky end (Ending),
+// the errors of a stream cut short (ReadError) and of an event that is not
+// a JSON object (NotObject), finish reasons held until the end (Hold), a
+// whole tool call as a delta (ToolCall) and the excerpt of what an
+// upstream sent that an error quotes (Excerpt).
 package upstream
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -86,6 +95,82 @@ func (h *HoldBack) Next(s Stepper) (*chat.Chunk, error) {
 			h.pending = h.out
 		}
 	}
+}
+
+// ReadError is the error that ends a stream whose next event could not be
+// read, err the reader's: a body that ended, cleanly or inside an event,
+// before the stream's end is chat.ErrTruncated, format and args saying
+// what is missing ("no [DONE] after %d chunks"); any other failure (an
+// oversized event, a broken connection) is err. Either is a protocol
+// error.
+func ReadError(err error, format string, args ...any) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = fmt.Errorf("%w: "+format, append([]any{chat.ErrTruncated}, args...)...)
+	}
+	return chat.ProtocolError(err)
+}
+
+// NotObject returns the protocol error for an event's data, not empty,
+// that is not valid UTF-8 or not a JSON object. The readers check both
+// themselves, on every event's path; this says which failed.
+func NotObject(data []byte) error {
+	if !utf8.Valid(data) {
+		return chat.ProtocolError(errors.New("upstream sent invalid UTF-8"))
+	}
+	return chat.ProtocolError(fmt.Errorf("upstream sent an event that is not a JSON object: %s", Excerpt(string(data), 80)))
+}
+
+// ToolCall is a whole tool call, as the formats that stream calls whole
+// send one (Gemini, Ollama: the arguments an object, the id not always
+// there), as a complete delta: index is its Index, ordinal its number
+// among the stream's calls, which makes the "call_<ordinal>" given to a
+// call without an id unique within the stream. The arguments are
+// compacted, so that they read the same whatever spacing the upstream
+// used; none (or null) is {}.
+func ToolCall(index, ordinal int, id, name string, args json.RawMessage) chat.ToolCallDelta {
+	if id == "" {
+		id = "call_" + strconv.Itoa(ordinal)
+	}
+	a := "{}"
+	if len(args) > 0 && string(args) != "null" {
+		var b bytes.Buffer
+		if json.Compact(&b, args) == nil {
+			a = b.String()
+		}
+	}
+	return chat.ToolCallDelta{Index: index, ID: id, Name: name, Arguments: a}
+}
+
+// Hold keeps a choice's finish reason in held, the finish reasons a
+// reader yields only once its stream is complete, and returns held: one
+// chunk per choice, with the last reason the upstream sent for it (a
+// client must see it once).
+func Hold(held []chat.Chunk, choice int, fr chat.FinishReason) []chat.Chunk {
+	for i := range held {
+		if held[i].Choice == choice {
+			held[i].FinishReason = fr
+			return held
+		}
+	}
+	return append(held, chat.Chunk{Choice: choice, FinishReason: fr})
+}
+
+// Ending is a pull reader's sticky end: once its stream has ended, with
+// io.EOF or the error that ended it, every later Next returns that again
+// without reading the body, which the caller may already have handed
+// back to the connection pool. The zero Ending is a stream going on.
+type Ending struct{ err error }
+
+// Ended returns how the stream ended, nil while it goes on.
+func (e *Ending) Ended() error { return e.err }
+
+// Keep returns c and err, what reading on returned, keeping err as the
+// stream's end when it is one.
+func (e *Ending) Keep(c *chat.Chunk, err error) (*chat.Chunk, error) {
+	if err != nil {
+		e.err = err
+	}
+	return c, err
 }
 
 // Excerpt returns at most the first n bytes of s, cut at a rune boundary

@@ -1,8 +1,10 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -172,5 +174,118 @@ func TestMarshal(t *testing.T) {
 	got, err := Marshal(map[string]string{"p": "<b> & </b>"})
 	if want := `{"p":"<b> & </b>"}`; err != nil || string(got) != want {
 		t.Errorf("Marshal = %s, %v, want %s (unescaped, no newline)", got, err, want)
+	}
+}
+
+func TestImageURL(t *testing.T) {
+	for _, tt := range []struct {
+		p    chat.Part
+		want string
+	}{
+		{chat.ImagePart("https://x/i.png"), "https://x/i.png"},
+		{chat.Part{Type: chat.PartImage, MediaType: "image/png", Data: "AAAA"}, "data:image/png;base64,AAAA"},
+		{chat.ImagePart("data:image/gif;base64,R0lG"), "data:image/gif;base64,R0lG"},
+	} {
+		if got := ImageURL(&tt.p); got != tt.want {
+			t.Errorf("ImageURL(%+v) = %q, want %q", tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestJSONMode(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		on      bool
+		schema  string
+		wantErr string
+	}{
+		{in: ""},
+		{in: "null"},
+		{in: `{"type":"text"}`},
+		{in: `{"type":"json_object"}`, on: true},
+		{in: `{"type":"json_schema","json_schema":{"name":"n"}}`, on: true},
+		{in: `{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"},"strict":"any"}}`, on: true, schema: `{"type":"object"}`},
+		{in: `{"type":"xml"}`, wantErr: `response_format: unsupported type "xml"`},
+		{in: `[]`, wantErr: "response_format: json: cannot unmarshal array into Go value of type struct"},
+	} {
+		on, schema, err := JSONMode(json.RawMessage(tt.in))
+		if tt.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) {
+				t.Errorf("JSONMode(%s) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || on != tt.on || string(schema) != tt.schema {
+			t.Errorf("JSONMode(%s) = %v, %s, %v, want %v, %s", tt.in, on, schema, err, tt.on, tt.schema)
+		}
+	}
+}
+
+func TestEnding(t *testing.T) {
+	var e Ending
+	c := &chat.Chunk{Text: "a"}
+	if got, err := e.Keep(c, nil); got != c || err != nil || e.Ended() != nil {
+		t.Fatalf("Keep(chunk) = %v, %v; Ended() = %v, want the chunk and no end", got, err, e.Ended())
+	}
+	boom := errors.New("boom")
+	if got, err := e.Keep(nil, boom); got != nil || err != boom || e.Ended() != boom {
+		t.Fatalf("Keep(error) = %v, %v; Ended() = %v, want the error kept", got, err, e.Ended())
+	}
+}
+
+func TestReadError(t *testing.T) {
+	for _, in := range []error{io.EOF, io.ErrUnexpectedEOF} {
+		err := ReadError(in, "no end after %d events", 3)
+		var ce *chat.Error
+		if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, chat.ErrTruncated) || !strings.Contains(err.Error(), "no end after 3 events") {
+			t.Errorf("ReadError(%v) = %v, want a truncated protocol error saying what is missing", in, err)
+		}
+	}
+	big := errors.New("event too large")
+	err := ReadError(big, "no end after %d events", 3)
+	var ce *chat.Error
+	if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !errors.Is(err, big) || errors.Is(err, chat.ErrTruncated) {
+		t.Errorf("ReadError(%v) = %v, want a protocol error of it, not truncated", big, err)
+	}
+}
+
+func TestNotObject(t *testing.T) {
+	for _, tt := range []struct {
+		data, wantErr string
+	}{
+		{data: "\xff{", wantErr: "upstream sent invalid UTF-8"},
+		{data: `[1]`, wantErr: "upstream sent an event that is not a JSON object: [1]"},
+	} {
+		err := NotObject([]byte(tt.data))
+		var ce *chat.Error
+		if !errors.As(err, &ce) || ce.Category != chat.CategoryProtocol || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("NotObject(%q) = %v, want a protocol error %q", tt.data, err, tt.wantErr)
+		}
+	}
+}
+
+func TestToolCall(t *testing.T) {
+	for _, tt := range []struct {
+		id, args string
+		want     chat.ToolCallDelta
+	}{
+		{id: "fc_1", args: `{ "city" : "Paris" }`, want: chat.ToolCallDelta{Index: 1, ID: "fc_1", Name: "f", Arguments: `{"city":"Paris"}`}},
+		{args: "", want: chat.ToolCallDelta{Index: 1, ID: "call_7", Name: "f", Arguments: "{}"}},
+		{args: "null", want: chat.ToolCallDelta{Index: 1, ID: "call_7", Name: "f", Arguments: "{}"}},
+	} {
+		if got := ToolCall(1, 7, tt.id, "f", json.RawMessage(tt.args)); got != tt.want {
+			t.Errorf("ToolCall(1, 7, %q, f, %s) = %+v, want %+v", tt.id, tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestHold(t *testing.T) {
+	var held []chat.Chunk
+	held = Hold(held, 1, chat.FinishLength)
+	held = Hold(held, 0, chat.FinishStop)
+	held = Hold(held, 1, chat.FinishToolCalls) // named again: the last one wins
+	want := []chat.Chunk{{Choice: 1, FinishReason: chat.FinishToolCalls}, {Choice: 0, FinishReason: chat.FinishStop}}
+	if diff := cmp.Diff(want, held); diff != "" {
+		t.Errorf("held (-want +got):\n%s", diff)
 	}
 }
