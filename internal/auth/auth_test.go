@@ -108,6 +108,11 @@ func checkedThenRevoked(t *testing.T) (*Authenticator, *countingStore, *clock, s
 func TestAuthenticate(t *testing.T) {
 	a, _, _, key := setup(t)
 	ctx := context.Background()
+	// The key with its last character changed (to x, or to y when it is x).
+	wrong := key[:len(key)-1] + "x"
+	if wrong == key {
+		wrong = key[:len(key)-1] + "y"
+	}
 	for _, tc := range []struct {
 		name, authorization, apiKey string
 		want                        error
@@ -116,7 +121,7 @@ func TestAuthenticate(t *testing.T) {
 		{"x-api-key", "", key, nil},
 		{"no key", "", "", ErrUnauthorized},
 		{"malformed", "Bearer nope", "", ErrUnauthorized},
-		{"wrong secret", "Bearer " + key[:len(key)-1] + "x", "", ErrUnauthorized},
+		{"wrong secret", "Bearer " + wrong, "", ErrUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := a.Authenticate(ctx, tc.authorization, tc.apiKey)

@@ -94,23 +94,33 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Ha
 	return err
 }
 
-// sweep marks answers interrupted whose replica stopped writing them (it
-// crashed), so they do not stay "streaming" until some replica restarts.
-func (g *Gateway) sweep(ctx context.Context) {
-	t := time.NewTicker(conversation.StreamLease / 2)
+// every runs f every interval until ctx ends; at once too if now.
+func every(ctx context.Context, interval time.Duration, now bool, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if now {
+			f()
+		}
+		now = true
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// sweep marks answers interrupted whose replica stopped writing them (it
+// crashed), so they do not stay "streaming" until some replica restarts.
+func (g *Gateway) sweep(ctx context.Context) {
+	every(ctx, conversation.StreamLease/2, false, func() {
 		if n, err := g.store.InterruptStreaming(ctx, time.Now().Add(-conversation.StreamLease), time.Now().UTC()); err != nil {
 			g.log.Warn("sweeping stale streams", "err", err)
 		} else if n > 0 {
 			g.log.Warn("answers abandoned by a crashed replica are now interrupted", "count", n)
 		}
-	}
+	})
 }
 
 // idempotencyPurgeInterval is how often expired idempotency keys are
@@ -121,20 +131,13 @@ const idempotencyPurgeInterval = 10 * time.Minute
 // passed, at start and then every idempotencyPurgeInterval. Every replica
 // purges; a key deleted twice is deleted once.
 func (g *Gateway) purgeIdempotencyKeys(ctx context.Context) {
-	t := time.NewTicker(idempotencyPurgeInterval)
-	defer t.Stop()
-	for {
+	every(ctx, idempotencyPurgeInterval, true, func() {
 		if n, err := g.store.PurgeIdempotencyKeys(ctx, time.Now().UTC()); err != nil && ctx.Err() == nil {
 			g.log.Warn("purging expired idempotency keys", "err", err)
 		} else if n > 0 {
 			g.log.Info("purged expired idempotency keys", "count", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // sweepLost stores the answers whose replica died, as seen by the shared
@@ -143,20 +146,13 @@ func (g *Gateway) purgeIdempotencyKeys(ctx context.Context) {
 // the rows' own 30 s. Every replica sweeps; the store's conditional
 // update lets one of them win.
 func (g *Gateway) sweepLost(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, time.Second, false, func() {
 		// A live answer's row is written every checkpoint while text
 		// flows; only rows quiet for half a lease are asked about.
 		ids, err := g.store.StaleStreaming(ctx, time.Now().Add(-g.cfg.Resume.Lease/2), 100)
 		if err != nil {
 			g.log.Warn("sweeping lost answers", "err", err)
-			continue
+			return
 		}
 		for _, id := range ids {
 			snap, err := g.journal.Snapshot(ctx, id)
@@ -169,5 +165,5 @@ func (g *Gateway) sweepLost(ctx context.Context) {
 				g.log.Warn("an answer whose replica died is now interrupted", "message_id", id)
 			}
 		}
-	}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
+	"github.com/firstword/firstword/internal/store"
 )
 
 // Status is how a request ended.
@@ -177,18 +178,12 @@ type Memory struct {
 
 // Totals sums records for one alias.
 type Totals struct {
-	Requests     int64   `json:"requests"`
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CachedTokens int64   `json:"cached_tokens"`
-	Cost         float64 `json:"cost"`
-	// What attempts that did not give the answer cost (see Record.Spent).
-	AttemptsInputTokens  int64            `json:"attempts_input_tokens"`
-	AttemptsOutputTokens int64            `json:"attempts_output_tokens"`
-	AttemptsCost         float64          `json:"attempts_cost"`
-	ByStatus             map[Status]int64 `json:"by_status"`
-	UsageMissing         int64            `json:"usage_missing"`
-	Estimated            int64            `json:"estimated"`
+	// The attempts' sums are of those that did not give the answer (see
+	// Record.Spent).
+	store.Sums
+	ByStatus     map[Status]int64 `json:"by_status"`
+	UsageMissing int64            `json:"usage_missing"`
+	Estimated    int64            `json:"estimated"`
 }
 
 // NewMemory returns a Memory keeping the last size records.

@@ -311,15 +311,19 @@ type Usage struct {
 
 // UsageSum is a sum of usage rows.
 type UsageSum struct {
-	TenantID     string `json:"tenant_id"`
-	Model        string `json:"model"`
-	Day          string `json:"day"` // YYYY-MM-DD, UTC
-	Requests     int64  `json:"requests"`
-	InputTokens  int64  `json:"input_tokens"`
-	OutputTokens int64  `json:"output_tokens"`
-	CachedTokens int64  `json:"cached_tokens"`
-	// Cost is the answers' alone; the attempts that did not give them
-	// are summed apart (see Usage).
+	TenantID string `json:"tenant_id"`
+	Model    string `json:"model"`
+	Day      string `json:"day"` // YYYY-MM-DD, UTC
+	Sums
+}
+
+// Sums add up usage: the requests, the answers' tokens and cost, and
+// apart, what the attempts that did not give them cost (see Usage).
+type Sums struct {
+	Requests             int64   `json:"requests"`
+	InputTokens          int64   `json:"input_tokens"`
+	OutputTokens         int64   `json:"output_tokens"`
+	CachedTokens         int64   `json:"cached_tokens"`
 	Cost                 float64 `json:"cost"`
 	AttemptsInputTokens  int64   `json:"attempts_input_tokens"`
 	AttemptsOutputTokens int64   `json:"attempts_output_tokens"`

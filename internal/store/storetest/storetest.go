@@ -693,14 +693,14 @@ func testUsageSummary(t *testing.T, s store.Store) {
 		t.Error("the batch's Times were not set")
 	}
 	acme := []store.UsageSum{
-		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75,
-			AttemptsInputTokens: 17, AttemptsOutputTokens: 3, AttemptsCost: 0.1875},
-		{TenantID: "acme", Model: "smart", Day: "2025-03-14", Requests: 1, InputTokens: 100, OutputTokens: 200, Cost: 2},
-		{TenantID: "acme", Model: "fast", Day: "2025-03-15", Requests: 1, InputTokens: 1000, OutputTokens: 2000, Cost: 4},
+		{TenantID: "acme", Model: "fast", Day: "2025-03-14", Sums: store.Sums{Requests: 2, InputTokens: 11, OutputTokens: 22, CachedTokens: 1, Cost: 0.75,
+			AttemptsInputTokens: 17, AttemptsOutputTokens: 3, AttemptsCost: 0.1875}},
+		{TenantID: "acme", Model: "smart", Day: "2025-03-14", Sums: store.Sums{Requests: 1, InputTokens: 100, OutputTokens: 200, Cost: 2}},
+		{TenantID: "acme", Model: "fast", Day: "2025-03-15", Sums: store.Sums{Requests: 1, InputTokens: 1000, OutputTokens: 2000, Cost: 4}},
 	}
 	globex := []store.UsageSum{
-		{TenantID: "globex", Model: "fast", Day: "2025-03-14", Requests: 1, InputTokens: 7, OutputTokens: 8, CachedTokens: 3, Cost: 0.125},
-		{TenantID: "globex", Model: "fast", Day: "2025-03-15", Requests: 1, InputTokens: 5, OutputTokens: 6, Cost: 1},
+		{TenantID: "globex", Model: "fast", Day: "2025-03-14", Sums: store.Sums{Requests: 1, InputTokens: 7, OutputTokens: 8, CachedTokens: 3, Cost: 0.125}},
+		{TenantID: "globex", Model: "fast", Day: "2025-03-15", Sums: store.Sums{Requests: 1, InputTokens: 5, OutputTokens: 6, Cost: 1}},
 	}
 	for _, tc := range []struct {
 		name     string
@@ -708,13 +708,13 @@ func testUsageSummary(t *testing.T, s store.Store) {
 		from, to time.Time
 		want     []store.UsageSum
 	}{
-		{"all tenants", "", from, to, []store.UsageSum{acme[0], acme[1], globex[0], {TenantID: "umbrella", Model: "fast", Day: "2025-03-14", Requests: 37, InputTokens: 37, OutputTokens: 666}, acme[2], globex[1]}},
+		{"all tenants", "", from, to, []store.UsageSum{acme[0], acme[1], globex[0], {TenantID: "umbrella", Model: "fast", Day: "2025-03-14", Sums: store.Sums{Requests: 37, InputTokens: 37, OutputTokens: 666}}, acme[2], globex[1]}},
 		{"acme", "acme", from, to, acme},
 		{"globex", "globex", from, to, globex},
 		{"unknown tenant", "initech", from, to, nil},
 		{"empty range", "", from, from, nil},
 		{"one day", "", day2, day2.AddDate(0, 0, 1), []store.UsageSum{acme[2],
-			{TenantID: "globex", Model: "fast", Day: "2025-03-15", Requests: 2, InputTokens: 5, OutputTokens: 6, Cost: 1}}},
+			{TenantID: "globex", Model: "fast", Day: "2025-03-15", Sums: store.Sums{Requests: 2, InputTokens: 5, OutputTokens: 6, Cost: 1}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.UsageSummary(ctx, tc.tenant, tc.from, tc.to)
