@@ -14,7 +14,6 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/gateway"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -96,7 +95,7 @@ func keysCreate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Admin: *admin}
+	k := &store.APIKey{ID: store.NewID("key_"), TenantID: *tenant, UserID: *user, Name: *name, Admin: *admin}
 	key, err := auth.CreateKey(ctx, st, k)
 	if err != nil {
 		return err
@@ -210,7 +209,7 @@ func keysRotate(ctx context.Context, env *Env, args []string) error {
 	case old.RevokedAt != nil && !old.RevokedAt.After(now):
 		return fmt.Errorf("rotate %s: the key is revoked: create a new one instead", id)
 	}
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, CreatedAt: now, Admin: old.Admin}
+	k := &store.APIKey{ID: store.NewID("key_"), TenantID: old.TenantID, UserID: old.UserID, Name: old.Name, CreatedAt: now, Admin: old.Admin}
 	key, err := auth.CreateKey(ctx, st, k)
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -217,8 +216,8 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 		}
 	}
 	now := time.Now().UTC()
-	t.user = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: content, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
-	t.assistant = &store.Message{ID: NewID("msg_"), TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	t.user = &store.Message{ID: store.NewID("msg_"), TenantID: in.TenantID, Role: "user", Content: content, Status: store.StatusComplete, Model: in.Model, CreatedAt: now, UpdatedAt: now}
+	t.assistant = &store.Message{ID: store.NewID("msg_"), TenantID: in.TenantID, Role: "assistant", Status: store.StatusStreaming, Model: in.Model, CreatedAt: now, UpdatedAt: now}
 	// The user's message and the answer's placeholder are one write (with
 	// the conversation when it is new): one wait for the database.
 	if in.ConversationID != "" {
@@ -233,7 +232,7 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 		}
 		t.conv = c
 	} else {
-		t.conv = &store.Conversation{ID: NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
+		t.conv = &store.Conversation{ID: store.NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
 		t.created = true
 	}
 	t.user.ConversationID, t.assistant.ConversationID = t.conv.ID, t.conv.ID
@@ -288,17 +287,6 @@ type Meta struct {
 // Meta returns the turn's meta event.
 func (t *Turn) Meta() Meta {
 	return Meta{ConversationID: t.conv.ID, MessageID: t.assistant.ID, UserMessageID: t.user.ID, Model: t.in.Model, Created: t.created}
-}
-
-// NewID returns a random identifier with a prefix.
-func NewID(prefix string) string {
-	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
-	b := make([]byte, len(prefix), len(prefix)+20)
-	copy(b, prefix)
-	for range 20 {
-		b = append(b, alphabet[rand.IntN(len(alphabet))])
-	}
-	return string(b)
 }
 
 // title is a conversation's title: the start of its first message.

@@ -168,13 +168,6 @@ func TestTitle(t *testing.T) {
 	}
 }
 
-func TestNewID(t *testing.T) {
-	a, b := NewID("msg_"), NewID("msg_")
-	if !strings.HasPrefix(a, "msg_") || len(a) != len("msg_")+20 || a == b {
-		t.Errorf("NewID = %q, %q; want two different msg_ and 20 characters", a, b)
-	}
-}
-
 // TestNewDefaults checks the defaults New fills in.
 func TestNewDefaults(t *testing.T) {
 	s := New(Options{})

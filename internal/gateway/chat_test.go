@@ -17,7 +17,6 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -439,7 +438,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 		key, prefix, hash := auth.NewKey()
-		err := gw.Store().CreateAPIKey(context.Background(), &store.APIKey{ID: conversation.NewID("key_"), TenantID: tenant, UserID: tenant + "-user", Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC()})
+		err := gw.Store().CreateAPIKey(context.Background(), &store.APIKey{ID: store.NewID("key_"), TenantID: tenant, UserID: tenant + "-user", Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/firstword/firstword/internal/auth"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -31,7 +30,7 @@ func keyWithID(t *testing.T, st store.Store, tenant string, admin bool) (key, id
 		t.Fatal(err)
 	}
 	key, prefix, hash := auth.NewKey()
-	id = conversation.NewID("key_")
+	id = store.NewID("key_")
 	k := &store.APIKey{ID: id, TenantID: tenant, UserID: id, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: admin}
 	if err := st.CreateAPIKey(context.Background(), k); err != nil {
 		t.Fatal(err)

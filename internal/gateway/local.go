@@ -9,7 +9,6 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/config"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -36,7 +35,7 @@ func BootstrapAdminKey(ctx context.Context, cfg *config.Config, key string, w io
 	if err != nil || n > 0 {
 		return err
 	}
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: "admin", Name: AdminKeyEnv, Prefix: prefix, Hash: hash, Admin: true}
+	k := &store.APIKey{ID: store.NewID("key_"), TenantID: "admin", Name: AdminKeyEnv, Prefix: prefix, Hash: hash, Admin: true}
 	if err := auth.StoreKey(ctx, st, k); err != nil {
 		// Another replica may have stored it (or another key) meanwhile.
 		if n, cerr := st.CountAPIKeys(ctx); cerr == nil && n > 0 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/store"
 )
@@ -32,7 +31,7 @@ func newKey(t *testing.T, st store.Store, tenant, user string, admin bool) strin
 		t.Fatal(err)
 	}
 	key, prefix, hash := auth.NewKey()
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: tenant, UserID: user, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: admin}
+	k := &store.APIKey{ID: store.NewID("key_"), TenantID: tenant, UserID: user, Prefix: prefix, Hash: hash, CreatedAt: time.Now().UTC(), Admin: admin}
 	if k.UserID == "" {
 		k.UserID = k.ID
 	}

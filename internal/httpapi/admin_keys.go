@@ -10,7 +10,6 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/chat"
-	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -91,7 +90,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 
 // newKey stores a new key of body's tenant, user and name.
 func (s *Server) newKey(r *http.Request, body createKeyRequest) (*store.APIKey, string, error) {
-	k := &store.APIKey{ID: conversation.NewID("key_"), TenantID: body.Tenant, UserID: body.User, Name: body.Name, Admin: body.Admin}
+	k := &store.APIKey{ID: store.NewID("key_"), TenantID: body.Tenant, UserID: body.User, Name: body.Name, Admin: body.Admin}
 	secret, err := auth.CreateKey(r.Context(), s.opt.Store, k)
 	if err != nil {
 		return nil, "", s.adminStoreError(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/metering"
+	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/tracing"
 	wire "github.com/firstword/firstword/internal/wire/openai"
 )
@@ -38,7 +39,7 @@ const ChatProtocol = "1"
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	start := time.Now()
 	rec := budget.New(start)
-	id := newID("req_")
+	id := store.NewID("req_")
 	trace := tracing.FromRequest(r)
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Trace-Id", trace.String())

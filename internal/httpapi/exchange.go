@@ -20,6 +20,7 @@ import (
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/router"
+	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/tracing"
 )
 
@@ -50,7 +51,7 @@ type exchange struct {
 // newExchange starts a request's state on a: its ID, clock, stage
 // recorder and trace, announced in the response headers.
 func newExchange(w http.ResponseWriter, r *http.Request, a *api) *exchange {
-	x := &exchange{id: newID(a.idPrefix), surface: a.name, dialect: a.dialect, start: time.Now()}
+	x := &exchange{id: store.NewID(a.idPrefix), surface: a.name, dialect: a.dialect, start: time.Now()}
 	x.rec = budget.New(x.start)
 	x.trace, x.parent = tracing.FromRequest(r), r.Header.Get("Traceparent")
 	h := w.Header()

@@ -8,7 +8,6 @@ package httpapi
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -193,17 +192,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Drain marks the server as shutting down: /readyz answers 503 from now
 // on, so that a load balancer stops sending new requests.
 func (s *Server) Drain() { s.draining.Store(true) }
-
-// newID returns a random identifier with a prefix.
-func newID(prefix string) string {
-	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	b := make([]byte, len(prefix), len(prefix)+24)
-	copy(b, prefix)
-	for range 24 {
-		b = append(b, alphabet[rand.IntN(len(alphabet))])
-	}
-	return string(b)
-}
 
 // clientDeadline returns the tightest timeout a client asked for with
 // X-Request-Timeout, Request-Timeout or X-Stainless-Timeout (seconds, may

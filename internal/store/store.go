@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -328,4 +329,17 @@ type Sums struct {
 	AttemptsInputTokens  int64   `json:"attempts_input_tokens"`
 	AttemptsOutputTokens int64   `json:"attempts_output_tokens"`
 	AttemptsCost         float64 `json:"attempts_cost"`
+}
+
+// NewID returns a random identifier with a prefix ("conv_", "msg_",
+// "key_", a request's): 20 characters of [0-9a-z] after it, about 103
+// bits.
+func NewID(prefix string) string {
+	const alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+	b := make([]byte, len(prefix), len(prefix)+20)
+	copy(b, prefix)
+	for range 20 {
+		b = append(b, alphabet[rand.IntN(len(alphabet))])
+	}
+	return string(b)
 }
