@@ -18,6 +18,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
@@ -55,9 +56,10 @@ func New(opt Options) *Calls { return &Calls{opt: opt} }
 
 // Resolve starts the call for q: it resolves q.Alias once, and the call's
 // deadline is the alias's timeout from the request's arrival
-// (q.Timings.Start()), or client after it when the client asked for less
-// (0: it did not). The error says why the alias is not served: the
-// routes' (router.ErrUnknownModel, or a reason of the router's own).
+// (q.Timings.Start(); q.Timings is required), or client after it when the
+// client asked for less (0: it did not). The error says why the alias is
+// not served: the routes' (router.ErrUnknownModel, or a reason of the
+// router's own).
 func (cs *Calls) Resolve(q metering.Request, client time.Duration) (*Call, error) {
 	timeout, err := cs.opt.Routes.Timeout(q.Alias)
 	if err != nil {
@@ -71,7 +73,7 @@ func (cs *Calls) Resolve(q metering.Request, client time.Duration) (*Call, error
 
 // Call is one request's life: see the package comment. Its methods are
 // called from the request's goroutine (the stream's consumer), but for
-// Cancel, which any goroutine may call.
+// Cancel, which goroutines started after Context may call.
 type Call struct {
 	calls    *Calls
 	q        metering.Request
@@ -80,8 +82,7 @@ type Call struct {
 
 	rep   levers.Report
 	tally metering.Tally
-	model string             // the upstream model, from the first chunk that names one
-	named func(model string) // told the model (Stream's)
+	model string // the upstream model, from the first chunk that names one
 	// routeAt is when Stream handed the request to the levers; release
 	// frees a routing rule's deadline; staged says the router's stages
 	// are in the timings.
@@ -90,9 +91,6 @@ type Call struct {
 	staged  bool
 	shown   bool // the first word is stamped
 }
-
-// Deadline is when the call must end.
-func (c *Call) Deadline() time.Time { return c.deadline }
 
 // Context returns the call's context: parent, ending at the call's
 // deadline with cause chat.ErrDeadline, and cancelled with a cause by
@@ -107,8 +105,8 @@ func (c *Call) Context(parent context.Context) (context.Context, context.CancelC
 }
 
 // Cancel ends the call's context with cause (chat.ErrClientGone: the
-// client stopped reading; chat.ErrStopped: the user stopped the answer).
-// Safe from any goroutine; a no-op before Context.
+// client stopped reading; chat.ErrStopped: the user stopped the answer),
+// from any goroutine started after Context; a no-op before Context.
 func (c *Call) Cancel(cause error) {
 	if c.cancel != nil {
 		c.cancel(cause)
@@ -120,14 +118,15 @@ func (c *Call) Cancel(cause error) {
 // call adds no frame to the path of a chunk (each chunk is written to the
 // client from under every frame between the handler and the upstream
 // read; see docs/architecture.md). The surface gives each chunk it
-// receives to Deliver before it encodes it; named, if not nil, is told
-// the upstream model once, by Deliver. When a routing rule sends req to
-// another alias, the call ends at that alias's timeout from now if that
-// is earlier. The iterator is single-use; breaking out of it or
+// receives to Deliver before it encodes it. When a routing rule sends req
+// to another alias whose timeout, from now, ends before the call's
+// deadline, the stream (the router's walk, a cache replay, a shared
+// stream) ends then, with cause chat.ErrDeadline; the call's own context
+// is left as it is. The iterator is single-use; breaking out of it or
 // cancelling ctx aborts the upstream at once.
-func (c *Call) Stream(ctx context.Context, req *chat.Request, named func(model string)) chat.Stream {
+func (c *Call) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 	routes := c.calls.opt.Routes
-	c.routeAt, c.named = time.Now(), named
+	c.routeAt = time.Now()
 	p := routes.Plan(req, &c.rep)
 	if to := p.Alias(); to != req.Model {
 		if timeout, err := routes.Timeout(to); err == nil {
@@ -142,15 +141,17 @@ func (c *Call) Stream(ctx context.Context, req *chat.Request, named func(model s
 // Deliver counts a chunk of Stream's that the surface delivers (or holds
 // back: what the model produced counts, see chat.Tally): it tallies it
 // (the usage, the finish, the gaps between visible chunks) and names the
-// upstream model from the first chunk that carries one.
-func (c *Call) Deliver(ch *chat.Chunk) {
-	if ch.Model != "" && c.model == "" {
-		c.model = ch.Model
-		if c.named != nil {
-			c.named(ch.Model)
-		}
-	}
+// upstream model from the first chunk that carries one, reporting true
+// for that chunk (the surface then tells its encoder Model).
+func (c *Call) Deliver(ch *chat.Chunk) (named bool) {
 	c.tally.Add(ch)
+	return c.model == "" && c.name(ch.Model)
+}
+
+// name names the upstream model, if m is one.
+func (c *Call) name(m string) bool {
+	c.model = m
+	return m != ""
 }
 
 // EndRoute records the router's stages in the call's timings (routing,
@@ -171,14 +172,23 @@ func (c *Call) EndRoute() {
 
 // Shown tells the call that everything it delivered so far reached the
 // client: the surface calls it after each write. The first time that
-// includes visible text (or a tool call) is the request's first word.
+// includes visible text (or a tool call) is the request's first word; an
+// answer that showed nothing has none.
 func (c *Call) Shown() {
-	if c.shown || !c.tally.Visible {
-		return
+	if !c.shown && c.tally.Visible {
+		c.firstWord()
 	}
+}
+
+// firstWord stamps the first word (apart from Shown, which stays small
+// enough to inline in the surfaces' loops).
+func (c *Call) firstWord() {
 	c.shown = true
 	c.q.Timings.FirstWord(time.Now())
 }
+
+// Timings is the request's stage recorder (the request's Timings).
+func (c *Call) Timings() *budget.Recorder { return c.q.Timings }
 
 // Report is what the levers and the router did. The router writes it on
 // the stream's goroutine, between chunks: read it when the surface has
@@ -208,6 +218,10 @@ func (c *Call) Cost(u chat.Usage) float64 {
 // Outcome is how a call ended, as End tells them apart.
 type Outcome int
 
+var outcomeNames = [...]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
 const (
 	// Complete: the answer finished.
 	Complete Outcome = iota
@@ -236,14 +250,17 @@ type Ending struct {
 	Err *chat.Error
 }
 
-// End classifies how the call ended, once, from err (the stream's error,
-// or the surface's own failure; nil: the stream ended by itself), gone
-// (the surface saw its client leave: it refused an event) and the cause
-// of ctx (the call's context). The first match wins: a client that left;
-// a stream that ended by itself (Cut if the deadline cut it); the
-// server's shutdown; ctx ended other than by the deadline (the client
-// closed the request, the answer was stopped, or Cancel); a timeout; any
-// other failure.
+// End classifies how the call ended from err (the stream's error, or the
+// surface's own failure; nil: the stream ended by itself), gone (the
+// surface saw its client leave: it refused an event, a write failed) and
+// the cause of ctx (the call's context). The surface writes the ending
+// from it (the last events, an error, nothing to a client that left) and
+// meters it. The first match wins: a client that left; a stream that
+// ended by itself (Cut if the deadline cut it), even if the server's
+// shutdown came after; the server's shutdown; ctx ended other than by the
+// deadline (the client closed the request, the answer was stopped, or
+// Cancel); a timeout (one wrapped in another error too); any other
+// failure.
 func (c *Call) End(ctx context.Context, err error, gone bool) Ending {
 	c.EndRoute()
 	cause := context.Cause(ctx)

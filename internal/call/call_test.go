@@ -149,8 +149,8 @@ func TestResolve(t *testing.T) {
 					t.Errorf("Resolve = %v, %v; want nil, %v", c, err, want)
 				}
 			}
-			if tt.err == nil && (err != nil || c.Deadline().Sub(arrival) != tt.want) {
-				t.Errorf("Resolve = %v; deadline arrival+%v, want arrival+%v", err, c.Deadline().Sub(arrival), tt.want)
+			if tt.err == nil && (err != nil || c.deadline.Sub(arrival) != tt.want) {
+				t.Errorf("Resolve = %v; deadline arrival+%v, want arrival+%v", err, c.deadline.Sub(arrival), tt.want)
 			}
 		})
 	}
@@ -199,11 +199,13 @@ func TestStream(t *testing.T) {
 		var named []string
 		var got []chat.Chunk
 		text := false
-		for ch, err := range c.Stream(ctx, ask("chat"), func(m string) { named = append(named, m) }) {
+		for ch, err := range c.Stream(ctx, ask("chat")) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.Deliver(&ch)
+			if c.Deliver(&ch) {
+				named = append(named, c.Model())
+			}
 			if len(named) != 1 {
 				t.Errorf("chunk %d yielded with the model named %d times, want once before it", len(got), len(named))
 			}
@@ -250,7 +252,7 @@ func TestStreamBreak(t *testing.T) {
 		c, _ := New(Options{Routes: r}).Resolve(request(rec), 0)
 		ctx, release := c.Context(t.Context())
 		defer release(nil)
-		for ch := range c.Stream(ctx, ask("chat"), nil) {
+		for ch := range c.Stream(ctx, ask("chat")) {
 			c.Deliver(&ch)
 			if ch.Text != "" {
 				break
@@ -282,7 +284,7 @@ func TestRuleTimeout(t *testing.T) {
 				c, _ := New(Options{Routes: r}).Resolve(request(budget.New(start)), 0)
 				ctx, release := c.Context(t.Context())
 				defer release(nil)
-				if _, err := chat.Collect(c.Stream(ctx, ask("chat"), nil)); err != nil {
+				if _, err := chat.Collect(c.Stream(ctx, ask("chat"))); err != nil {
 					t.Fatal(err)
 				}
 				if len(r.deadlines) != 1 || r.deadlines[0].Sub(start) != tt.want {
@@ -318,6 +320,7 @@ func TestEnd(t *testing.T) {
 	}{
 		{name: "finished", ctx: live, finish: chat.FinishStop, want: Complete, status: metering.StatusComplete},
 		{name: "finished as the client left", ctx: ended(context.Canceled), finish: chat.FinishStop, want: Complete, status: metering.StatusComplete},
+		{name: "finished, then the server's shutdown", ctx: ended(chat.ErrShutdown), finish: chat.FinishStop, want: Complete, status: metering.StatusComplete},
 		{name: "cut at the deadline", ctx: ended(chat.ErrDeadline), finish: chat.FinishTimeout, want: Cut, status: metering.StatusTimeout},
 		{name: "failed", ctx: live, err: overloaded, want: Failed, status: metering.StatusError},
 		{name: "blocked", ctx: live, err: &chat.Error{Category: chat.CategoryBlocked}, want: Failed, status: metering.StatusError},
@@ -346,6 +349,13 @@ func TestEnd(t *testing.T) {
 			}
 		})
 	}
+	var names []string
+	for o := Complete; o <= Shutdown; o++ {
+		names = append(names, o.String())
+	}
+	if diff := cmp.Diff([]string{"complete", "cut", "failed", "timed out", "gone", "shutdown"}, names); diff != "" {
+		t.Errorf("outcome names (-want +got):\n%s", diff)
+	}
 }
 
 // TestMeter: the record is built from the request, the report, the tally
@@ -360,7 +370,7 @@ func TestMeter(t *testing.T) {
 		ctx, release := c.Context(t.Context())
 		defer release(nil)
 		req := ask("chat")
-		for ch := range c.Stream(ctx, req, nil) {
+		for ch := range c.Stream(ctx, req) {
 			c.Deliver(&ch)
 			c.Shown()
 		}

@@ -103,7 +103,7 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	// The work runs under runCtx, which the guard's block and the
 	// client's refusing an event cancel with their cause. ctx is left
 	// alone by both: its cause says whether the request was closed, cut
-	// by the deadline or by the server's shutdown (see classify).
+	// by the deadline or by the server's shutdown (see call.Call.End).
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
 	r := &run{t: t, yield: t.afterStored(yield), cancel: cancelRun}
@@ -143,7 +143,7 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 			return
 		}
 	}
-	end := t.in.Budget.Begin("prompt")
+	end := t.in.Call.Timings().Begin("prompt")
 	r.prompt = t.prompt(t.user.Content, g)
 	end("")
 	r.stream(ctx, runCtx, guard)
@@ -240,7 +240,7 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 				v.Blocked = false // the turn is over anyway
 			}
 		}
-		t.in.Budget.Add("guard", start, time.Now(), verdictNote(v))
+		t.in.Call.Timings().Add("guard", start, time.Now(), verdictNote(v))
 		// Cancelled before the send: whoever receives a block finds runCtx
 		// already cancelled, and the model and the sources stop without waiting
 		// for the turn's goroutine to notice.
@@ -266,7 +266,7 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	// Under runCtx: a guard's block or the client's leaving cancels the model
 	// at once. The call's report is the router's to write between chunks,
 	// and read here only when the loop body runs or the loop is over.
-	for c, err := range t.in.Call.Stream(runCtx, r.prompt, nil) {
+	for c, err := range t.in.Call.Stream(runCtx, r.prompt) {
 		if err != nil {
 			r.err = err
 			break
@@ -374,7 +374,7 @@ func (r *run) failContext(ctx context.Context, err error) {
 // is finished can be lost.
 func (r *run) finish(ctx context.Context) {
 	t, s := r.t, r.t.s
-	rec := t.in.Budget
+	rec := t.in.Call.Timings()
 	// The turn's first write reads the message: it must be over before
 	// the message is filled in. A failed write may still be reading it
 	// (a store's timeout abandons its call): the ending works on a copy.
@@ -545,7 +545,7 @@ type gathered struct {
 // sources that fail are reported and skipped; a required one (and the
 // history) fails the turn.
 func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
-	s, rec := t.s, t.in.Budget
+	s, rec := t.s, t.in.Call.Timings()
 	g := &gathered{}
 	start := time.Now()
 	defer func() { rec.AddGroup("context", start, time.Now(), "") }()

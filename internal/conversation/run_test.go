@@ -90,7 +90,7 @@ func play(t *testing.T, su setup) played {
 	p := played{start: time.Now()}
 	rec := budget.New(p.start)
 	c := newCall(t, su.router, rec, m, su.timeout)
-	in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c, Budget: rec}
+	in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c}
 	if su.existing {
 		in.ConversationID = "conv_1"
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/store"
@@ -130,13 +129,11 @@ type Input struct {
 	Model               string
 	Message             string
 	// Call is the request's call (package call), resolved for Model: the
-	// turn routes its prompt through it, and it tells how the turn ended
-	// and meters it.
+	// turn routes its prompt through it, records its stages in the call's
+	// timings, and the call tells how the turn ended and meters it.
 	Call *call.Call
 	// Hints are the client's hints to the levers and providers.
 	Hints chat.Hints
-	// Budget is the request's stage recorder (the call's timings).
-	Budget *budget.Recorder
 }
 
 // Request errors, returned by Prepare before anything is streamed.
@@ -207,7 +204,7 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 	if g := s.opt.Guard; g != nil {
 		start := time.Now()
 		v := g.CheckLocal(in.Message)
-		in.Budget.Add("guard.local", start, time.Now(), verdictNote(v))
+		in.Call.Timings().Add("guard.local", start, time.Now(), verdictNote(v))
 		t.local = &v
 		// A redacted message is stored (and sent to the model) redacted; a
 		// blocked one as the user wrote it.
@@ -247,7 +244,7 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 // its turn saved (cancelled, or finished after a resume).
 func (t *Turn) write(ctx context.Context) {
 	defer close(t.written)
-	end := t.in.Budget.Begin("store.prepare")
+	end := t.in.Call.Timings().Begin("store.prepare")
 	defer end("")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()

@@ -44,7 +44,7 @@ func TestPrepareErrors(t *testing.T) {
 				tt.store(st)
 			}
 			s := New(Options{Store: st})
-			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
+			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: newCall(t, &fakeRouter{}, budget.New(time.Now()), nil, 0)}
 			if tt.in != nil {
 				tt.in(&in)
 			}
@@ -109,7 +109,7 @@ func TestPrepare(t *testing.T) {
 				opt.Guard = tt.guard
 			}
 			s := New(opt)
-			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Budget: budget.New(time.Now())}
+			in := Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: newCall(t, &fakeRouter{}, budget.New(time.Now()), nil, 0)}
 			if tt.in != nil {
 				tt.in(&in)
 			}
@@ -197,7 +197,7 @@ func TestBeginRunsDuringTheWrite(t *testing.T) {
 				s := New(Options{Store: st})
 				rec := budget.New(time.Now())
 				c := newCall(t, r, rec, nil, 0)
-				turn, err := s.Begin(t.Context(), Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c, Budget: rec})
+				turn, err := s.Begin(t.Context(), Input{TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c})
 				if err != nil {
 					t.Fatalf("Begin: %v", err)
 				}

@@ -47,7 +47,7 @@ func TestOneOwner(t *testing.T) {
 	}{
 		{"the request's deadline, with its cause", regexp.MustCompile(`With(Deadline|Timeout)Cause\([^\n]*ErrDeadline`), []string{"internal/chat/deadline.go"}},
 		{"the request's deadline, attached", regexp.MustCompile(`chat\.WithDeadline\(`), []string{"internal/call/"}},
-		{"the request's deadline, kept for shared work", regexp.MustCompile(`chat\.WithoutCancel\(`), []string{"internal/levers/coalesce.go"}},
+		{"the request's deadline, kept for shared work", regexp.MustCompile(`chat\.Detach\(`), []string{"internal/levers/coalesce.go"}},
 		{"the first word", regexp.MustCompile(`\.FirstWord\(`), []string{"internal/call/"}},
 		{"the router's stages", regexp.MustCompile(`\.AddStages\(`), []string{"internal/call/"}},
 		{"the metering record", regexp.MustCompile(`Prices\.Build\(`), []string{"internal/call/"}},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/call"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/journal"
 )
@@ -63,7 +64,7 @@ func (o *responsesSurface) cancelled(b []byte, x *exchange) []byte {
 // event is journaled, and sent while the streaming client reads. The
 // client's leaving does not stop the response (its context is detached,
 // see begin); a cancel, from any connection, does.
-func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream, sf backgroundSurface) {
+func (s *Server) background(ctx context.Context, w http.ResponseWriter, x *exchange, seq chat.Stream, sf backgroundSurface) {
 	p := &producer{jw: s.opt.Journal.Begin(x.id)}
 	owner, _ := json.Marshal(bgOwner{Tenant: x.tenant})
 	p.jw.Append(journal.Event{Seq: 0, Kind: journal.KindMeta, Data: owner})
@@ -91,16 +92,17 @@ func (s *Server) background(w http.ResponseWriter, x *exchange, seq chat.Stream,
 	}
 	var c chat.Chunk
 	for next, err := range seq {
-		if !x.take(&c, &next, err) {
+		if !x.take(&c, &next, err, sf) {
 			break
 		}
 		buf = p.send(sf.chunk(buf[:0], &c))
 		x.call.Shown()
 	}
-	switch {
-	case x.err == nil:
+	x.ending = x.call.End(ctx, x.err, false)
+	switch x.ending.Outcome {
+	case call.Complete, call.Cut:
 		p.send(sf.end(buf[:0], x))
-	case errors.Is(x.err, chat.ErrStopped):
+	case call.Gone: // cancelled: its context is detached from its client
 		p.send(sf.cancelled(buf[:0], x))
 	default:
 		p.send(sf.errorEvent(buf[:0], x, chat.AsError(x.err)))

@@ -88,7 +88,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	defer ticket.Close()
 	in := conversation.Input{
 		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
-		Model: body.Model, Message: body.Message, Call: c, Budget: rec,
+		Model: body.Model, Message: body.Message, Call: c,
 	}
 	in.Hints = requestHints(r, p.TenantID)
 	// The user's message is written while the turn runs: the context and

@@ -36,6 +36,7 @@ type exchange struct {
 	stream  bool
 	call    *call.Call
 	err     error
+	ending  call.Ending // how it ended: the call's word, which the surface writes and meters
 	tenant  string
 	user    string
 	key     string         // the API key's ID ("" in local mode)
@@ -178,17 +179,17 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, a *api) surfac
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open(a.name)()
 	}
-	seq := x.call.Stream(ctx, x.req, sf.setModel)
+	seq := x.call.Stream(ctx, x.req)
 	bs, bg := sf.(backgroundSurface)
 	switch {
 	case bg && x.background:
-		s.background(w, x, seq, bs)
+		s.background(ctx, w, x, seq, bs)
 	case x.stream:
-		s.stream(w, r, x, seq, sf)
+		s.stream(ctx, w, x, seq, sf)
 	default:
-		s.complete(w, r, x, seq, sf)
+		s.complete(ctx, w, x, seq, sf)
 	}
-	s.finish(ctx, r, x)
+	s.finish(r, x)
 	return sf
 }
 
@@ -370,7 +371,7 @@ type surface interface {
 // arrives (chunks that arrived together in one write), heartbeats keep a
 // quiet stream open, a failure before the first byte is a real status and
 // after it an error event, and a client that leaves cancels the upstream.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, sf surface) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, x *exchange, seq chat.Stream, sf surface) {
 	es := newEventStream(w, sf.heartbeat(), s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	// A pooled buffer is held only while events are being encoded and
@@ -385,7 +386,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 	// loop's own would allocate a chunk per iteration.
 	var c chat.Chunk
 	for next, err := range seq {
-		if !x.take(&c, &next, err) {
+		if !x.take(&c, &next, err, sf) {
 			break
 		}
 		out.b = sf.chunk(out.get(), &c)
@@ -405,23 +406,25 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, x *exchange, seq
 		}
 		x.call.Shown()
 	}
-	s.end(r, x, es, &out, sf)
+	x.ending = x.call.End(ctx, x.err, es.Failed())
+	s.end(ctx, x, es, &out, sf)
 }
 
-// end writes a stream's ending: the surface's last events, or its error
-// (a real status when nothing was sent yet). It is flushed at once: what
+// end writes a stream's ending as the call tells it (x.ending): the
+// surface's last events, nothing to a client that left, or the error (a
+// real status when nothing was sent yet). It is flushed at once: what
 // follows (metering, keeping Responses items) may block, and must not hold
 // the ending back.
-func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBuf, sf surface) {
-	if x.err != nil {
-		if clientGone(r) || errors.Is(x.err, chat.ErrClientGone) || es.Failed() {
-			if len(out.b) == 0 && !es.Failed() {
-				// Nothing was sent: a client that only half-closed still
-				// reads, and an empty 200 would tell it nothing.
-				es.Uncommitted(func(w http.ResponseWriter) { x.dialect.writeError(w, chat.ErrClientClosed) })
-			}
-			return
+func (s *Server) end(ctx context.Context, x *exchange, es *eventStream, out *writeBuf, sf surface) {
+	switch x.ending.Outcome {
+	case call.Gone:
+		if len(out.b) == 0 && !es.Failed() {
+			// Nothing was sent: a client that only half-closed still
+			// reads, and an empty 200 would tell it nothing.
+			es.Uncommitted(func(w http.ResponseWriter) { x.dialect.writeError(w, chat.ErrClientClosed) })
 		}
+		return
+	case call.Failed, call.TimedOut, call.Shutdown:
 		ce := chat.AsError(x.err)
 		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
 			x.commitHeaders(w.Header())
@@ -443,6 +446,7 @@ func (s *Server) end(r *http.Request, x *exchange, es *eventStream, out *writeBu
 	}
 	if err := es.Write(out.b); err != nil {
 		x.err = err
+		x.ending = x.call.End(ctx, err, true) // the client left before the end
 		return
 	}
 	x.call.Shown() // the whole answer may have come in the last read
@@ -478,18 +482,19 @@ func (w *writeBuf) release() {
 
 // complete runs a non-streaming request: the upstream is streamed all the
 // same (for timeouts and metering) and the answer is sent whole.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, seq chat.Stream, sf surface) {
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, x *exchange, seq chat.Stream, sf surface) {
 	var col chat.Collector
 	var c chat.Chunk
 	for next, err := range seq {
-		if !x.take(&c, &next, err) {
+		if !x.take(&c, &next, err, sf) {
 			break
 		}
 		col.Add(c)
 	}
+	x.ending = x.call.End(ctx, x.err, false)
 	if x.err != nil {
 		ce := chat.AsError(x.err)
-		if clientGone(r) {
+		if x.ending.Outcome == call.Gone {
 			ce = chat.ErrClientClosed
 		}
 		x.commitHeaders(w.Header())
@@ -512,24 +517,24 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, x *exchange, s
 	x.call.Shown()
 }
 
-// take takes the call's stream's next pair into c for the surface, and
-// delivers it to the call; false (x.err set) when the pair is the stream's
-// error, which ends it.
-func (x *exchange) take(c, next *chat.Chunk, err error) bool {
+// take takes the call's stream's next pair into c for sf, and delivers
+// it to the call (telling sf the upstream model when it first comes);
+// false (x.err set) when the pair is the stream's error, which ends it.
+func (x *exchange) take(c, next *chat.Chunk, err error, sf surface) bool {
 	if err != nil {
 		x.err = err
 		return false
 	}
 	*c = *next
-	x.call.Deliver(c)
+	if x.call.Deliver(c) {
+		sf.setModel(c.Model)
+	}
 	return true
 }
 
-// finish meters and logs the request: the call tells how it ended
-// (ctx is the call's).
-func (s *Server) finish(ctx context.Context, r *http.Request, x *exchange) {
-	e := x.call.End(ctx, x.err, false)
-	x.call.Meter(context.WithoutCancel(r.Context()), e.Ending, x.call.Usage(x.req))
+// finish meters and logs the request as it ended (x.ending).
+func (s *Server) finish(r *http.Request, x *exchange) {
+	x.call.Meter(context.WithoutCancel(r.Context()), x.ending.Ending, x.call.Usage(x.req))
 }
 
 // maxCoalesce bounds how much a stream holds back while later chunks that

@@ -49,7 +49,7 @@ func (l *Levers) coalesce(ctx context.Context, p *plan, rep *Report, store bool,
 		// if the leader leaves while others read. Its deadline is kept, with the
 		// deadline's cause, so the upstream still ends at the leader's deadline
 		// (each subscriber also ends at its own, in follow).
-		fctx, cancel := chat.WithoutCancel(ctx)
+		fctx, cancel := chat.Detach(ctx)
 		f.cancel = cancel
 		l.flights[key] = f
 		// The flight's goroutine: it alone reads the upstream and writes the

@@ -177,7 +177,9 @@ func TestDeadlineSharedByEveryAttempt(t *testing.T) {
 	})
 }
 
-func TestClientDeadlineTightens(t *testing.T) {
+// TestCallerDeadline: the walk ends at the caller's deadline, a plain one
+// (context.WithTimeout) included, when it is the earliest.
+func TestCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRouter(t, Alias{Timeout: 20 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "slow", 0)}})
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -564,8 +566,9 @@ func TestUnknownAlias(t *testing.T) {
 	}
 }
 
-// The HTTP layer puts the same deadline on the caller's context: its
-// expiry is still a timeout, not a client that left.
+// The walk's deadline is the caller's context's (the call's): its expiry
+// is a timeout, not a client that left, and cuts the answer after its
+// first token.
 func TestOverallTimeoutWithCallerDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRouter(t, Alias{Timeout: 3 * time.Second, Deployments: []Deployment{dep(simWith("s", sim.Fault{}), "s", "write", 0)}})

@@ -276,9 +276,10 @@ func induced(err error) bool {
 // gone reports whether the caller went away (as opposed to the request's
 // deadline passing, which the caller's context may also carry).
 func (s *session) gone() bool {
-	// The surfaces end the caller's context at the deadline too, so its error
-	// alone does not say the client left: a deadline's cause is ErrDeadline
-	// (or, from a plain WithDeadline, DeadlineExceeded).
+	// The caller's context ends at the request's deadline too (the call
+	// sets it), so its error alone does not say the client left: a
+	// deadline's cause is ErrDeadline (or, from a plain WithDeadline,
+	// DeadlineExceeded).
 	err := s.ctx.Err()
 	return err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(context.Cause(s.ctx), chat.ErrDeadline)
 }
