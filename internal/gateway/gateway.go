@@ -123,7 +123,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		case "sim":
 			sc := sim.Config{Name: name, Seed: pc.Seed}
 			if pc.Fault != nil {
-				sc.Fault = sim.Fault{Mode: pc.Fault.Mode, After: pc.Fault.After, Probability: pc.Fault.Probability, RetryAfter: pc.Fault.RetryAfter, Factor: pc.Fault.Factor}
+				sc.Fault = *pc.Fault
 			}
 			if len(pc.Tiers) > 0 {
 				sc.Tiers = map[string]sim.Tier{}
