@@ -38,6 +38,11 @@ type Config struct {
 	Heartbeat time.Duration `yaml:"heartbeat"`
 	// MaxRequestBytes bounds a request body (default 4 MiB).
 	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// RequestBodyTimeout bounds how long a request body may take to
+	// arrive after its headers; a body trickled longer gets 408 and a
+	// closed connection (default 10s, well below the 30s that clients'
+	// own timeouts often use). The stream that answers is not bound by it.
+	RequestBodyTimeout time.Duration `yaml:"request_body_timeout"`
 	// MaxEventBytes bounds one upstream event (default 1 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
 	// MaxHeaderBytes bounds a request's header block; larger ones get 431
@@ -739,6 +744,9 @@ func (c *Config) Defaults() {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 4 << 20
+	}
+	if c.RequestBodyTimeout == 0 {
+		c.RequestBodyTimeout = 10 * time.Second
 	}
 	if c.MaxEventBytes == 0 {
 		c.MaxEventBytes = 1 << 20

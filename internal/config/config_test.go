@@ -35,8 +35,8 @@ models:
 	if c.Listen != "127.0.0.1:8080" || c.Providers["local"].APIKey != "sk-test" || c.Models["chat"].Deployments[0].Model != "mock-model" {
 		t.Errorf("parsed %+v", c)
 	}
-	if c.Heartbeat != 10*time.Second || c.ShutdownTimeout != 30*time.Second {
-		t.Errorf("defaults not applied: heartbeat %v, shutdown %v", c.Heartbeat, c.ShutdownTimeout)
+	if c.Heartbeat != 10*time.Second || c.ShutdownTimeout != 30*time.Second || c.RequestBodyTimeout != 10*time.Second {
+		t.Errorf("defaults not applied: heartbeat %v, shutdown %v, request body %v", c.Heartbeat, c.ShutdownTimeout, c.RequestBodyTimeout)
 	}
 }
 
@@ -94,6 +94,7 @@ func TestBadConfig(t *testing.T) {
 		{"oversized tenant limit", "tenants:\n  acme:\n    limits: {tokens_per_minute: 100000000000}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "tenants.acme.limits", "at most 1000000000"}},
 		{"soft threshold over 1", "tenants:\n  acme:\n    budget: {usd_per_day: 1, soft_threshold: 2}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "soft_threshold"}},
 		{"unknown budget key", "tenants:\n  acme:\n    budget: {usd_per_week: 1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "usd_per_week"}},
+		{"negative request body timeout", "request_body_timeout: -1s\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "request_body_timeout", "must not be negative"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
 	}
 	for _, tt := range tests {

@@ -49,6 +49,7 @@ func (c *Config) problems() []string {
 	}
 	atLeast(int64(c.Heartbeat), 0, "heartbeat")
 	atLeast(c.MaxRequestBytes, 1024, "max_request_bytes")
+	atLeast(int64(c.RequestBodyTimeout), 0, "request_body_timeout")
 	atLeast(int64(c.MaxEventBytes), 1024, "max_event_bytes")
 	atLeast(int64(c.ShutdownDelay), 0, "shutdown_delay")
 	atLeast(int64(c.MaxHeaderBytes), 4096, "max_header_bytes")

@@ -62,3 +62,41 @@ func TestRequestFramingLimits(t *testing.T) {
 		t.Errorf("7 KiB of headers under an 8 KiB limit: %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestRequestBodyTimeout, on the served gateway: a body trickled past
+// request_body_timeout gets 408, by that bound (not the 30 s a client's
+// own timeout often is), and the connection is closed; the stream that
+// answers a body sent in time is not bound by it.
+func TestRequestBodyTimeout(t *testing.T) {
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, "request_body_timeout: 300ms\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n"))
+	addr := strings.TrimPrefix(gw.URL, "http://")
+	for _, path := range []string{"/v1/chat/completions", "/v1/chat"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":")
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		took := time.Since(start)
+		c.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive within 300ms") {
+			t.Errorf("%s: %d %s, want 408 naming the 300ms bound", path, resp.StatusCode, b)
+		}
+		if took < 300*time.Millisecond || took > 5*time.Second {
+			t.Errorf("%s: 408 after %v, want it by the 300ms bound", path, took)
+		}
+	}
+	// An answer that streams longer than the bound is not cut by it.
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=10ms gap=100ms tokens=6]"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "[DONE]") {
+		t.Errorf("a stream longer than the body bound: %d %s, want it whole", resp.StatusCode, b)
+	}
+}

@@ -73,7 +73,7 @@ type Options struct {
 	// MaxRequestBytes bounds request bodies (default 4 MiB).
 	MaxRequestBytes int64
 	// BodyTimeout bounds how long a request body may take to arrive
-	// (default 30s), so a client trickling its body cannot hold a
+	// (default 10s), so a client trickling its body cannot hold a
 	// connection forever; the stream after it is not limited by it.
 	BodyTimeout time.Duration
 	// Items keeps the Responses API's message items for item_reference
@@ -139,7 +139,7 @@ func New(opt Options) *Server {
 		opt.WriteTimeout = 30 * time.Second
 	}
 	if opt.BodyTimeout <= 0 {
-		opt.BodyTimeout = 30 * time.Second
+		opt.BodyTimeout = 10 * time.Second
 	}
 	if opt.MaxRequestBytes <= 0 {
 		opt.MaxRequestBytes = 4 << 20
