@@ -66,9 +66,11 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 		defer st.Close()
-		pol := limits.New(ctx, limits.Options{Source: st})
-		defer pol.Close()
-		c = &onStore{st: st, pol: pol}
+		ovs, err := st.ListLimitOverrides(ctx)
+		if err != nil {
+			return fmt.Errorf("tenants: reading limit overrides: %w", err)
+		}
+		c = &onStore{st: st, pol: limits.NewStored(ovs)}
 	}
 	var out any
 	var err error
@@ -169,8 +171,8 @@ func (a *adminHTTP) do(ctx context.Context, method, path string, body []byte) (a
 // show: use --server for the effective ones).
 type onStore struct {
 	st store.Store
-	// pol reads the store's overrides as a gateway does.
-	pol *limits.Limiter
+	// pol are the store's overrides, as a gateway reads them.
+	pol limits.Stored
 }
 
 // storeView is a tenant as the store alone shows it: its override and

@@ -73,6 +73,15 @@ func TestTenantsCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"id": "acme"`) || !strings.Contains(out, `"id": "globex"`) {
 		t.Errorf("list: %d %s", code, out)
 	}
+	// Straight on the store, list and show read the overrides the API set.
+	out, stderr, code = runCLI(t, "tenants", "list", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, `"id": "acme"`) || !strings.Contains(out, `"requests_per_minute": 7`) || !strings.Contains(out, `"id": "globex"`) {
+		t.Errorf("list on the store: %d %s %s", code, out, stderr)
+	}
+	out, stderr, code = runCLI(t, "tenants", "show", "globex", "--config", cfgPath)
+	if code != 0 || !strings.Contains(out, `"usd_per_day": 2`) {
+		t.Errorf("show on the store: %d %s %s", code, out, stderr)
+	}
 	if out, _, code := runCLIEnv(t, env, "tenants", "usage", "--server", gw.URL, "--from", "2026-01-01"); code != 0 || !strings.Contains(out, `"object": "list"`) {
 		t.Errorf("usage: %d %s", code, out)
 	}

@@ -31,13 +31,13 @@ func (c *Config) problems() []string {
 		}
 		errs = append(errs, msg)
 	}
-	// atLeast reports the field at path if v (a number or a duration) is
-	// below min.
-	atLeast := func(v, min int64, path ...string) {
-		if v < min && min == 0 {
+	// atLeast reports the field at path if v is below least: a number,
+	// or a duration that must not be negative (least 0).
+	atLeast := func(v, least int64, path ...string) {
+		if v < least && least == 0 {
 			bad(c.line(path...), strings.Join(path, "."), "must not be negative")
-		} else if v < min {
-			bad(c.line(path...), strings.Join(path, "."), "must be at least %d", min)
+		} else if v < least {
+			bad(c.line(path...), strings.Join(path, "."), "must be at least %d", least)
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {

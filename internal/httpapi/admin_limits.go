@@ -113,11 +113,15 @@ func (s *Server) putOverride(w http.ResponseWriter, r *http.Request, scope strin
 	if err := checkName("id", id); err != nil {
 		return err
 	}
+	ctx := r.Context()
+	// An unknown key is a 404 before its body is read.
+	if err := limits.CheckSubject(ctx, s.opt.Store, scope, id); err != nil {
+		return s.limitsError(err, id)
+	}
 	raw, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
 	if _, err := limits.SetOverride(ctx, s.opt.Store, scope, id, raw); err != nil {
 		return s.limitsError(err, id)
 	}

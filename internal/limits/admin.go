@@ -191,20 +191,30 @@ func ParseChange(raw []byte) (Change, error) {
 	return c, nil
 }
 
+// CheckSubject reports whether an override may be set for id: any
+// tenant, and only a key that exists (else ErrUnknownKey).
+func CheckSubject(ctx context.Context, st AdminStore, scope, id string) error {
+	if scope != store.ScopeKey {
+		return nil
+	}
+	keys, err := st.ListAPIKeys(ctx, "")
+	if err != nil {
+		return &StoreError{"listing keys", err}
+	}
+	if !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.ID == id }) {
+		return ErrUnknownKey
+	}
+	return nil
+}
+
 // SetOverride applies the change raw (JSON, see ParseChange) to the
 // override of a tenant (scope store.ScopeTenant) or an existing key
 // (store.ScopeKey, else ErrUnknownKey) in st, and returns the override
 // now stored. An override left empty is deleted. Limiters see it at their
 // next reload.
 func SetOverride(ctx context.Context, st AdminStore, scope, id string, raw []byte) (Override, error) {
-	if scope == store.ScopeKey {
-		keys, err := st.ListAPIKeys(ctx, "")
-		if err != nil {
-			return Override{}, &StoreError{"listing keys", err}
-		}
-		if !slices.ContainsFunc(keys, func(k store.APIKey) bool { return k.ID == id }) {
-			return Override{}, ErrUnknownKey
-		}
+	if err := CheckSubject(ctx, st, scope, id); err != nil {
+		return Override{}, err
 	}
 	c, err := ParseChange(raw)
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -289,8 +291,23 @@ func spendOf(sums []store.SpendSum, now time.Time) map[subject]*spent {
 // install makes the config's policies with ovs applied, and spend, the
 // ones in force.
 func (l *Limiter) install(ovs []store.LimitOverride, spend map[subject]*spent) {
-	s := &snapshot{tenants: map[string]Policy{}, keys: map[string]Policy{}, overrides: map[subject]Override{}, spend: spend, loaded: l.now()}
-	for id, p := range l.opt.Tenants {
+	s := policiesOf(l.opt.Tenants, ovs, l.opt.Log)
+	s.spend, s.loaded = spend, l.now()
+	if s.spend == nil {
+		s.spend = map[subject]*spent{}
+		if old := l.snap.Load(); old != nil {
+			s.spend = old.spend
+		}
+	}
+	l.snap.Store(s)
+}
+
+// policiesOf is what applies to each tenant and key: the config's
+// policies with the stored overrides applied (one that does not parse is
+// logged and ignored).
+func policiesOf(config map[string]Policy, ovs []store.LimitOverride, log *slog.Logger) *snapshot {
+	s := &snapshot{tenants: map[string]Policy{}, keys: map[string]Policy{}, overrides: map[subject]Override{}}
+	for id, p := range config {
 		if !p.empty() {
 			s.tenants[id] = p
 		}
@@ -298,13 +315,13 @@ func (l *Limiter) install(ovs []store.LimitOverride, spend map[subject]*spent) {
 	for _, o := range ovs {
 		ov, err := ParseOverride(o.Settings)
 		if err != nil {
-			l.opt.Log.Warn("limits: a stored override does not parse; ignored", "scope", o.Scope, "id", o.SubjectID, "err", err)
+			log.Warn("limits: a stored override does not parse; ignored", "scope", o.Scope, "id", o.SubjectID, "err", err)
 			continue
 		}
 		switch o.Scope {
 		case store.ScopeTenant:
 			s.overrides[subject{"tenant", o.SubjectID}] = ov
-			if p := ov.Apply(l.opt.Tenants[o.SubjectID]); !p.empty() {
+			if p := ov.Apply(config[o.SubjectID]); !p.empty() {
 				s.tenants[o.SubjectID] = p
 			} else {
 				delete(s.tenants, o.SubjectID)
@@ -316,13 +333,7 @@ func (l *Limiter) install(ovs []store.LimitOverride, spend map[subject]*spent) {
 			}
 		}
 	}
-	if s.spend == nil {
-		s.spend = map[subject]*spent{}
-		if old := l.snap.Load(); old != nil {
-			s.spend = old.spend
-		}
-	}
-	l.snap.Store(s)
+	return s
 }
 
 // Request is what admission knows of a request.
@@ -765,21 +776,35 @@ func (l *Limiter) renew() {
 // ("key"): the config's policy, the admin API's override, and the two
 // combined, as of the last reload.
 func (l *Limiter) Policies(kind, id string) (config Policy, override Override, effective Policy) {
-	s := l.snap.Load()
+	return l.snap.Load().policies(l.opt.Tenants, kind, id)
+}
+
+// Tenants lists the tenants with a policy in the config.
+func (l *Limiter) Tenants() []string { return slices.Collect(maps.Keys(l.opt.Tenants)) }
+
+func (s *snapshot) policies(config map[string]Policy, kind, id string) (c Policy, override Override, effective Policy) {
 	if kind == "tenant" {
-		config = l.opt.Tenants[id]
+		c = config[id]
 		effective = s.tenants[id]
 	} else {
 		effective = s.keys[id]
 	}
-	return config, s.overrides[subject{kind, id}], effective
+	return c, s.overrides[subject{kind, id}], effective
 }
 
-// Tenants lists the tenants with a policy in the config.
-func (l *Limiter) Tenants() []string {
-	ids := make([]string, 0, len(l.opt.Tenants))
-	for id := range l.opt.Tenants {
-		ids = append(ids, id)
-	}
-	return ids
+// Stored is Policies as one read of the store gives them: overrides
+// alone, no config (firstword tenants on the store).
+type Stored struct{ s *snapshot }
+
+// NewStored returns the policies the overrides ovs make, without a config.
+func NewStored(ovs []store.LimitOverride) Stored {
+	return Stored{policiesOf(nil, ovs, slog.New(slog.DiscardHandler))}
 }
+
+// Policies implements Policies.
+func (p Stored) Policies(kind, id string) (config Policy, override Override, effective Policy) {
+	return p.s.policies(nil, kind, id)
+}
+
+// Tenants implements Policies: no tenant has a policy from a config.
+func (p Stored) Tenants() []string { return nil }

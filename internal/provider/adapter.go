@@ -57,9 +57,11 @@ func Bearer(apiKey string) [2]string {
 // its Config, given to NewHTTPAdapter.
 type Wire interface {
 	// Encode returns req's body, or the error that says why req cannot
-	// be encoded. It is called on its own, under the fewest frames: a
-	// request is encoded under every frame of a stream, and encoding/json
-	// is deep.
+	// be encoded. It is a method of its own, apart from Post, so that
+	// encoding (encoding/json is deep) runs with as few frames above it
+	// as the stream allows: a request is encoded from the stream's first
+	// pull, under every frame of the stream, where the open stream's
+	// goroutine must stay within its 8 KiB stack (TestOpenStreamStacks).
 	Encode(req *chat.Request) ([]byte, error)
 	// Post returns the Post that sends body, req encoded, as c configures
 	// it: c.Post to the adapter's endpoint, with the adapter's Accept,
