@@ -215,13 +215,6 @@ func clientDeadline(h http.Header) time.Duration {
 	return best
 }
 
-// clientGone reports whether the request's context ended because the
-// client went away (as opposed to a server shutdown).
-func clientGone(r *http.Request) bool {
-	ctx := r.Context()
-	return ctx.Err() != nil && context.Cause(ctx) != chat.ErrShutdown
-}
-
 // requestHints are the request's hints to the levers and providers: the
 // tenant (which scopes the response cache), the client's cache policy
 // (Cache-Control: no-cache reads nothing from the cache, no-store stores
