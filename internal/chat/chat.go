@@ -37,6 +37,9 @@ type Message struct {
 	ToolCallID string
 	// Name is the optional participant name.
 	Name string
+	// Thinking is an assistant message's thinking, in the order it came;
+	// signed blocks go back upstream unchanged (see ThinkingBlock).
+	Thinking []ThinkingBlock
 	// CacheBreakpoint marks the last message of the stable prompt prefix;
 	// providers with explicit prompt caching (Anthropic) mark it.
 	CacheBreakpoint bool
@@ -113,6 +116,9 @@ type Request struct {
 	User        string
 	// ParallelToolCalls is passed through when set.
 	ParallelToolCalls *bool
+	// Thinking is what the client asked of the model's thinking; nil: the
+	// alias's default.
+	Thinking *ThinkingAsk
 	// ResponseFormat is OpenAI's response_format, passed through as JSON.
 	ResponseFormat json.RawMessage
 	// Extra holds request fields this package does not model; adapters
@@ -156,6 +162,10 @@ func (r *Request) Clone() *Request {
 	c.Messages = append([]Message(nil), r.Messages...)
 	c.Tools = append([]Tool(nil), r.Tools...)
 	c.Stop = append([]string(nil), r.Stop...)
+	if r.Thinking != nil {
+		t := *r.Thinking
+		c.Thinking = &t
+	}
 	return &c
 }
 
@@ -187,6 +197,12 @@ type Chunk struct {
 	Choice int
 	// Text is a content delta.
 	Text string
+	// Thinking is a delta of the model's thinking (reasoning), never part
+	// of the answer: it is progress, not a first token (see Thinks).
+	Thinking string
+	// Thought is set on the rare thinking chunk that ends a block (its
+	// signature), carries a redacted block, or restarts the thinking.
+	Thought *Thought
 	// Refusal is a refusal delta (OpenAI's refusal field).
 	Refusal string
 	// ToolCalls are tool-call deltas.

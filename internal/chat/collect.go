@@ -18,6 +18,8 @@ type Choice struct {
 	Refusal      string
 	ToolCalls    []ToolCall
 	FinishReason FinishReason
+	// Thinking is the choice's thinking, block by block.
+	Thinking []ThinkingBlock
 }
 
 // Bounds on indices a stream may use; decoders reject larger ones.
@@ -32,6 +34,7 @@ type Collector struct {
 	texts []*strings.Builder
 	refs  []*strings.Builder
 	args  [][]*strings.Builder
+	think []*ThinkingCollector
 }
 
 // Add folds one chunk into the response.
@@ -43,7 +46,7 @@ func (c *Collector) Add(ch Chunk) {
 		u := *ch.Usage
 		c.resp.Usage = &u
 	}
-	if !ch.Visible() && ch.FinishReason == "" {
+	if !ch.Visible() && ch.FinishReason == "" && !ch.Thinks() {
 		return
 	}
 	if ch.Choice < 0 || ch.Choice >= MaxChoices {
@@ -54,9 +57,16 @@ func (c *Collector) Add(ch Chunk) {
 		c.texts = append(c.texts, new(strings.Builder))
 		c.refs = append(c.refs, new(strings.Builder))
 		c.args = append(c.args, nil)
+		c.think = append(c.think, nil)
 	}
 	i := ch.Choice
 	choice := &c.resp.Choices[i]
+	if ch.Thinks() {
+		if c.think[i] == nil {
+			c.think[i] = new(ThinkingCollector)
+		}
+		c.think[i].Add(&ch)
+	}
 	c.texts[i].WriteString(ch.Text)
 	c.refs[i].WriteString(ch.Refusal)
 	for _, d := range ch.ToolCalls {
@@ -93,6 +103,9 @@ func (c *Collector) Response() *Response {
 			tcs[j].Arguments = c.args[i][j].String()
 		}
 		r.Choices[i].ToolCalls = tcs
+		if c.think[i] != nil {
+			r.Choices[i].Thinking = c.think[i].Blocks()
+		}
 	}
 	return &r
 }

@@ -15,6 +15,8 @@ type Tally struct {
 	Text int
 	// Visible: a chunk showed something (see Chunk.Visible).
 	Visible bool
+	// Thinking is the bytes of thinking text.
+	Thinking int
 	// Reported is the provider's final usage; SoFar its last usage
 	// before that (see Chunk.UsageSoFar).
 	Reported, SoFar *Usage
@@ -50,6 +52,11 @@ func (t *Tally) Add(c *Chunk) {
 			t.out.Add(tc.Name)
 			t.out.Add(tc.Arguments)
 		}
+	}
+	if c.Thinking != "" {
+		// Thinking is billed as output, as providers bill it.
+		t.Thinking += len(c.Thinking)
+		t.out.Add(c.Thinking)
 	}
 	if c.UsageSoFar != nil {
 		// Its counts include this chunk's text.

@@ -222,8 +222,24 @@ type Model struct {
 	Coalesce *bool `yaml:"coalesce"`
 	// Rules send some requests to another alias, e.g. a smaller tier.
 	Rules []*Rule `yaml:"rules"`
+	// Thinking sets what this alias's requests ask of a thinking model's
+	// thinking, and caps it.
+	Thinking *Thinking `yaml:"thinking"`
 
 	line int
+}
+
+// Thinking is an alias's policy for a model's thinking (reasoning).
+type Thinking struct {
+	// Effort is the effort asked when the client asks none: none,
+	// minimal, low, medium or high ("": the upstream's default).
+	Effort string `yaml:"effort"`
+	// MaxBudgetTokens caps the thinking budget a request may ask (0: no
+	// cap): the lesson's "ask for less" lever applied to thinking.
+	MaxBudgetTokens int `yaml:"max_budget_tokens"`
+	// Show (default true) streams the thinking to clients; false still
+	// measures and bills it but sends none.
+	Show *bool `yaml:"show"`
 }
 
 // ModelCache is an alias's response cache policy.
@@ -633,6 +649,9 @@ type Deployment struct {
 	Weight float64 `yaml:"weight"`
 	// FirstTokenTimeout overrides the alias default for this deployment.
 	FirstTokenTimeout time.Duration `yaml:"first_token_timeout"`
+	// ThinkingTags reads <think>...</think> in the answer text as
+	// thinking, for models that have no other way to stream it.
+	ThinkingTags bool `yaml:"thinking_tags"`
 
 	line int
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/simspec"
 )
 
@@ -269,6 +270,14 @@ func (c *Config) problems() []string {
 		}
 		if m.MaxTokens < 0 || m.DefaultMaxTokens < 0 {
 			bad(c.line("models", name, "max_tokens"), f+".max_tokens", "max_tokens and default_max_tokens must not be negative")
+		}
+		if th := m.Thinking; th != nil {
+			if th.Effort != "" && !slices.Contains(chat.Efforts, th.Effort) {
+				bad(c.line("models", name, "thinking", "effort"), f+".thinking.effort", "%q: want one of %s", th.Effort, strings.Join(chat.Efforts, ", "))
+			}
+			if th.MaxBudgetTokens < 0 || (th.MaxBudgetTokens > 0 && th.MaxBudgetTokens < 1024) {
+				bad(c.line("models", name, "thinking", "max_budget_tokens"), f+".thinking.max_budget_tokens", "%d: want 0 (no cap) or at least 1024, the smallest budget providers take", th.MaxBudgetTokens)
+			}
 		}
 		if m.MaxTokens > 0 && m.DefaultMaxTokens > m.MaxTokens {
 			bad(c.line("models", name, "default_max_tokens"), f+".default_max_tokens", "%d is above max_tokens %d", m.DefaultMaxTokens, m.MaxTokens)

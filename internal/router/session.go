@@ -38,6 +38,9 @@ type session struct {
 	marks   map[*deployment]mark
 	// spare is how many more deployments may be skipped as open.
 	spare int
+	// thought: an attempt's thinking was passed on and no answer followed
+	// yet; if another attempt serves, the caller is told to drop it.
+	thought bool
 }
 
 // mark is what a request did with a deployment (one map, not one per
@@ -360,6 +363,8 @@ type try struct {
 	head    chat.Chunk
 	empty   bool
 	err     error
+	// thinking: head is thinking, not yet the answer.
+	thinking bool
 
 	// For a hedged pair (see hedged): res reports that first returned,
 	// on the attempt's goroutine; done that it was received.
@@ -430,9 +435,12 @@ func (a *try) first() {
 		a.t.add(c)
 		a.mu.Unlock()
 		// Copied, here and into pending: the reader's chunk is valid only
-		// until its next call.
-		if answers {
+		// until its next call. Thinking is progress too: a model that thinks
+		// is not stuck, so it stops the first-token timer and wins a hedge
+		// race; but it is not the answer (see serve).
+		if answers || c.Thinks() {
 			a.head = *c
+			a.thinking = !answers
 			return
 		}
 		a.pending = append(a.pending, *c)
@@ -461,7 +469,20 @@ func (a *try) inTime() bool {
 // rarer work (the endings) is in methods that return before the yield.
 func (a *try) serve() verdict {
 	s := a.s
-	// From here on the caller sees this deployment's chunks: no failure can
+	if s.thought {
+		// An earlier attempt's thinking was shown and it failed: the
+		// client drops it before this attempt's chunks.
+		s.thought = false
+		if !s.yield(chat.Chunk{Thought: &chat.Thought{Restart: true}}, nil) {
+			return s.stopped(a.d, a.idx)
+		}
+	}
+	if a.thinking {
+		if v, ok := a.think(); !ok {
+			return v
+		}
+	}
+	// From here on the caller sees this deployment's answer: no failure can
 	// fall back any more (afterFirst).
 	s.won(a.d, a.idx)
 	for i := range a.pending {
@@ -492,6 +513,48 @@ func (a *try) serve() verdict {
 		a.t.add(c)
 		if !s.yield(*c, nil) {
 			return s.stopped(a.d, a.idx)
+		}
+	}
+}
+
+// think streams an attempt's thinking to the caller as it comes, until its
+// first answer (which it leaves in head for serve: ok). Thinking shows the
+// caller something but commits nothing: a failure before the answer is a
+// failure before the first token, and the walk goes on (v), the caller
+// told by a restart (see serve) to drop what it was shown.
+//
+//go:noinline
+func (a *try) think() (v verdict, ok bool) {
+	s := a.s
+	s.thought = true
+	for i := range a.pending {
+		if !s.yield(a.pending[i], nil) {
+			return s.stopped(a.d, a.idx), false
+		}
+	}
+	a.pending = nil
+	if !s.yield(a.head, nil) {
+		return s.stopped(a.d, a.idx), false
+	}
+	for {
+		c, err := a.up.Next()
+		if err == io.EOF {
+			// Thinking and nothing else: an empty answer, served.
+			s.thought = false
+			a.empty = true
+			return 0, true
+		}
+		if err != nil {
+			return s.beforeFirst(a.d, a.idx, a.ctx, err, &a.t), false
+		}
+		a.t.add(c)
+		if c.Visible() || c.FinishReason != "" || c.Usage != nil {
+			s.thought = false
+			a.head = *c
+			return 0, true
+		}
+		if !s.yield(*c, nil) {
+			return s.stopped(a.d, a.idx), false
 		}
 	}
 }
