@@ -28,13 +28,94 @@ type ChunkEncoder struct {
 	// opens OpenAI's streams went out: SDKs that rebuild the message
 	// from deltas take the role from it.
 	roleSent []bool
+	// thinking holds, per choice, the open thinking block's text, for the
+	// thinking_blocks entry its signature ends it with; block is that
+	// entry while it is written.
+	thinking [][]byte
+	block    chat.ThinkingBlock
+}
+
+// thought keeps c's thinking text for its choice's open block and
+// returns the block c's Thought ends, when it is one this dialect writes
+// (Anthropic's), or nil.
+func (e *ChunkEncoder) thought(c *chat.Chunk) *chat.ThinkingBlock {
+	th := c.Thought
+	if c.Thinking == "" && th == nil {
+		return nil
+	}
+	for len(e.thinking) <= c.Choice {
+		e.thinking = append(e.thinking, nil)
+	}
+	text := &e.thinking[c.Choice]
+	if th != nil && th.Restart {
+		*text = (*text)[:0]
+	}
+	*text = append(*text, c.Thinking...)
+	if th == nil || th.Signature == "" && th.Redacted == "" {
+		return nil
+	}
+	e.block = chat.ThinkingBlock{Signature: th.Signature, Redacted: th.Redacted, Format: th.Format}
+	if th.Signature != "" {
+		e.block.Text = string(*text)
+		*text = (*text)[:0]
+	}
+	if th.Format != chat.ThinkingAnthropic {
+		return nil
+	}
+	return &e.block
+}
+
+// ThinkingBlock is a thinking block as LiteLLM writes it in a message's
+// (or a delta's) thinking_blocks: Anthropic's thinking block (Type
+// "thinking", its text and signature) or redacted_thinking block (Type
+// "redacted_thinking", its data), which a client sends back unchanged.
+type ThinkingBlock struct {
+	Type      string  `json:"type"`
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+	Data      *string `json:"data,omitempty"`
+}
+
+// thinkingBlock is b as a thinking_blocks entry.
+func thinkingBlock(b *chat.ThinkingBlock) ThinkingBlock {
+	if b.Redacted != "" {
+		return ThinkingBlock{Type: "redacted_thinking", Data: &b.Redacted}
+	}
+	return ThinkingBlock{Type: "thinking", Thinking: &b.Text, Signature: &b.Signature}
+}
+
+// appendThinkingBlock appends thinkingBlock(b)'s JSON, as encoding/json
+// writes it.
+func appendThinkingBlock(b []byte, tb *chat.ThinkingBlock) []byte {
+	if tb.Redacted != "" {
+		b = append(b, `{"type":"redacted_thinking","data":`...)
+		b = AppendString(b, tb.Redacted)
+		return append(b, '}')
+	}
+	b = append(b, `{"type":"thinking","thinking":`...)
+	b = AppendString(b, tb.Text)
+	b = append(b, `,"signature":`...)
+	b = AppendString(b, tb.Signature)
+	return append(b, '}')
 }
 
 // AppendChunk appends the SSE events for c to b: a role-only chunk before a
 // choice's first delta, then the delta. Chunks with nothing to say (usage
 // only, model only) append nothing; usage is written by AppendUsage.
+//
+// Thinking is written as the OpenAI-compatible ecosystem writes it
+// (DeepSeek, vLLM, LiteLLM): delta.reasoning_content. An Anthropic
+// signature or redacted block is LiteLLM's delta.thinking_blocks, one
+// whole block ({"type":"thinking","thinking":<the block's text>,
+// "signature":...} or {"type":"redacted_thinking","data":...}), which a
+// client sends back on its assistant message for Claude to check. Other
+// formats' signatures have no place in this dialect and are not written.
+// A restart writes nothing: Chat Completions has no way to take back a
+// delta, so a client sees the failed attempt's thinking, then the new
+// attempt's (the thinking_blocks it gets are the new attempt's only).
 func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
-	if !c.Visible() && c.FinishReason == "" {
+	block := e.thought(c)
+	if !c.Visible() && c.FinishReason == "" && c.Thinking == "" && block == nil {
 		return b
 	}
 	for len(e.roleSent) <= c.Choice {
@@ -48,9 +129,6 @@ func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 		b = append(b, `,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 		b = e.close(b)
 	}
-	if !c.Visible() && c.FinishReason == "" {
-		return b
-	}
 	b = e.open(b)
 	b = append(b, `{"index":`...)
 	b = strconv.AppendInt(b, int64(c.Choice), 10)
@@ -61,6 +139,23 @@ func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 	if c.Text != "" {
 		b = append(b, `"content":`...)
 		b = AppendString(b, c.Text)
+		sep = true
+	}
+	if c.Thinking != "" {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"reasoning_content":`...)
+		b = AppendString(b, c.Thinking)
+		sep = true
+	}
+	if block != nil {
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"thinking_blocks":[`...)
+		b = appendThinkingBlock(b, block)
+		b = append(b, ']')
 		sep = true
 	}
 	if c.Refusal != "" {
@@ -180,10 +275,20 @@ type Completion struct {
 
 // CompletionChoice is one choice of a Completion.
 type CompletionChoice struct {
-	Index        int             `json:"index"`
-	Message      Message         `json:"message"`
+	Index        int               `json:"index"`
+	Message      CompletionMessage `json:"message"`
 	Logprobs     json.RawMessage `json:"logprobs"`
 	FinishReason string          `json:"finish_reason"`
+}
+
+// CompletionMessage is a Completion's message: a Message with the
+// model's thinking, as the OpenAI-compatible ecosystem writes it (see
+// ChunkEncoder.AppendChunk): all of its text in reasoning_content, and
+// its Anthropic blocks, signed, in thinking_blocks.
+type CompletionMessage struct {
+	Message
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"`
 }
 
 // EncodeCompletion builds the non-streaming response for a collected
@@ -191,7 +296,7 @@ type CompletionChoice struct {
 func EncodeCompletion(id string, created int64, model string, r *chat.Response) *Completion {
 	c := &Completion{ID: id, Object: "chat.completion", Created: created, Model: model, Choices: []CompletionChoice{}}
 	for _, ch := range r.Choices {
-		m := Message{Role: "assistant"}
+		m := CompletionMessage{Message: Message{Role: "assistant"}}
 		// content is null only for a pure tool-call answer, as OpenAI
 		// sends it; otherwise a string, "" included.
 		if ch.Text != "" || len(ch.ToolCalls) == 0 {
@@ -205,6 +310,13 @@ func EncodeCompletion(id string, created int64, model string, r *chat.Response) 
 		}
 		for _, tc := range ch.ToolCalls {
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Type: "function", Function: FunctionCall{Name: tc.Name, Arguments: tc.Arguments}})
+		}
+		for i := range ch.Thinking {
+			tb := &ch.Thinking[i]
+			m.ReasoningContent += tb.Text
+			if tb.Format == chat.ThinkingAnthropic {
+				m.ThinkingBlocks = append(m.ThinkingBlocks, thinkingBlock(tb))
+			}
 		}
 		c.Choices = append(c.Choices, CompletionChoice{Index: ch.Index, Message: m, Logprobs: json.RawMessage("null"), FinishReason: string(ch.FinishReason)})
 	}

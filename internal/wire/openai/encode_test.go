@@ -28,10 +28,12 @@ type (
 		FinishReason *string   `json:"finish_reason"`
 	}
 	refDelta struct {
-		Role      string        `json:"role,omitempty"`
-		Content   *string       `json:"content,omitempty"`
-		Refusal   string        `json:"refusal,omitempty"`
-		ToolCalls []refToolCall `json:"tool_calls,omitempty"`
+		Role             string          `json:"role,omitempty"`
+		Content          *string         `json:"content,omitempty"`
+		ReasoningContent string          `json:"reasoning_content,omitempty"`
+		ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks,omitempty"`
+		Refusal          string          `json:"refusal,omitempty"`
+		ToolCalls        []refToolCall   `json:"tool_calls,omitempty"`
 	}
 	refToolCall struct {
 		Index    int    `json:"index"`
@@ -48,6 +50,7 @@ type (
 type refEncoder struct {
 	enc      ChunkEncoder
 	roleSent map[int]bool
+	thinking map[int]string // the open thinking block's text, per choice
 }
 
 func (r *refEncoder) event(t *testing.T, choices []refChoice, usage json.RawMessage) []byte {
@@ -68,7 +71,22 @@ func (r *refEncoder) event(t *testing.T, choices []refChoice, usage json.RawMess
 
 func (r *refEncoder) chunk(t *testing.T, c *chat.Chunk) []byte {
 	t.Helper()
-	if !c.Visible() && c.FinishReason == "" {
+	var blocks []ThinkingBlock
+	if th := c.Thought; th != nil && th.Restart {
+		r.thinking[c.Choice] = ""
+	}
+	r.thinking[c.Choice] += c.Thinking
+	if th := c.Thought; th != nil && (th.Signature != "" || th.Redacted != "") {
+		b := chat.ThinkingBlock{Signature: th.Signature, Redacted: th.Redacted}
+		if th.Signature != "" {
+			b.Text = r.thinking[c.Choice]
+			r.thinking[c.Choice] = ""
+		}
+		if th.Format == chat.ThinkingAnthropic {
+			blocks = []ThinkingBlock{thinkingBlock(&b)}
+		}
+	}
+	if !c.Visible() && c.FinishReason == "" && c.Thinking == "" && blocks == nil {
 		return nil
 	}
 	var out []byte
@@ -77,7 +95,7 @@ func (r *refEncoder) chunk(t *testing.T, c *chat.Chunk) []byte {
 		empty := ""
 		out = r.event(t, []refChoice{{Index: c.Choice, Delta: refDelta{Role: "assistant", Content: &empty}}}, nil)
 	}
-	ch := refChoice{Index: c.Choice, Delta: refDelta{Refusal: c.Refusal}}
+	ch := refChoice{Index: c.Choice, Delta: refDelta{Refusal: c.Refusal, ReasoningContent: c.Thinking, ThinkingBlocks: blocks}}
 	if c.Text != "" {
 		ch.Delta.Content = &c.Text
 	}
@@ -130,6 +148,20 @@ var chunkEncoderTests = []chunkEncoderCase{
 			{ToolCalls: []chat.ToolCallDelta{{Index: 0, Arguments: `{"city":"Zürich"}`}}},
 			{Text: "t", ToolCalls: []chat.ToolCallDelta{{Index: 1, Name: "only a name"}}, FinishReason: chat.FinishToolCalls},
 		}, &chat.Usage{}},
+	{"thinking", ChunkEncoder{ID: "c", Model: "m", IncludeUsage: true},
+		[]chat.Chunk{
+			{Thinking: "Let me "},
+			{Thinking: "think."},
+			{Thought: &chat.Thought{Signature: "EqQBCgIYAhIM", Format: chat.ThinkingAnthropic}},
+			{Thought: &chat.Thought{Redacted: "EmwKAhgBEgy3va", Format: chat.ThinkingAnthropic}},
+			{Thinking: "half", Thought: &chat.Thought{Signature: "gemini-sig", Format: chat.ThinkingGemini}},
+			{Thinking: "dropped"},
+			{Thought: &chat.Thought{Restart: true}},
+			{Thinking: "again <\"\u2028>", Thought: &chat.Thought{Signature: "s2", Format: chat.ThinkingAnthropic}},
+			{Text: "Paris", Choice: 1, Thinking: "other choice"},
+			{Text: "Paris"},
+			{FinishReason: chat.FinishStop},
+		}, &chat.Usage{OutputTokens: 9, ReasoningTokens: 7}},
 	{"nothing to say", ChunkEncoder{ID: "c", Model: "m"},
 		[]chat.Chunk{{Model: "m"}, {Usage: &chat.Usage{OutputTokens: 1}}, {UsageSoFar: &chat.Usage{}}}, nil},
 }
@@ -140,7 +172,7 @@ var chunkEncoderTests = []chunkEncoderCase{
 func checkChunkEncoder(t *testing.T, tt chunkEncoderCase) {
 	t.Helper()
 	enc := tt.enc
-	ref := refEncoder{enc: tt.enc, roleSent: map[int]bool{}}
+	ref := refEncoder{enc: tt.enc, roleSent: map[int]bool{}, thinking: map[int]string{}}
 	var got, want []byte
 	for i := range tt.chunks {
 		got = enc.AppendChunk(got, &tt.chunks[i])
@@ -179,13 +211,22 @@ func FuzzChunkEncoder(f *testing.F) {
 			if len(c.ToolCalls) > 0 {
 				tc = c.ToolCalls[0]
 			}
+			var th chat.Thought
+			if c.Thought != nil {
+				th = *c.Thought
+			}
 			f.Add(tt.enc.ID, tt.enc.Model, tt.enc.Created, tt.enc.IncludeUsage, uint8(c.Choice), c.Text, c.Refusal, string(c.FinishReason),
-				tc.Index, tc.ID, tc.Name, tc.Arguments, uint8(len(c.ToolCalls)), 7, 3)
+				tc.Index, tc.ID, tc.Name, tc.Arguments, uint8(len(c.ToolCalls)), 7, 3,
+				c.Thinking, th.Signature, th.Redacted, th.Format, th.Restart)
 		}
 	}
 	f.Fuzz(func(t *testing.T, id, model string, created int64, includeUsage bool, choice uint8, text, refusal, finish string,
-		callIndex int, callID, callName, callArgs string, calls uint8, in, out int) {
-		c := chat.Chunk{Choice: int(choice % 4), Text: text, Refusal: refusal, FinishReason: chat.FinishReason(finish)}
+		callIndex int, callID, callName, callArgs string, calls uint8, in, out int,
+		thinking, signature, redacted, format string, restart bool) {
+		c := chat.Chunk{Choice: int(choice % 4), Text: text, Refusal: refusal, FinishReason: chat.FinishReason(finish), Thinking: thinking}
+		if signature != "" || redacted != "" || restart {
+			c.Thought = &chat.Thought{Signature: signature, Redacted: redacted, Format: format, Restart: restart}
+		}
 		for i := range int(calls % 3) {
 			c.ToolCalls = append(c.ToolCalls, chat.ToolCallDelta{Index: callIndex + i, ID: callID, Name: callName, Arguments: callArgs})
 		}

@@ -7,7 +7,10 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/wire/jsonerr"
@@ -33,14 +36,56 @@ type RequestError = reqbody.Error
 
 // known are the request fields decoded into chat.Request; every other field
 // is kept in Request.Extra, so that a field firstword does not model
-// (logprobs, logit_bias, reasoning_effort...) still reaches an upstream
+// (logprobs, logit_bias...) still reaches an upstream
 // that speaks Chat Completions, instead of being dropped silently.
 var known = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true,
 	"max_tokens": true, "max_completion_tokens": true, "temperature": true,
 	"top_p": true, "n": true, "stop": true, "seed": true, "user": true,
 	"tools": true, "tool_choice": true, "parallel_tool_calls": true,
-	"response_format": true,
+	"response_format": true, "reasoning_effort": true, "thinking": true,
+}
+
+// inMessage is a client's message: a Message, and on an assistant turn
+// the thinking it came with, as LiteLLM writes it. thinking_blocks go
+// back to Claude unchanged; reasoning_content, thinking text without a
+// signature, is accepted and dropped, as no upstream checks or needs it.
+type inMessage struct {
+	Message
+	ThinkingBlocks   []ThinkingBlock `json:"thinking_blocks"`
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+}
+
+// thinking decodes m's thinking_blocks into chat blocks of Anthropic's
+// format.
+func (m *inMessage) thinking() ([]chat.ThinkingBlock, error) {
+	var out []chat.ThinkingBlock
+	for j, tb := range m.ThinkingBlocks {
+		var b chat.ThinkingBlock
+		switch tb.Type {
+		case "thinking":
+			if tb.Thinking == nil {
+				return nil, fmt.Errorf("thinking_blocks[%d].thinking: required", j)
+			}
+			b.Text = *tb.Thinking
+			if tb.Signature != nil {
+				b.Signature = *tb.Signature
+			}
+		case "redacted_thinking":
+			if tb.Data == nil || *tb.Data == "" {
+				return nil, fmt.Errorf("thinking_blocks[%d].data: required", j)
+			}
+			b.Redacted = *tb.Data
+		default:
+			return nil, fmt.Errorf("thinking_blocks[%d].type: must be thinking or redacted_thinking, not %q", j, tb.Type)
+		}
+		b.Format = chat.ThinkingAnthropic
+		out = append(out, b)
+	}
+	if len(out) > 0 && m.Role != "assistant" {
+		return nil, errors.New("thinking_blocks: allowed only on assistant messages")
+	}
+	return out, nil
 }
 
 // ParseRequest decodes a Chat Completions request body, checking types and
@@ -84,17 +129,23 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 		out.StreamOptions = true
 		out.IncludeUsage = so.IncludeUsage != nil && *so.IncludeUsage
 	}
-	wm, err := reqbody.Messages[Message](raw)
+	wm, err := reqbody.Messages[inMessage](raw)
 	if err != nil {
 		return nil, err
 	}
 	req.Messages = make([]chat.Message, len(wm))
 	for i := range wm {
 		m, err := wm[i].toChat()
+		if err == nil {
+			m.Thinking, err = wm[i].thinking()
+		}
 		if err != nil {
 			return nil, reqbody.Errorf(fmt.Sprintf("messages[%d]", i), "%v", err)
 		}
 		req.Messages[i] = m
+	}
+	if req.Thinking, err = parseThinking(raw); err != nil {
+		return nil, err
 	}
 
 	var maxTokens, maxCompletion *int
@@ -188,6 +239,47 @@ func parseRequest(body []byte) (*ParsedRequest, error) {
 		}
 	}
 	return out, nil
+}
+
+// parseThinking decodes what the client asks of the model's thinking:
+// reasoning_effort (OpenAI's), and LiteLLM's Anthropic-style thinking
+// object ({"type":"enabled","budget_tokens":N} or {"type":"disabled"}).
+// nil when it asks nothing.
+func parseThinking(raw map[string]json.RawMessage) (*chat.ThinkingAsk, error) {
+	var ask chat.ThinkingAsk
+	if err := reqbody.Field(raw, "reasoning_effort", &ask.Effort); err != nil {
+		return nil, err
+	}
+	if ask.Effort != "" && !slices.Contains(chat.Efforts, ask.Effort) {
+		return nil, reqbody.Errorf("reasoning_effort", "must be one of %s", strings.Join(chat.Efforts, ", "))
+	}
+	if v, ok := raw["thinking"]; ok && !reqbody.IsNull(v) {
+		var t struct {
+			Type         string `json:"type"`
+			BudgetTokens *int   `json:"budget_tokens"`
+		}
+		if err := json.Unmarshal(v, &t); err != nil {
+			return nil, reqbody.Errorf("thinking", "%v", jsonerr.Type(err))
+		}
+		switch t.Type {
+		case "enabled":
+			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
+				return nil, reqbody.Errorf("thinking.budget_tokens", "required, at least 1, when type is enabled")
+			}
+			ask.BudgetTokens = *t.BudgetTokens
+		case "disabled":
+			if ask.Effort != "" && ask.Effort != "none" {
+				return nil, reqbody.Errorf("thinking", "disabled contradicts reasoning_effort %q", ask.Effort)
+			}
+			ask.Effort = "none"
+		default:
+			return nil, reqbody.Errorf("thinking.type", "must be enabled or disabled")
+		}
+	}
+	if ask == (chat.ThinkingAsk{}) {
+		return nil, nil
+	}
+	return &ask, nil
 }
 
 // parseToolChoice decodes tool_choice: a mode (auto, none, required) or

@@ -60,6 +60,7 @@ func FuzzParseRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"type":"function","function":{"name":"f"}}]}`,
 		`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","function":{"name":"f","arguments":"{}"}}]}],"stop":["a"],"n":3}`,
+		`{"model":"m","reasoning_effort":"low","thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"assistant","content":null,"reasoning_content":"r","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
