@@ -277,8 +277,8 @@ type Completion struct {
 type CompletionChoice struct {
 	Index        int               `json:"index"`
 	Message      CompletionMessage `json:"message"`
-	Logprobs     json.RawMessage `json:"logprobs"`
-	FinishReason string          `json:"finish_reason"`
+	Logprobs     json.RawMessage   `json:"logprobs"`
+	FinishReason string            `json:"finish_reason"`
 }
 
 // CompletionMessage is a Completion's message: a Message with the
