@@ -26,7 +26,7 @@ var anthropicAPI = api{
 			return nil, invalid("", msg)
 		}
 		x.req, x.stream = pr.Request, pr.Stream
-		return &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req)}}, nil
+		return &anthropicSurface{enc: anthropic.EventEncoder{ID: x.id, Model: x.req.Model, InputTokens: chat.EstimateInputTokens(x.req), Thinking: pr.Thinking}}, nil
 	},
 }
 
@@ -41,7 +41,7 @@ func (a *anthropicSurface) setModel(m string) { a.enc.Model = m }
 func (a *anthropicSurface) heartbeat() []byte { return a.enc.Ping(nil) }
 
 func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
-	if !c.Visible() {
+	if !c.Visible() && !c.Thinks() {
 		return b // the finish and usage are written by end
 	}
 	return a.enc.Chunk(b, c)
@@ -64,5 +64,5 @@ func (a *anthropicSurface) errorEvent(b []byte, _ *exchange, e *chat.Error) []by
 }
 
 func (a *anthropicSurface) response(x *exchange, model string, r *chat.Response) any {
-	return anthropic.EncodeMessage(x.id, model, r)
+	return anthropic.EncodeMessage(x.id, model, r, a.enc.Thinking)
 }

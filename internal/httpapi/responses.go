@@ -91,7 +91,7 @@ func (o *responsesSurface) setModel(m string) { o.enc.Model = m }
 func (o *responsesSurface) heartbeat() []byte { return commentHeartbeat }
 
 func (o *responsesSurface) chunk(b []byte, c *chat.Chunk) []byte {
-	if !c.Visible() {
+	if !c.Visible() && !c.Thinks() {
 		return b // the finish and usage are written by end
 	}
 	return o.enc.Chunk(b, c)

@@ -37,11 +37,15 @@ type EventEncoder struct {
 	ID          string
 	Model       string
 	InputTokens int
+	// Thinking is what the client is sent of the model's thinking (see
+	// Show): as Anthropic does, nothing unless the request enabled it.
+	Thinking Show
 
 	started bool
 	blocks  int  // content blocks opened so far
 	open    int  // the open block's index, or -1 (valid once started)
 	text    bool // the open block is a text block
+	think   bool // the open block is a thinking block
 	// tools maps a chat tool-call index to its block index plus one.
 	tools []int
 }
@@ -63,11 +67,25 @@ func (e *EventEncoder) Start(b []byte) []byte {
 	return append(b, ",\"output_tokens\":0}}}\n\n"...)
 }
 
-// Chunk appends the events for c: text deltas go to a text block and tool
-// calls to a tool_use block each, opening a block (content_block_start)
-// and closing the previous one (content_block_stop) as needed. A refusal
-// is encoded as text. Chunks of other choices, and chunks with nothing
-// visible, append nothing but message_start, if it was not yet sent.
+// Show is what a client is sent of the model's thinking.
+type Show uint8
+
+const (
+	// ShowNone: no thinking blocks (the request did not enable thinking).
+	ShowNone Show = iota
+	// ShowSigned: thinking blocks with their signatures but no text, as
+	// Anthropic sends them when the request asked display "omitted".
+	ShowSigned
+	// ShowAll: thinking blocks with their text and signatures.
+	ShowAll
+)
+
+// Chunk appends the events for c: thinking goes to a thinking block (see
+// thinking), text deltas to a text block and tool calls to a tool_use
+// block each, opening a block (content_block_start) and closing the
+// previous one (content_block_stop) as needed. A refusal is encoded as
+// text. Chunks of other choices, and chunks with nothing visible, append
+// nothing but message_start, if it was not yet sent.
 //
 // Arguments for a tool call whose block was already closed (an upstream
 // that interleaves calls) are sent to that block's index: Anthropic's
@@ -76,6 +94,9 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	b = e.Start(b)
 	if c.Choice != 0 {
 		return b
+	}
+	if e.Thinking != ShowNone && c.Thinks() {
+		b = e.thinking(b, c)
 	}
 	if c.Text != "" {
 		b = e.textDelta(b, c.Text)
@@ -89,10 +110,70 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	return b
 }
 
+// thinking appends the events for c's thinking: a thinking block is
+// opened (its thinking and signature empty, as Anthropic opens one) for
+// its first delta, and its signature (signature_delta) closes it. A
+// redacted block is a redacted_thinking block of its own, opened and
+// closed at once. A restart closes the open thinking block unsigned (no
+// event can take back what was sent): the new attempt's thinking opens a
+// new one. Only Anthropic's signatures and redacted data are written;
+// another provider's would only be refused if sent back to Claude.
+func (e *EventEncoder) thinking(b []byte, c *chat.Chunk) []byte {
+	th := c.Thought
+	if th != nil && th.Restart && e.think {
+		b = e.stop(b)
+	}
+	if c.Thinking != "" && e.Thinking == ShowAll {
+		b = e.openThinking(b)
+		b = append(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+		b = strconv.AppendInt(b, int64(e.open), 10)
+		b = append(b, `,"delta":{"type":"thinking_delta","thinking":`...)
+		b = appendString(b, c.Thinking)
+		b = append(b, "}}\n\n"...)
+	}
+	if th == nil || th.Format != chat.ThinkingAnthropic {
+		return b
+	}
+	if th.Signature != "" {
+		b = e.openThinking(b)
+		b = append(b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+		b = strconv.AppendInt(b, int64(e.open), 10)
+		b = append(b, `,"delta":{"type":"signature_delta","signature":`...)
+		b = appendString(b, th.Signature)
+		b = append(b, "}}\n\n"...)
+		b = e.stop(b)
+	}
+	if th.Redacted != "" {
+		b = e.stop(b)
+		e.open, e.text, e.think = e.blocks, false, false
+		e.blocks++
+		b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+		b = strconv.AppendInt(b, int64(e.open), 10)
+		b = append(b, `,"content_block":{"type":"redacted_thinking","data":`...)
+		b = appendString(b, th.Redacted)
+		b = append(b, "}}\n\n"...)
+		b = e.stop(b)
+	}
+	return b
+}
+
+// openThinking opens a thinking block unless one is open.
+func (e *EventEncoder) openThinking(b []byte) []byte {
+	if e.open >= 0 && e.think {
+		return b
+	}
+	b = e.stop(b)
+	e.open, e.text, e.think = e.blocks, false, true
+	e.blocks++
+	b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
+	b = strconv.AppendInt(b, int64(e.open), 10)
+	return append(b, ",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n"...)
+}
+
 func (e *EventEncoder) textDelta(b []byte, text string) []byte {
 	if e.open < 0 || !e.text {
 		b = e.stop(b)
-		e.open, e.text = e.blocks, true
+		e.open, e.text, e.think = e.blocks, true, false
 		e.blocks++
 		b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
 		b = strconv.AppendInt(b, int64(e.open), 10)
@@ -118,7 +199,7 @@ func (e *EventEncoder) toolDelta(b []byte, d *chat.ToolCallDelta) []byte {
 		idx = e.blocks
 		e.blocks++
 		e.tools[d.Index] = idx + 1
-		e.open, e.text = idx, false
+		e.open, e.text, e.think = idx, false, false
 		b = append(b, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":"...)
 		b = strconv.AppendInt(b, int64(idx), 10)
 		b = append(b, `,"content_block":{"type":"tool_use","id":`...)
@@ -144,7 +225,7 @@ func (e *EventEncoder) stop(b []byte) []byte {
 	}
 	b = append(b, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":"...)
 	b = strconv.AppendInt(b, int64(e.open), 10)
-	e.open = -1
+	e.open, e.think = -1, false
 	return append(b, "}\n\n"...)
 }
 
@@ -247,12 +328,17 @@ func appendErrorBody(b []byte, typ, message string) []byte {
 }
 
 // EncodeMessage builds the non-streaming response for a collected answer:
-// choice 0's text (and refusal) as a text block, its tool calls as
-// tool_use blocks whose input is the parsed arguments (see toolInput).
-func EncodeMessage(id, model string, r *chat.Response) *Message {
+// choice 0's thinking as thinking and redacted_thinking blocks, first, as
+// show says (see EventEncoder.thinking), its text (and refusal) as a
+// text block, its tool calls as tool_use blocks whose input is the parsed
+// arguments (see toolInput).
+func EncodeMessage(id, model string, r *chat.Response, show Show) *Message {
 	m := &Message{ID: id, Type: "message", Role: "assistant", Model: model, Content: []ContentBlock{}, StopReason: "end_turn"}
 	if len(r.Choices) > 0 {
 		ch := &r.Choices[0]
+		if show != ShowNone {
+			m.Content = thinkingBlocks(m.Content, ch.Thinking, show)
+		}
 		if text := ch.Text + ch.Refusal; text != "" {
 			m.Content = append(m.Content, ContentBlock{Type: "text", Text: &text})
 		}
@@ -265,6 +351,32 @@ func EncodeMessage(id, model string, r *chat.Response) *Message {
 		m.Usage = UsageFromChat(r.Usage)
 	}
 	return m
+}
+
+// thinkingBlocks appends the content blocks of a message's thinking.
+func thinkingBlocks(out []ContentBlock, blocks []chat.ThinkingBlock, show Show) []ContentBlock {
+	for i := range blocks {
+		tb := &blocks[i]
+		anthropic := tb.Format == chat.ThinkingAnthropic
+		switch {
+		case tb.Redacted != "":
+			if anthropic {
+				out = append(out, ContentBlock{Type: "redacted_thinking", ContentBlockThinking: ContentBlockThinking{Data: tb.Redacted}})
+			}
+			continue
+		case show == ShowSigned && !anthropic:
+			continue // nothing to show
+		}
+		var text, sig string
+		if show == ShowAll {
+			text = tb.Text
+		}
+		if anthropic {
+			sig = tb.Signature
+		}
+		out = append(out, ContentBlock{Type: "thinking", ContentBlockThinking: ContentBlockThinking{Thinking: &text, Signature: &sig}})
+	}
+	return out
 }
 
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as

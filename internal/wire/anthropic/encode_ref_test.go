@@ -38,6 +38,10 @@ type (
 			ID    *string   `json:"id,omitempty"`
 			Name  *string   `json:"name,omitempty"`
 			Input *struct{} `json:"input,omitempty"`
+			// thinking and redacted_thinking
+			Thinking  *string `json:"thinking,omitempty"`
+			Signature *string `json:"signature,omitempty"`
+			Data      *string `json:"data,omitempty"`
 		} `json:"content_block"`
 	}
 	refBlockDelta struct {
@@ -47,6 +51,8 @@ type (
 			Type        string  `json:"type"`
 			Text        *string `json:"text,omitempty"`
 			PartialJSON *string `json:"partial_json,omitempty"`
+			Thinking    *string `json:"thinking,omitempty"`
+			Signature   *string `json:"signature,omitempty"`
 		} `json:"delta"`
 	}
 	refBlockStop struct {
@@ -76,11 +82,13 @@ type refEventEncoder struct {
 	t           *testing.T
 	id, model   string
 	inputTokens int
+	show        Show
 	out         []byte
 	started     bool
 	blocks      int
 	open        int // the open block, or -1
 	text        bool
+	think       bool        // the open block is a thinking block
 	tools       map[int]int // chat tool-call index → block index
 }
 
@@ -114,13 +122,16 @@ func (r *refEventEncoder) chunk(c *chat.Chunk) {
 	if c.Choice != 0 {
 		return
 	}
+	if r.show != ShowNone {
+		r.thinking(c)
+	}
 	for _, text := range []string{c.Text, c.Refusal} {
 		if text == "" {
 			continue
 		}
 		if r.open < 0 || !r.text {
 			r.stop()
-			r.open, r.text = r.blocks, true
+			r.open, r.text, r.think = r.blocks, true, false
 			r.blocks++
 			var ev refBlockStart
 			ev.Type, ev.Index, ev.Block.Type, ev.Block.Text = "content_block_start", r.open, "text", new(string)
@@ -140,7 +151,7 @@ func (r *refEventEncoder) chunk(c *chat.Chunk) {
 			idx = r.blocks
 			r.blocks++
 			r.tools[tc.Index] = idx
-			r.open, r.text = idx, false
+			r.open, r.text, r.think = idx, false, false
 			var ev refBlockStart
 			ev.Type, ev.Index, ev.Block.Type = "content_block_start", idx, "tool_use"
 			ev.Block.ID, ev.Block.Name, ev.Block.Input = &tc.ID, &tc.Name, &struct{}{}
@@ -154,12 +165,54 @@ func (r *refEventEncoder) chunk(c *chat.Chunk) {
 	}
 }
 
+func (r *refEventEncoder) thinking(c *chat.Chunk) {
+	th := c.Thought
+	if th != nil && th.Restart && r.think {
+		r.stop()
+	}
+	open := func() {
+		if r.open >= 0 && r.think {
+			return
+		}
+		r.stop()
+		r.open, r.text, r.think = r.blocks, false, true
+		r.blocks++
+		var ev refBlockStart
+		ev.Type, ev.Index, ev.Block.Type, ev.Block.Thinking, ev.Block.Signature = "content_block_start", r.open, "thinking", new(string), new(string)
+		r.event(ev.Type, ev)
+	}
+	if c.Thinking != "" && r.show == ShowAll {
+		open()
+		var ev refBlockDelta
+		ev.Type, ev.Index, ev.Delta.Type, ev.Delta.Thinking = "content_block_delta", r.open, "thinking_delta", &c.Thinking
+		r.event(ev.Type, ev)
+	}
+	if th == nil || th.Format != chat.ThinkingAnthropic {
+		return
+	}
+	if th.Signature != "" {
+		open()
+		var ev refBlockDelta
+		ev.Type, ev.Index, ev.Delta.Type, ev.Delta.Signature = "content_block_delta", r.open, "signature_delta", &th.Signature
+		r.event(ev.Type, ev)
+		r.stop()
+	}
+	if th.Redacted != "" {
+		r.stop()
+		var ev refBlockStart
+		ev.Type, ev.Index, ev.Block.Type, ev.Block.Data = "content_block_start", r.blocks, "redacted_thinking", &th.Redacted
+		r.blocks++
+		r.event(ev.Type, ev)
+		r.event("content_block_stop", refBlockStop{"content_block_stop", ev.Index})
+	}
+}
+
 func (r *refEventEncoder) stop() {
 	if r.open < 0 {
 		return
 	}
 	r.event("content_block_stop", refBlockStop{"content_block_stop", r.open})
-	r.open = -1
+	r.open, r.think = -1, false
 }
 
 func (r *refEventEncoder) finish(reason chat.FinishReason, u *chat.Usage) {
@@ -191,6 +244,7 @@ type eventEncoderCase struct {
 	name        string
 	id, model   string
 	inputTokens int
+	show        Show
 	chunks      []chat.Chunk
 	reason      chat.FinishReason
 	usage       *chat.Usage
@@ -210,14 +264,36 @@ var eventEncoderTests = []eventEncoderCase{
 	}, reason: chat.FinishStop},
 	{name: "error", id: "m", model: "x", chunks: []chat.Chunk{{Text: "partial"}}, err: &chat.Error{Category: chat.CategoryOverloaded, Message: "busy \"now\"\n<>"}},
 	{name: "nothing", id: "m", model: "x", reason: "pause_turn", usage: &chat.Usage{InputTokens: 1, CachedInputTokens: 5}},
+	{name: "thinking", id: "m", model: "x", show: ShowAll, chunks: thinkingChunks, reason: chat.FinishToolCalls},
+	{name: "thinking signed only", id: "m", model: "x", show: ShowSigned, chunks: thinkingChunks, reason: chat.FinishToolCalls},
+	{name: "thinking not shown", id: "m", model: "x", show: ShowNone, chunks: thinkingChunks, reason: chat.FinishToolCalls},
+}
+
+// thinkingChunks are thinking in every shape: text then a signature, a
+// redacted block, another format's signature, a restart in the middle of
+// a block, thinking after text and after a tool call (interleaved).
+var thinkingChunks = []chat.Chunk{
+	{Thinking: "Let me "},
+	{Thinking: "think \"hard\".", Thought: &chat.Thought{Signature: "EqQBCgIYAhIM", Format: chat.ThinkingAnthropic}},
+	{Thought: &chat.Thought{Redacted: "EmwKAhgBEgy3va", Format: chat.ThinkingAnthropic}},
+	{Thinking: "gemini's", Thought: &chat.Thought{Signature: "g-sig", Format: chat.ThinkingGemini}},
+	{Thinking: "a failed attempt"},
+	{Thought: &chat.Thought{Restart: true}},
+	{Thinking: "again"},
+	{Thought: &chat.Thought{Signature: "s2", Format: chat.ThinkingAnthropic}},
+	{Text: "Checking."},
+	{Thinking: "after text"},
+	{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "toolu_1", Name: "f", Arguments: "{}"}}},
+	{Thought: &chat.Thought{Signature: "signed without text", Format: chat.ThinkingAnthropic}},
+	{Choice: 1, Thinking: "other choice"},
 }
 
 // checkEventEncoder writes tt with EventEncoder and with encoding/json and
 // compares the bytes.
 func checkEventEncoder(t *testing.T, tt eventEncoderCase) {
 	t.Helper()
-	enc := EventEncoder{ID: tt.id, Model: tt.model, InputTokens: tt.inputTokens}
-	ref := refEventEncoder{t: t, id: tt.id, model: tt.model, inputTokens: tt.inputTokens, tools: map[int]int{}}
+	enc := EventEncoder{ID: tt.id, Model: tt.model, InputTokens: tt.inputTokens, Thinking: tt.show}
+	ref := refEventEncoder{t: t, id: tt.id, model: tt.model, inputTokens: tt.inputTokens, show: tt.show, tools: map[int]int{}}
 	var got []byte
 	for i := range tt.chunks {
 		got = enc.Chunk(got, &tt.chunks[i])
@@ -242,23 +318,24 @@ func TestEventEncoderMatchesEncodingJSON(t *testing.T) {
 }
 
 // FuzzEventEncoder writes a stream of chunks made from ops (each byte a
-// text, refusal, tool call or other-choice chunk), then an ending, with
-// EventEncoder and with encoding/json.
+// text, refusal, tool call, other-choice, thinking, signature, redacted
+// or restart chunk), then an ending, with EventEncoder and with
+// encoding/json.
 func FuzzEventEncoder(f *testing.F) {
 	for i, tt := range eventEncoderTests {
 		var in, out int
 		if tt.usage != nil {
 			in, out = tt.usage.InputTokens, tt.usage.OutputTokens
 		}
-		f.Add(tt.id, tt.model, tt.inputTokens, []byte{0, 1, 2, 6, 10, 3, byte(i)}, "a \"b\"", "<\xff>", string(tt.reason), in, out, tt.err != nil)
+		f.Add(tt.id, tt.model, tt.inputTokens, []byte{0, 1, 2, 6, 10, 3, byte(i), 4, 5, 12, 7, 4, 13, 0}, "a \"b\"", "<\xff>", string(tt.reason), in, out, tt.err != nil, uint8(i))
 	}
-	f.Fuzz(func(t *testing.T, id, model string, inputTokens int, ops []byte, s1, s2, reason string, in, out int, fail bool) {
-		tt := eventEncoderCase{id: id, model: model, inputTokens: inputTokens, reason: chat.FinishReason(reason)}
+	f.Fuzz(func(t *testing.T, id, model string, inputTokens int, ops []byte, s1, s2, reason string, in, out int, fail bool, show uint8) {
+		tt := eventEncoderCase{id: id, model: model, inputTokens: inputTokens, reason: chat.FinishReason(reason), show: Show(show % 3)}
 		if len(ops) > 64 {
 			ops = ops[:64]
 		}
 		for _, op := range ops {
-			switch op % 4 {
+			switch op % 8 {
 			case 0:
 				tt.chunks = append(tt.chunks, chat.Chunk{Text: s1})
 			case 1:
@@ -271,6 +348,18 @@ func FuzzEventEncoder(f *testing.F) {
 				tt.chunks = append(tt.chunks, chat.Chunk{ToolCalls: []chat.ToolCallDelta{{Index: int(op>>3)%5 - 1, ID: s2, Name: s1, Arguments: args}}})
 			case 3:
 				tt.chunks = append(tt.chunks, chat.Chunk{Choice: 1, Text: s1})
+			case 4:
+				tt.chunks = append(tt.chunks, chat.Chunk{Thinking: s1})
+			case 5:
+				format := chat.ThinkingAnthropic
+				if op&8 != 0 {
+					format = chat.ThinkingGemini
+				}
+				tt.chunks = append(tt.chunks, chat.Chunk{Thinking: s1[:len(s1)/2], Thought: &chat.Thought{Signature: s2, Format: format}})
+			case 6:
+				tt.chunks = append(tt.chunks, chat.Chunk{Thought: &chat.Thought{Redacted: s2, Format: chat.ThinkingAnthropic}})
+			case 7:
+				tt.chunks = append(tt.chunks, chat.Chunk{Thought: &chat.Thought{Restart: true}, Thinking: s2})
 			}
 		}
 		switch {

@@ -220,7 +220,7 @@ func TestEncodeMessage(t *testing.T) {
 		}, {Text: "ignored"}},
 		Usage: &chat.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 80},
 	}
-	got, err := json.Marshal(EncodeMessage("msg_1", "claude-sonnet-4-5", resp))
+	got, err := json.Marshal(EncodeMessage("msg_1", "claude-sonnet-4-5", resp, ShowAll))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,9 +233,43 @@ func TestEncodeMessage(t *testing.T) {
 	if string(got) != want {
 		t.Errorf("EncodeMessage() =\n%s\nwant\n%s", got, want)
 	}
-	empty, _ := json.Marshal(EncodeMessage("msg_2", "m", &chat.Response{}))
+	empty, _ := json.Marshal(EncodeMessage("msg_2", "m", &chat.Response{}, ShowAll))
 	if want := `{"id":"msg_2","type":"message","role":"assistant","model":"m","content":[],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}`; string(empty) != want {
 		t.Errorf("EncodeMessage(empty) =\n%s\nwant\n%s", empty, want)
+	}
+}
+
+// TestEncodeMessageThinking: thinking blocks come first, as show says:
+// with their text and Anthropic signatures, with signatures only, or not
+// at all; another format's signature is not Anthropic's to check.
+func TestEncodeMessageThinking(t *testing.T) {
+	resp := &chat.Response{Choices: []chat.Choice{{
+		Text: "21",
+		Thinking: []chat.ThinkingBlock{
+			{Text: "GCD \"first\"", Signature: "EqQB", Format: chat.ThinkingAnthropic},
+			{Redacted: "EmwK", Format: chat.ThinkingAnthropic},
+			{Text: "gemini's", Signature: "g", Format: chat.ThinkingGemini},
+			{Text: "unsigned"},
+		},
+		FinishReason: chat.FinishStop,
+	}}}
+	tail := `{"type":"text","text":"21"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}`
+	for _, tt := range []struct {
+		show   Show
+		blocks string
+	}{
+		{ShowAll, `{"type":"thinking","thinking":"GCD \"first\"","signature":"EqQB"},{"type":"redacted_thinking","data":"EmwK"},` +
+			`{"type":"thinking","thinking":"gemini's","signature":""},{"type":"thinking","thinking":"unsigned","signature":""},`},
+		{ShowSigned, `{"type":"thinking","thinking":"","signature":"EqQB"},{"type":"redacted_thinking","data":"EmwK"},`},
+		{ShowNone, ``},
+	} {
+		got, err := json.Marshal(EncodeMessage("msg_1", "m", resp, tt.show))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[` + tt.blocks + tail; string(got) != want {
+			t.Errorf("EncodeMessage(show %d) =\n%s\nwant\n%s", tt.show, got, want)
+		}
 	}
 }
 

@@ -25,6 +25,10 @@ type inBlock struct {
 	ToolUseID    string          `json:"tool_use_id"`
 	Content      json.RawMessage `json:"content"`
 	CacheControl json.RawMessage `json:"cache_control"`
+	// thinking and redacted_thinking
+	Thinking  *string `json:"thinking"`
+	Signature *string `json:"signature"`
+	Data      *string `json:"data"`
 }
 
 func (b *inBlock) cached() bool { return !reqbody.IsNull(b.CacheControl) }
@@ -41,6 +45,13 @@ type inTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
+// ParsedRequest is a decoded request, and what its client is sent of the
+// model's thinking.
+type ParsedRequest struct {
+	reqbody.Parsed
+	Thinking Show
+}
+
 // ParseRequest decodes a Messages API request body, checking types and
 // required fields. Errors are *RequestError naming the field.
 //
@@ -52,17 +63,19 @@ type inTool struct {
 // RoleSystem message. A message holding a block with cache_control is
 // marked CacheBreakpoint; a tool's cache_control is not kept (with prompt
 // caching EncodeRequest marks the last tool whenever a message is marked).
-// Thinking blocks in assistant turns are dropped (firstword does not ask
-// upstreams to think); other block types are refused. metadata.user_id
-// becomes Request.User. Fields firstword does not model (top_k, thinking,
-// service_tier...) are ignored, and not kept in Request.Extra: that holds
-// OpenAI fields, which other adapters forward.
-func ParseRequest(body []byte) (*reqbody.Parsed, error) {
+// Thinking and redacted_thinking blocks in assistant turns are the
+// message's Thinking, unchanged (Format anthropic), for Claude to check;
+// a turn of nothing else is dropped. Other block types are refused.
+// thinking and output_config.effort are the request's ThinkingAsk (see
+// parseThinking). metadata.user_id becomes Request.User. Fields firstword
+// does not model (top_k, service_tier...) are ignored, and not kept in
+// Request.Extra: that holds OpenAI fields, which other adapters forward.
+func ParseRequest(body []byte) (*ParsedRequest, error) {
 	raw, req, err := reqbody.Start(body)
 	if err != nil {
 		return nil, err
 	}
-	out := &reqbody.Parsed{Request: req}
+	out := &ParsedRequest{Parsed: reqbody.Parsed{Request: req}}
 	var maxTokens *int
 	if err := reqbody.Field(raw, "max_tokens", &maxTokens); err != nil {
 		return nil, err
@@ -78,6 +91,9 @@ func ParseRequest(body []byte) (*reqbody.Parsed, error) {
 	}
 	req.MaxTokens = *maxTokens
 	if err := reqbody.Field(raw, "stream", &out.Stream); err != nil {
+		return nil, err
+	}
+	if req.Thinking, out.Thinking, err = parseThinking(raw); err != nil {
 		return nil, err
 	}
 
@@ -310,6 +326,12 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 			if role != chat.RoleAssistant {
 				return nil, reqbody.Errorf(bp+".type", "%s blocks are allowed only in assistant messages", b.Type)
 			}
+			tb, err := thinkingBlock(b, bp)
+			if err != nil {
+				return nil, err
+			}
+			c := current()
+			c.Thinking = append(c.Thinking, tb)
 			continue
 		case "":
 			return nil, reqbody.Errorf(bp+".type", "required")
@@ -326,7 +348,110 @@ func parseMessage(m *inMessage, param string) ([]chat.Message, error) {
 	for i := range out {
 		flattenParts(&out[i])
 	}
+	// A turn of thinking and nothing else says nothing an upstream could
+	// answer: it is dropped, as before firstword kept thinking.
+	if len(out) == 1 && onlyThinking(&out[0]) {
+		return nil, nil
+	}
 	return out, nil
+}
+
+func onlyThinking(m *chat.Message) bool {
+	return len(m.Thinking) > 0 && m.Content == "" && len(m.Parts) == 0 && len(m.ToolCalls) == 0
+}
+
+// thinkingBlock decodes a thinking or redacted_thinking block (param
+// names it in errors). Its text and signature, or its data, are kept as
+// they came: Claude refuses a block changed in any way.
+func thinkingBlock(b *inBlock, param string) (chat.ThinkingBlock, error) {
+	tb := chat.ThinkingBlock{Format: chat.ThinkingAnthropic}
+	if b.Type == "redacted_thinking" {
+		if b.Data == nil || *b.Data == "" {
+			return tb, reqbody.Errorf(param+".data", "required")
+		}
+		tb.Redacted = *b.Data
+		return tb, nil
+	}
+	if b.Thinking == nil {
+		return tb, reqbody.Errorf(param+".thinking", "required")
+	}
+	if b.Signature == nil {
+		return tb, reqbody.Errorf(param+".signature", "required")
+	}
+	tb.Text, tb.Signature = *b.Thinking, *b.Signature
+	return tb, nil
+}
+
+// efforts maps output_config.effort onto the chat vocabulary's efforts:
+// Anthropic's levels above high are its highest.
+var efforts = map[string]string{"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+
+// parseThinking decodes thinking and output_config.effort into the
+// request's ThinkingAsk, and what the client is to be sent of the
+// thinking:
+//   - {"type":"enabled","budget_tokens":N}: BudgetTokens N (at least
+//     1024, as Anthropic requires), with the effort if one is given;
+//   - {"type":"adaptive"}: the effort given, or high (Anthropic's
+//     default);
+//   - {"type":"disabled"}: effort none;
+//   - no thinking: no ask (nil), and, as Anthropic does, no thinking
+//     blocks: whatever the model's alias thinks by default is measured
+//     and billed but not sent. output_config.effort alone is then not a
+//     thinking ask.
+//
+// display "omitted" is Hide too, and the client gets its thinking blocks
+// with their signatures but no text, as Anthropic sends them.
+func parseThinking(raw map[string]json.RawMessage) (*chat.ThinkingAsk, Show, error) {
+	var oc struct {
+		Effort string `json:"effort"`
+	}
+	if err := reqbody.Field(raw, "output_config", &oc); err != nil {
+		return nil, ShowNone, err
+	}
+	effort, ok := efforts[oc.Effort]
+	if oc.Effort != "" && !ok {
+		return nil, ShowNone, reqbody.Errorf("output_config.effort", "must be one of low, medium, high, xhigh, max")
+	}
+	var t struct {
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budget_tokens"`
+		Display      string `json:"display"`
+	}
+	if err := reqbody.Field(raw, "thinking", &t); err != nil {
+		return nil, ShowNone, err
+	}
+	ask := &chat.ThinkingAsk{Effort: effort}
+	switch t.Type {
+	case "":
+		if !reqbody.IsNull(raw["thinking"]) {
+			return nil, ShowNone, reqbody.Errorf("thinking.type", "required")
+		}
+		return nil, ShowNone, nil
+	case "disabled":
+		return &chat.ThinkingAsk{Effort: "none"}, ShowNone, nil
+	case "enabled":
+		if t.BudgetTokens == nil {
+			return nil, ShowNone, reqbody.Errorf("thinking.budget_tokens", "required when type is enabled")
+		}
+		if *t.BudgetTokens < 1024 {
+			return nil, ShowNone, reqbody.Errorf("thinking.budget_tokens", "must be at least 1024")
+		}
+		ask.BudgetTokens = *t.BudgetTokens
+	case "adaptive":
+		if ask.Effort == "" {
+			ask.Effort = "high"
+		}
+	default:
+		return nil, ShowNone, reqbody.Errorf("thinking.type", "must be enabled, adaptive or disabled")
+	}
+	switch t.Display {
+	case "", "summarized":
+		return ask, ShowAll, nil
+	case "omitted":
+		ask.Hide = true
+		return ask, ShowSigned, nil
+	}
+	return nil, ShowNone, reqbody.Errorf("thinking.display", "must be summarized or omitted")
 }
 
 // flattenParts sets Content to the text of Parts, and drops Parts when a

@@ -73,7 +73,7 @@ var parseGood = []struct {
 				{Role: chat.RoleAssistant, Content: "Let me check.", ToolCalls: []chat.ToolCall{
 					{ID: "toolu_1", Name: "lookup", Arguments: `{"q": "cat"}`},
 					{ID: "toolu_2", Name: "now", Arguments: `{}`},
-				}},
+				}, Thinking: []chat.ThinkingBlock{{Text: "Let me look.", Signature: "EqQB", Format: chat.ThinkingAnthropic}}},
 				{Role: chat.RoleTool, ToolCallID: "toolu_1", Content: "a cat"},
 				{Role: chat.RoleTool, ToolCallID: "toolu_2", Content: "noon UTC", Parts: []chat.Part{{Type: chat.PartText, Text: "noon"}, {Type: chat.PartText, Text: " UTC"}}},
 				{Role: chat.RoleTool, ToolCallID: "toolu_3"},
@@ -90,6 +90,7 @@ var parseGood = []struct {
 			TopP:              ptr(0.95),
 			Stop:              []string{"\n\nHuman:"},
 			User:              "user-7",
+			Thinking:          &chat.ThinkingAsk{BudgetTokens: 1024},
 		},
 	},
 	{
@@ -125,7 +126,16 @@ var parseBad = []struct {
 	{"no messages", `{"model":"m","max_tokens":5}`, "messages"},
 	{"empty messages", `{"model":"m","max_tokens":5,"messages":[]}`, "messages"},
 	{"messages not an array", `{"model":"m","max_tokens":5,"messages":"hi"}`, "messages"},
-	{"only thinking", `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x"}]}]}`, "messages"},
+	{"only thinking", `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`, "messages"},
+	{"thinking without signature", `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x"},{"type":"text","text":"y"}]}]}`, "messages.0.content.0.signature"},
+	{"redacted without data", `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"redacted_thinking"},{"type":"text","text":"y"}]}]}`, "messages.0.content.0.data"},
+	{"thinking type", `{"model":"m","max_tokens":5,"thinking":{"type":"on"},"messages":[{"role":"user","content":"x"}]}`, "thinking.type"},
+	{"thinking without type", `{"model":"m","max_tokens":5,"thinking":{"budget_tokens":2048},"messages":[{"role":"user","content":"x"}]}`, "thinking.type"},
+	{"budget missing", `{"model":"m","max_tokens":5,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"x"}]}`, "thinking.budget_tokens"},
+	{"budget small", `{"model":"m","max_tokens":5,"thinking":{"type":"enabled","budget_tokens":1000},"messages":[{"role":"user","content":"x"}]}`, "thinking.budget_tokens"},
+	{"display", `{"model":"m","max_tokens":5,"thinking":{"type":"adaptive","display":"full"},"messages":[{"role":"user","content":"x"}]}`, "thinking.display"},
+	{"effort", `{"model":"m","max_tokens":5,"output_config":{"effort":"extreme"},"messages":[{"role":"user","content":"x"}]}`, "output_config.effort"},
+	{"thinking not an object", `{"model":"m","max_tokens":5,"thinking":true,"messages":[{"role":"user","content":"x"}]}`, "thinking"},
 	{"system role", `{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`, "messages.0.role"},
 	{"tool role", `{"model":"m","max_tokens":5,"messages":[{"role":"tool","content":"hi"}]}`, "messages.0.role"},
 	{"no role", `{"model":"m","max_tokens":5,"messages":[{"content":"hi"}]}`, "messages.0.role"},
@@ -176,6 +186,38 @@ func TestParseRequest(t *testing.T) {
 			}
 			if diff := cmp.Diff(&tt.want, pr.Request); diff != "" {
 				t.Errorf("request (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestParseRequestThinking: thinking and output_config.effort are the
+// request's ThinkingAsk, and say what the client is sent of the thinking.
+func TestParseRequestThinking(t *testing.T) {
+	tests := []struct {
+		name, fields string
+		ask          *chat.ThinkingAsk
+		show         Show
+	}{
+		{"absent", ``, nil, ShowNone},
+		{"effort alone", `"output_config":{"effort":"low"},`, nil, ShowNone},
+		{"disabled", `"thinking":{"type":"disabled"},`, &chat.ThinkingAsk{Effort: "none"}, ShowNone},
+		{"enabled", `"thinking":{"type":"enabled","budget_tokens":4096},`, &chat.ThinkingAsk{BudgetTokens: 4096}, ShowAll},
+		{"enabled with effort", `"thinking":{"type":"enabled","budget_tokens":4096},"output_config":{"effort":"medium"},`, &chat.ThinkingAsk{Effort: "medium", BudgetTokens: 4096}, ShowAll},
+		{"adaptive", `"thinking":{"type":"adaptive"},`, &chat.ThinkingAsk{Effort: "high"}, ShowAll},
+		{"adaptive low", `"thinking":{"type":"adaptive","display":"summarized"},"output_config":{"effort":"low"},`, &chat.ThinkingAsk{Effort: "low"}, ShowAll},
+		{"adaptive max", `"thinking":{"type":"adaptive"},"output_config":{"effort":"max"},`, &chat.ThinkingAsk{Effort: "high"}, ShowAll},
+		{"omitted", `"thinking":{"type":"adaptive","display":"omitted"},`, &chat.ThinkingAsk{Effort: "high", Hide: true}, ShowSigned},
+		{"null", `"thinking":null,`, nil, ShowNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pr, err := ParseRequest([]byte(`{"model":"m","max_tokens":8000,` + tt.fields + `"messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.ask, pr.Request.Thinking); d != "" || pr.Thinking != tt.show {
+				t.Errorf("Thinking = %d, want %d; ask (-want +got):\n%s", pr.Thinking, tt.show, d)
 			}
 		})
 	}

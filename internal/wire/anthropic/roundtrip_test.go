@@ -93,6 +93,9 @@ func TestRequestRoundTripFromClient(t *testing.T) {
 		if pr.Request.Temperature != nil {
 			pr.Request.TopP = nil // not sent with a temperature
 		}
+		// How a thinking ask is sent depends on the model (a budget or
+		// an effort): its round trip is the upstream encoder's test.
+		pr.Request.Thinking, again.Request.Thinking = nil, nil
 		// JSON the encoder compacted is compared as values.
 		if diff := cmp.Diff(pr.Request, again.Request, cmp.Comparer(jsonEqual), cmp.Comparer(rawEqual)); diff != "" {
 			t.Errorf("%s: (-first +second):\n%s", tt.name, diff)

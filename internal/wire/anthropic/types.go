@@ -117,17 +117,28 @@ type Message struct {
 	Usage        Usage          `json:"usage"`
 }
 
-// ContentBlock is an output content block: text or tool_use.
+// ContentBlock is an output content block: text, tool_use, thinking or
+// redacted_thinking.
 type ContentBlock struct {
 	Type  string          `json:"type"`
 	Text  *string         `json:"text,omitempty"`
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
+	ContentBlockThinking
 }
 
 // ErrorBody is the error object of an error response or error event.
 type ErrorBody struct {
 	Type    string `json:"type"`
 	Message string `json:"message"`
+}
+
+// Thinking members of a ContentBlock: a thinking block has its text in
+// Thinking and its Signature; a redacted_thinking block its Data.
+// (ContentBlockThinking is embedded in ContentBlock.)
+type ContentBlockThinking struct {
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature *string `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
 }
