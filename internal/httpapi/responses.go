@@ -34,7 +34,7 @@ func responsesAPIFor(s *Server) *api {
 			if x.background && s.opt.Journal == nil {
 				return nil, invalid("background", "background mode is not available on this server (it keeps no journal of responses)")
 			}
-			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix(), Background: x.background}}, nil
+			return &responsesSurface{tenant: x.tenant, enc: responses.EventEncoder{ID: x.id, Model: x.req.Model, CreatedAt: x.start.Unix(), Background: x.background, Summary: pr.Summary, Encrypted: pr.Encrypted}}, nil
 		},
 		answered: func(r *http.Request, sf surface) {
 			if sf, ok := sf.(*responsesSurface); ok {

@@ -24,22 +24,36 @@ type EventEncoder struct {
 	// response objects say "background":true and response.created has
 	// status queued, as OpenAI's do.
 	Background bool
+	// Summary: the client asked for reasoning summaries
+	// (reasoning.summary): the model's thinking is written as a reasoning
+	// item's summary text, streamed. Encrypted: the client asked for
+	// reasoning.encrypted_content (include): a reasoning item carries the
+	// encrypted content a Responses upstream signed it with. With
+	// neither, as OpenAI, the client is sent no reasoning items.
+	Summary, Encrypted bool
 
 	seq     int
 	started bool
 	items   []outItem
 	open    int   // index in items of the open message, or -1
+	think   int   // index in items of the open reasoning item, or -1
 	tools   []int // chat tool-call index → index in items plus one
+	// name is the upstream's id for the next reasoning item, when a
+	// Thought told it before the item opened.
+	name string
 }
 
 type outItem struct {
-	function bool
-	id       string
-	callID   string
-	name     string
-	text     []byte    // the call's arguments
-	parts    []msgPart // the message's content parts; the last is open
-	done     bool
+	function  bool
+	reasoning bool
+	id        string
+	callID    string
+	name      string
+	text      []byte    // the call's arguments, the reasoning's summary
+	parts     []msgPart // the message's content parts; the last is open
+	done      bool
+	summary   bool   // the reasoning item has a summary part
+	encrypted string // the reasoning item's encrypted_content
 }
 
 // msgPart is a message's content part: output_text or refusal.
@@ -54,7 +68,7 @@ func (e *EventEncoder) Start(b []byte) []byte {
 	if e.started {
 		return b
 	}
-	e.started, e.open = true, -1
+	e.started, e.open, e.think = true, -1, -1
 	for _, typ := range [...]string{"response.created", "response.in_progress"} {
 		status := "in_progress"
 		if e.Background && typ == "response.created" {
@@ -68,11 +82,15 @@ func (e *EventEncoder) Start(b []byte) []byte {
 	return b
 }
 
-// Chunk appends the events for c's text and tool-call deltas.
+// Chunk appends the events for c's thinking (see thinking), text and
+// tool-call deltas.
 func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	b = e.Start(b)
 	if c.Choice != 0 {
 		return b
+	}
+	if (e.Summary || e.Encrypted) && c.Thinks() {
+		b = e.thinking(b, c)
 	}
 	if c.Text != "" {
 		b = e.textDelta(b, c.Text, false)
@@ -86,10 +104,100 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 	return b
 }
 
+// thinking appends the events for c's thinking. A thinking block is a
+// reasoning item: with Summary, its text is the item's summary, streamed
+// (reasoning_summary_part.added, reasoning_summary_text.delta, and their
+// .done events when it closes); with Encrypted, a Responses upstream's
+// signature (its encrypted_content) is the item's encrypted_content. A
+// signature of any format closes the item, as does the answer's first
+// text or call. A restart closes the open item as it stands: no event
+// takes back what was sent, and the new attempt's thinking is a new
+// item. Another format's signatures and redacted blocks are not written:
+// only a Responses upstream could read them.
+func (e *EventEncoder) thinking(b []byte, c *chat.Chunk) []byte {
+	th := c.Thought
+	if th != nil && th.Restart {
+		b = e.closeReasoning(b)
+	}
+	ours := th != nil && th.Format == chat.ThinkingResponses
+	if ours && th.ID != "" && e.think < 0 {
+		e.name = th.ID
+	}
+	if c.Thinking != "" && e.Summary {
+		b = e.openReasoning(b, true)
+		i := e.think
+		it := &e.items[i]
+		it.text = append(it.text, c.Thinking...)
+		b = e.event(b, "response.reasoning_summary_text.delta")
+		b = e.itemRef(b, i)
+		b = append(b, `,"summary_index":0,"delta":`...)
+		b = openai.AppendString(b, c.Thinking)
+		b = end(b)
+	}
+	if th == nil || th.Signature == "" {
+		return b
+	}
+	if ours && e.Encrypted {
+		b = e.openReasoning(b, false)
+		e.items[e.think].encrypted = th.Signature
+	}
+	return e.closeReasoning(b)
+}
+
+// openReasoning opens a reasoning item unless one is open, with a
+// summary part if summary.
+func (e *EventEncoder) openReasoning(b []byte, summary bool) []byte {
+	if e.think >= 0 {
+		return b
+	}
+	b = e.closeMessage(b)
+	b = e.closeFunctions(b)
+	id := e.name
+	if id == "" {
+		id = e.itemID("rs_")
+	}
+	e.name = ""
+	e.think = len(e.items)
+	e.items = append(e.items, outItem{reasoning: true, id: id, summary: summary})
+	b = e.itemEvent(b, "response.output_item.added", e.think, "in_progress")
+	if summary {
+		b = e.event(b, "response.reasoning_summary_part.added")
+		b = e.itemRef(b, e.think)
+		b = append(b, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
+		b = end(b)
+	}
+	return b
+}
+
+// closeReasoning ends the open reasoning item, if any.
+func (e *EventEncoder) closeReasoning(b []byte) []byte {
+	if e.think < 0 {
+		return b
+	}
+	i := e.think
+	e.think = -1
+	it := &e.items[i]
+	if it.summary {
+		b = e.event(b, "response.reasoning_summary_text.done")
+		b = e.itemRef(b, i)
+		b = append(b, `,"summary_index":0,"text":`...)
+		b = openai.AppendString(b, string(it.text))
+		b = end(b)
+		b = e.event(b, "response.reasoning_summary_part.done")
+		b = e.itemRef(b, i)
+		b = append(b, `,"summary_index":0,"part":`...)
+		b = appendSummary(b, it.text)
+		b = end(b)
+	}
+	it.done = true
+	return e.itemEvent(b, "response.output_item.done", i, "completed")
+}
+
 // textDelta appends text to the open message's output_text part, or a
 // refusal to its refusal part, opening the message or the part as needed.
 func (e *EventEncoder) textDelta(b []byte, text string, refusal bool) []byte {
 	if e.open < 0 {
+		b = e.closeReasoning(b)
 		b = e.closeFunctions(b)
 		e.open = len(e.items)
 		e.items = append(e.items, outItem{id: e.itemID("msg_")})
@@ -167,6 +275,7 @@ func (e *EventEncoder) toolDelta(b []byte, d *chat.ToolCallDelta) []byte {
 	idx := e.tools[d.Index] - 1
 	if idx < 0 {
 		// One item at a time, as OpenAI streams them.
+		b = e.closeReasoning(b)
 		b = e.closeMessage(b)
 		b = e.closeFunctions(b)
 		idx = len(e.items)
@@ -212,7 +321,7 @@ func (e *EventEncoder) closeMessage(b []byte) []byte {
 func (e *EventEncoder) closeFunctions(b []byte) []byte {
 	for i := range e.items {
 		it := &e.items[i]
-		if it.done {
+		if it.done || !it.function {
 			continue
 		}
 		b = e.event(b, "response.function_call_arguments.done")
@@ -233,6 +342,7 @@ func (e *EventEncoder) closeFunctions(b []byte) []byte {
 // Status). u may be nil.
 func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
 	b = e.Start(b)
+	b = e.closeReasoning(b)
 	b = e.closeMessage(b)
 	b = e.closeFunctions(b)
 	status, why := Status(reason)
@@ -323,6 +433,19 @@ func (e *EventEncoder) itemEvent(b []byte, typ string, i int, status string) []b
 func appendItem(b []byte, it *outItem, status string) []byte {
 	b = append(b, `{"id":`...)
 	b = openai.AppendString(b, it.id)
+	if it.reasoning {
+		// OpenAI's reasoning items have no status.
+		b = append(b, `,"type":"reasoning"`...)
+		if it.encrypted != "" {
+			b = append(b, `,"encrypted_content":`...)
+			b = openai.AppendString(b, it.encrypted)
+		}
+		b = append(b, `,"summary":[`...)
+		if it.summary && status != "in_progress" {
+			b = appendSummary(b, it.text)
+		}
+		return append(b, "]}"...)
+	}
 	if it.function {
 		b = append(b, `,"type":"function_call","status":"`...)
 		b = append(b, status...)
@@ -346,6 +469,12 @@ func appendItem(b []byte, it *outItem, status string) []byte {
 		}
 	}
 	return append(b, "]}"...)
+}
+
+func appendSummary(b, text []byte) []byte {
+	b = append(b, `{"type":"summary_text","text":`...)
+	b = openai.AppendString(b, string(text))
+	return append(b, '}')
 }
 
 func appendPart(b []byte, p *msgPart) []byte {
@@ -428,6 +557,28 @@ func appendUsage(b []byte, u *chat.Usage) []byte {
 	return append(b, '}')
 }
 
+// reasoningItem adds the reasoning item a whole thinking block is, as
+// thinking writes it when streamed, if the client is to see anything of
+// it.
+func (e *EventEncoder) reasoningItem(tb *chat.ThinkingBlock) {
+	ours := tb.Format == chat.ThinkingResponses
+	it := outItem{reasoning: true, done: true, summary: e.Summary && tb.Text != ""}
+	if it.summary {
+		it.text = []byte(tb.Text)
+	}
+	if e.Encrypted && ours {
+		it.encrypted = tb.Signature
+	}
+	if !it.summary && it.encrypted == "" {
+		return
+	}
+	it.id = tb.ID
+	if !ours || it.id == "" {
+		it.id = e.itemID("rs_")
+	}
+	e.items = append(e.items, it)
+}
+
 // Message is an output message item: its ID and text.
 type Message struct {
 	ID, Text string
@@ -438,7 +589,7 @@ func (e *EventEncoder) Messages() []Message {
 	var ms []Message
 	for i := range e.items {
 		it := &e.items[i]
-		if it.function {
+		if it.function || it.reasoning {
 			continue
 		}
 		var text []byte
@@ -455,11 +606,14 @@ func (e *EventEncoder) Messages() []Message {
 // Response is a whole (non-streamed) response object for r's first
 // choice, with e's ID, model and creation time.
 func (e *EventEncoder) Response(r *chat.Response) []byte {
-	e.open = -1
+	e.open, e.think = -1, -1
 	var reason chat.FinishReason
 	if len(r.Choices) > 0 {
 		c := &r.Choices[0]
 		reason = c.FinishReason
+		for i := range c.Thinking {
+			e.reasoningItem(&c.Thinking[i])
+		}
 		if c.Text != "" || c.Refusal != "" {
 			it := outItem{id: e.itemID("msg_")}
 			if c.Text != "" {

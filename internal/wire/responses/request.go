@@ -28,6 +28,9 @@ type ParsedRequest struct {
 	// request's connection, and can be read back by its id (OpenAI's
 	// background mode).
 	Background bool
+	// Summary: the client asked for reasoning summaries; Encrypted, for
+	// reasoning items' encrypted content (see EventEncoder).
+	Summary, Encrypted bool
 }
 
 // RequestError is a client error in a request, naming the parameter in
@@ -53,6 +56,11 @@ type request struct {
 	Text               *struct {
 		Format *format `json:"format"`
 	} `json:"text"`
+	Reasoning *struct {
+		Effort  *string `json:"effort"`
+		Summary *string `json:"summary"`
+	} `json:"reasoning"`
+	Include []string `json:"include"`
 }
 
 type tool struct {
@@ -84,6 +92,11 @@ type item struct {
 	Arguments string          `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
 	ID        string          `json:"id"`
+	// reasoning
+	EncryptedContent *string `json:"encrypted_content"`
+	Summary          []struct {
+		Text string `json:"text"`
+	} `json:"summary"`
 }
 
 type contentPart struct {
@@ -188,7 +201,50 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 			return nil, err
 		}
 	}
-	return &ParsedRequest{Parsed: reqbody.Parsed{Request: req, Stream: r.Stream}, Background: r.Background}, nil
+	pr := &ParsedRequest{Parsed: reqbody.Parsed{Request: req, Stream: r.Stream}, Background: r.Background}
+	pr.Encrypted = slices.Contains(r.Include, "reasoning.encrypted_content")
+	if req.Thinking, pr.Summary, err = parseReasoning(r.Reasoning); err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// efforts maps reasoning.effort onto the chat vocabulary's efforts:
+// OpenAI's xhigh is its highest.
+var efforts = map[string]string{"none": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+
+// parseReasoning decodes reasoning into the request's ThinkingAsk (nil
+// without reasoning), and whether the client asked for summaries. A
+// reasoning.effort without a summary asks the model to think but not to
+// show it: Hide (the thinking is still measured and billed), as OpenAI
+// sends no summary unless asked.
+func parseReasoning(r *struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}) (*chat.ThinkingAsk, bool, error) {
+	if r == nil || r.Effort == nil && r.Summary == nil {
+		return nil, false, nil
+	}
+	ask := &chat.ThinkingAsk{}
+	if r.Effort != nil {
+		e, ok := efforts[*r.Effort]
+		if !ok {
+			return nil, false, reqbody.Errorf("reasoning.effort", "%q is not one of none, minimal, low, medium, high, xhigh", *r.Effort)
+		}
+		ask.Effort = e
+	}
+	summary := false
+	if r.Summary != nil {
+		switch *r.Summary {
+		case "auto", "concise", "detailed":
+			summary = true
+		case "none":
+		default:
+			return nil, false, reqbody.Errorf("reasoning.summary", "%q is not one of auto, concise, detailed, none", *r.Summary)
+		}
+	}
+	ask.Hide = !summary
+	return ask, summary, nil
 }
 
 func hasNonSystem(ms []chat.Message) bool {
@@ -202,6 +258,10 @@ func hasNonSystem(ms []chat.Message) bool {
 
 // parseInput turns input (a string, or a list of items) into messages.
 // Consecutive function calls become one assistant message's tool calls.
+// A reasoning item is a thinking block (Format responses: its summary's
+// text, its encrypted_content as the signature, its id) of the assistant
+// message or function call that follows it; one that nothing of the
+// assistant's follows is dropped.
 func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -215,6 +275,15 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 		return []chat.Message{{Role: chat.RoleUser, Content: s}}, nil
 	}
 	var out []chat.Message
+	// thinking holds the reasoning items read and not yet given to an
+	// assistant message.
+	var thinking []chat.ThinkingBlock
+	assistant := func() *chat.Message {
+		m := &out[len(out)-1]
+		m.Thinking = append(m.Thinking, thinking...)
+		thinking = nil
+		return m
+	}
 	for i := range items {
 		it := &items[i]
 		param := fmt.Sprintf("input[%d]", i)
@@ -231,6 +300,11 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 				return nil, err
 			}
 			out = append(out, m)
+			if m.Role == chat.RoleAssistant {
+				assistant()
+			} else {
+				thinking = nil
+			}
 		case "function_call":
 			if it.CallID == "" || it.Name == "" {
 				return nil, reqbody.Errorf(param, "a function_call needs call_id and name")
@@ -240,11 +314,11 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			// assistant message, so consecutive calls (and the text item
 			// before them) become one turn.
 			call := chat.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
-			if n := len(out); n > 0 && out[n-1].Role == chat.RoleAssistant {
-				out[n-1].ToolCalls = append(out[n-1].ToolCalls, call)
-				continue
+			if n := len(out); n == 0 || out[n-1].Role != chat.RoleAssistant {
+				out = append(out, chat.Message{Role: chat.RoleAssistant})
 			}
-			out = append(out, chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{call}})
+			m := assistant()
+			m.ToolCalls = append(m.ToolCalls, call)
 		case "function_call_output":
 			if it.CallID == "" {
 				return nil, reqbody.Errorf(param+".call_id", "required")
@@ -254,6 +328,7 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 				return nil, err
 			}
 			out = append(out, m)
+			thinking = nil
 		case "item_reference":
 			text, ok := "", false
 			if resolve != nil && it.ID != "" {
@@ -263,9 +338,20 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 				return nil, reqbody.Errorf(param+".id", "item_reference %q is not an answer this gateway keeps: firstword keeps the message items it sent for an hour; send the text instead (with the Vercel AI SDK, providerOptions: {openai: {store: false}})", it.ID)
 			}
 			out = append(out, chat.Message{Role: chat.RoleAssistant, Content: text})
+			assistant()
 		case "reasoning":
-			// A reasoning model's earlier thoughts, sent back by clients;
-			// no chat upstream takes them.
+			tb := chat.ThinkingBlock{Format: chat.ThinkingResponses, ID: it.ID}
+			// Summary parts are paragraphs of one summary.
+			for j, s := range it.Summary {
+				if j > 0 {
+					tb.Text += "\n\n"
+				}
+				tb.Text += s.Text
+			}
+			if it.EncryptedContent != nil {
+				tb.Signature = *it.EncryptedContent
+			}
+			thinking = append(thinking, tb)
 		default:
 			return nil, reqbody.Errorf(param+".type", "%q is not supported (firstword takes messages, function_call, function_call_output and item_reference items)", it.Type)
 		}

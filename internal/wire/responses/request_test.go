@@ -207,6 +207,10 @@ func FuzzParseRequest(f *testing.F) {
 	for _, tt := range parseBad {
 		f.Add([]byte(tt.body))
 	}
+	f.Add([]byte(`{"model":"m","reasoning":{"effort":"low","summary":"auto"},"include":["reasoning.encrypted_content"],"input":[` +
+		`{"type":"reasoning","id":"rs_1","encrypted_content":"e","summary":[{"type":"summary_text","text":"s"}]},` +
+		`{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"reasoning","id":"rs_2"},{"role":"user","content":"x"}]}`))
+	f.Add([]byte(`{"model":"m","reasoning":{"effort":7,"summary":null},"include":"x","input":[{"type":"reasoning","summary":"s"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pr, err := ParseRequest(b, known)
 		if err != nil {
