@@ -337,7 +337,7 @@ func EncodeMessage(id, model string, r *chat.Response, show Show) *Message {
 	if len(r.Choices) > 0 {
 		ch := &r.Choices[0]
 		if show != ShowNone {
-			m.Content = thinkingBlocks(m.Content, ch.Thinking, show)
+			m.Content = thinkingContent(m.Content, ch.Thinking, show)
 		}
 		if text := ch.Text + ch.Refusal; text != "" {
 			m.Content = append(m.Content, ContentBlock{Type: "text", Text: &text})
@@ -353,8 +353,8 @@ func EncodeMessage(id, model string, r *chat.Response, show Show) *Message {
 	return m
 }
 
-// thinkingBlocks appends the content blocks of a message's thinking.
-func thinkingBlocks(out []ContentBlock, blocks []chat.ThinkingBlock, show Show) []ContentBlock {
+// thinkingContent appends the content blocks of a message's thinking.
+func thinkingContent(out []ContentBlock, blocks []chat.ThinkingBlock, show Show) []ContentBlock {
 	for i := range blocks {
 		tb := &blocks[i]
 		anthropic := tb.Format == chat.ThinkingAnthropic
