@@ -287,3 +287,13 @@ func TestAppendString(t *testing.T) {
 		}
 	}
 }
+
+// TestEventEncoderThinkingAllocs: a thinking delta costs no allocation.
+func TestEventEncoderThinkingAllocs(t *testing.T) {
+	e := EventEncoder{ID: "m", Model: "x", Thinking: ShowAll}
+	b := make([]byte, 0, 4096)
+	c := chat.Chunk{Thinking: "a thinking delta of some words"}
+	if n := testing.AllocsPerRun(1000, func() { b = e.Chunk(b[:0], &c) }); n != 0 {
+		t.Errorf("Chunk(thinking) allocates %v times per delta", n)
+	}
+}

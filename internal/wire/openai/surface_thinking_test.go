@@ -109,3 +109,15 @@ func TestEncodeCompletionThinking(t *testing.T) {
 		t.Errorf("the blocks sent back (-want +got):\n%s", d)
 	}
 }
+
+// TestAppendChunkThinkingAllocs: a thinking delta costs no allocation,
+// as a text delta does not (the open block's text is kept for its
+// signature in a buffer that grows by doubling).
+func TestAppendChunkThinkingAllocs(t *testing.T) {
+	e := ChunkEncoder{ID: "c", Model: "m"}
+	b := make([]byte, 0, 4096)
+	c := chat.Chunk{Thinking: "a thinking delta of some words"}
+	if n := testing.AllocsPerRun(1000, func() { b = e.AppendChunk(b[:0], &c) }); n != 0 {
+		t.Errorf("AppendChunk(thinking) allocates %v times per delta", n)
+	}
+}

@@ -219,3 +219,14 @@ func TestParseRequestReasoning(t *testing.T) {
 		t.Errorf("messages' thinking (-want +got):\n%s", d)
 	}
 }
+
+// TestEncodeReasoningAllocs: a summary delta costs no allocation (the
+// summary is kept in a buffer that grows by doubling).
+func TestEncodeReasoningAllocs(t *testing.T) {
+	e := &EventEncoder{ID: "resp_1", Model: "m", Summary: true}
+	b := make([]byte, 0, 4096)
+	c := chat.Chunk{Thinking: "a thinking delta of some words"}
+	if n := testing.AllocsPerRun(1000, func() { b = e.Chunk(b[:0], &c) }); n != 0 {
+		t.Errorf("Chunk(thinking) allocates %v times per delta", n)
+	}
+}
