@@ -7,12 +7,16 @@ import (
 )
 
 // simpleRequests are bodies of the shape parseSimpleRequest decodes (the
-// first three), and near misses it must leave to parseRequest.
+// first four), and near misses it must leave to parseRequest.
 var simpleRequests = []string{
 	`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"o3","reasoning_effort":"high","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
 	`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"héllo \u00e9\n\"x\""},{"role":"assistant","content":""}],"max_tokens":64,"max_completion_tokens":32,"temperature":0.7,"top_p":1,"n":2,"seed":-5,"user":"u1"}`,
 	` { "model" : "m" , "messages" : [ { "content" : "x" , "role" : "developer" } ] , "stream" : false } `,
 	`{"model":"m","stream":false,"stream_options":{},"messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","reasoning_effort":"max","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","reasoning_effort":"","messages":[{"role":"user","content":"hi"}]}`,
+	`{"model":"m","reasoning_effort":"low","thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]}`,
 	`{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":3}`,
 	`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":0}`,
 	`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":null}`,
@@ -31,8 +35,8 @@ var simpleRequests = []string{
 
 func TestParseSimpleRequest(t *testing.T) {
 	for i, body := range simpleRequests {
-		if fast := checkSimpleRequest(t, []byte(body)); fast != (i < 3) {
-			t.Errorf("%s: fast path %v, want %v", body, fast, i < 3)
+		if fast := checkSimpleRequest(t, []byte(body)); fast != (i < 4) {
+			t.Errorf("%s: fast path %v, want %v", body, fast, i < 4)
 		}
 	}
 }
