@@ -24,32 +24,32 @@ import (
 	"github.com/firstword/firstword/internal/router"
 )
 
-// thinker is a model that thinks before it answers: two thinking deltas
+// surfaceModel is a model that thinks before it answers: two thinking deltas
 // and a signature of format, then (for Anthropic) a redacted block, then
 // the answer. It keeps the requests it was sent.
-type thinker struct {
+type surfaceModel struct {
 	format string
 	mu     sync.Mutex
 	reqs   []*chat.Request
 }
 
 const (
-	thinkSig      = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrk+/=="
-	thinkRedacted = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
+	surfaceSig      = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrk+/=="
+	surfaceRedacted = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
 )
 
-func (th *thinker) Stream(_ context.Context, req *chat.Request) chat.Stream {
+func (th *surfaceModel) Stream(_ context.Context, req *chat.Request) chat.Stream {
 	th.mu.Lock()
 	th.reqs = append(th.reqs, req.Clone())
 	th.mu.Unlock()
 	return func(yield func(chat.Chunk, error) bool) {
 		chunks := []chat.Chunk{
-			{Model: "thinker-1", Thinking: "The user asks for "},
+			{Model: "surfaceModel-1", Thinking: "The user asks for "},
 			{Thinking: "France's capital: \"Paris\"."},
-			{Thought: &chat.Thought{Signature: thinkSig, Format: th.format, ID: "rs_up_1"}},
+			{Thought: &chat.Thought{Signature: surfaceSig, Format: th.format, ID: "rs_up_1"}},
 		}
 		if th.format == chat.ThinkingAnthropic {
-			chunks = append(chunks, chat.Chunk{Thought: &chat.Thought{Redacted: thinkRedacted, Format: th.format}})
+			chunks = append(chunks, chat.Chunk{Thought: &chat.Thought{Redacted: surfaceRedacted, Format: th.format}})
 		}
 		chunks = append(chunks, chat.Chunk{Text: "Paris"}, chat.Chunk{Text: "."},
 			chat.Chunk{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 12, OutputTokens: 30, ReasoningTokens: 27}})
@@ -61,17 +61,17 @@ func (th *thinker) Stream(_ context.Context, req *chat.Request) chat.Stream {
 	}
 }
 
-func (th *thinker) last() *chat.Request {
+func (th *surfaceModel) last() *chat.Request {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	return th.reqs[len(th.reqs)-1]
 }
 
-// thinkingServer serves alias "m", a thinker of the format, on a real
+// surfaceServer serves alias "m", a surfaceModel of the format, on a real
 // socket.
-func thinkingServer(t *testing.T, format string) (*thinker, *httptest.Server) {
+func surfaceServer(t *testing.T, format string) (*surfaceModel, *httptest.Server) {
 	t.Helper()
-	th := &thinker{format: format}
+	th := &surfaceModel{format: format}
 	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: providertest.Func(th.Stream)}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +81,8 @@ func thinkingServer(t *testing.T, format string) (*thinker, *httptest.Server) {
 	return th, srv
 }
 
-// postRaw posts body to path and returns the whole answer.
-func postRaw(t *testing.T, srv *httptest.Server, path, body string) string {
+// postSurface posts body to path and returns the whole answer.
+func postSurface(t *testing.T, srv *httptest.Server, path, body string) string {
 	t.Helper()
 	res, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -96,8 +96,8 @@ func postRaw(t *testing.T, srv *httptest.Server, path, body string) string {
 	return string(b)
 }
 
-// inOrder checks that the strings appear in s in the order given.
-func inOrder(t *testing.T, s string, parts ...string) {
+// inOrderOf checks that the strings appear in s in the order given.
+func inOrderOf(t *testing.T, s string, parts ...string) {
 	t.Helper()
 	at := 0
 	for _, p := range parts {
@@ -115,13 +115,13 @@ func inOrder(t *testing.T, s string, parts ...string) {
 // through its extra fields, streamed and not; and the blocks it sends
 // back reach the upstream unchanged.
 func TestThinkingChatCompletions(t *testing.T) {
-	th, srv := thinkingServer(t, chat.ThinkingAnthropic)
-	raw := postRaw(t, srv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"Capital of France?"}]}`)
-	inOrder(t, raw,
+	th, srv := surfaceServer(t, chat.ThinkingAnthropic)
+	raw := postSurface(t, srv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"Capital of France?"}]}`)
+	inOrderOf(t, raw,
 		`"delta":{"reasoning_content":"The user asks for "}`,
 		`"delta":{"reasoning_content":"France's capital: \"Paris\"."}`,
-		`"delta":{"thinking_blocks":[{"type":"thinking","thinking":"The user asks for France's capital: \"Paris\".","signature":"`+thinkSig+`"}]}`,
-		`"delta":{"thinking_blocks":[{"type":"redacted_thinking","data":"`+thinkRedacted+`"}]}`,
+		`"delta":{"thinking_blocks":[{"type":"thinking","thinking":"The user asks for France's capital: \"Paris\".","signature":"`+surfaceSig+`"}]}`,
+		`"delta":{"thinking_blocks":[{"type":"redacted_thinking","data":"`+surfaceRedacted+`"}]}`,
 		`"delta":{"content":"Paris"}`,
 		"data: [DONE]")
 
@@ -168,7 +168,7 @@ func TestThinkingChatCompletions(t *testing.T) {
 		t.Errorf("non-streamed: reasoning_content %s, content %q", rc, m.Content)
 	}
 	tb := m.JSON.ExtraFields["thinking_blocks"].Raw()
-	if want := `[{"type":"thinking","thinking":"The user asks for France's capital: \"Paris\".","signature":"` + thinkSig + `"},{"type":"redacted_thinking","data":"` + thinkRedacted + `"}]`; tb != want {
+	if want := `[{"type":"thinking","thinking":"The user asks for France's capital: \"Paris\".","signature":"` + surfaceSig + `"},{"type":"redacted_thinking","data":"` + surfaceRedacted + `"}]`; tb != want {
 		t.Errorf("non-streamed thinking_blocks = %s, want %s", tb, want)
 	}
 
@@ -182,8 +182,8 @@ func TestThinkingChatCompletions(t *testing.T) {
 	}
 	got := th.last()
 	want := []chat.ThinkingBlock{
-		{Text: `The user asks for France's capital: "Paris".`, Signature: thinkSig, Format: chat.ThinkingAnthropic},
-		{Redacted: thinkRedacted, Format: chat.ThinkingAnthropic},
+		{Text: `The user asks for France's capital: "Paris".`, Signature: surfaceSig, Format: chat.ThinkingAnthropic},
+		{Redacted: surfaceRedacted, Format: chat.ThinkingAnthropic},
 	}
 	if d := cmp.Diff(want, got.Messages[1].Thinking); d != "" {
 		t.Errorf("the blocks the upstream was sent back (-want +got):\n%s", d)
@@ -199,20 +199,20 @@ func TestThinkingChatCompletions(t *testing.T) {
 // a request that did not gets no thinking blocks; and a second turn with
 // a tool result carries the blocks back unchanged.
 func TestThinkingAnthropicMessages(t *testing.T) {
-	th, srv := thinkingServer(t, chat.ThinkingAnthropic)
+	th, srv := surfaceServer(t, chat.ThinkingAnthropic)
 	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL+"/"), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
 	ctx := context.Background()
 	user := anthropic.NewUserMessage(anthropic.NewTextBlock("Capital of France?"))
 	params := anthropic.MessageNewParams{Model: "m", MaxTokens: 4096, Messages: []anthropic.MessageParam{user},
 		Thinking: anthropic.ThinkingConfigParamOfEnabled(2048)}
 
-	raw := postRaw(t, srv, "/v1/messages", `{"model":"m","max_tokens":4096,"stream":true,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"Capital of France?"}]}`)
-	inOrder(t, raw,
+	raw := postSurface(t, srv, "/v1/messages", `{"model":"m","max_tokens":4096,"stream":true,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"Capital of France?"}]}`)
+	inOrderOf(t, raw,
 		`"index":0,"content_block":{"type":"thinking","thinking":"","signature":""}`,
 		`"index":0,"delta":{"type":"thinking_delta","thinking":"The user asks for "}`,
-		`"index":0,"delta":{"type":"signature_delta","signature":"`+thinkSig+`"}`,
+		`"index":0,"delta":{"type":"signature_delta","signature":"`+surfaceSig+`"}`,
 		`event: content_block_stop`,
-		`"index":1,"content_block":{"type":"redacted_thinking","data":"`+thinkRedacted+`"}`,
+		`"index":1,"content_block":{"type":"redacted_thinking","data":"`+surfaceRedacted+`"}`,
 		`"index":2,"content_block":{"type":"text","text":""}`,
 		`"index":2,"delta":{"type":"text_delta","text":"Paris"}`,
 		"event: message_stop")
@@ -230,7 +230,7 @@ func TestThinkingAnthropicMessages(t *testing.T) {
 				got = append(got, b.Type+":"+b.Text)
 			}
 		}
-		want := []string{`thinking:The user asks for France's capital: "Paris".:` + thinkSig, "redacted:" + thinkRedacted, "text:Paris."}
+		want := []string{`thinking:The user asks for France's capital: "Paris".:` + surfaceSig, "redacted:" + surfaceRedacted, "text:Paris."}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%s: content (-want +got):\n%s", name, d)
 		}
@@ -285,8 +285,8 @@ func TestThinkingAnthropicMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []chat.ThinkingBlock{
-		{Text: `The user asks for France's capital: "Paris".`, Signature: thinkSig, Format: chat.ThinkingAnthropic},
-		{Redacted: thinkRedacted, Format: chat.ThinkingAnthropic},
+		{Text: `The user asks for France's capital: "Paris".`, Signature: surfaceSig, Format: chat.ThinkingAnthropic},
+		{Redacted: surfaceRedacted, Format: chat.ThinkingAnthropic},
 	}
 	got := th.last()
 	if d := cmp.Diff(want, got.Messages[1].Thinking); d != "" {
@@ -303,12 +303,12 @@ func TestThinkingAnthropicMessages(t *testing.T) {
 // in the next request's input reaches the upstream as the assistant
 // turn's thinking, its encrypted content unchanged.
 func TestThinkingResponses(t *testing.T) {
-	th, srv := thinkingServer(t, chat.ThinkingResponses)
-	raw := postRaw(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":"Capital of France?","reasoning":{"effort":"low","summary":"auto"},"include":["reasoning.encrypted_content"]}`)
-	inOrder(t, raw,
+	th, srv := surfaceServer(t, chat.ThinkingResponses)
+	raw := postSurface(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":"Capital of France?","reasoning":{"effort":"low","summary":"auto"},"include":["reasoning.encrypted_content"]}`)
+	inOrderOf(t, raw,
 		`"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"rs_0_`,
 		`"type":"response.reasoning_summary_text.delta",`, `"delta":"The user asks for "`,
-		`"type":"response.output_item.done",`, `"encrypted_content":"`+thinkSig+`"`,
+		`"type":"response.output_item.done",`, `"encrypted_content":"`+surfaceSig+`"`,
 		`"type":"response.output_text.delta",`, `"output_index":1,`, `"delta":"Paris"`,
 		`"type":"response.completed"`)
 
@@ -344,7 +344,7 @@ func TestThinkingResponses(t *testing.T) {
 		t.Fatalf("output = %+v", final.Output)
 	}
 	rs := final.Output[0].AsReasoning()
-	if rs.EncryptedContent != thinkSig || len(rs.Summary) != 1 || rs.Summary[0].Text != `The user asks for France's capital: "Paris".` || final.OutputText() != "Paris." {
+	if rs.EncryptedContent != surfaceSig || len(rs.Summary) != 1 || rs.Summary[0].Text != `The user asks for France's capital: "Paris".` || final.OutputText() != "Paris." {
 		t.Errorf("reasoning item %+v, text %q", rs, final.OutputText())
 	}
 
@@ -360,7 +360,7 @@ func TestThinkingResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := th.last()
-	want := []chat.ThinkingBlock{{Text: `The user asks for France's capital: "Paris".`, Signature: thinkSig, Format: chat.ThinkingResponses, ID: rs.ID}}
+	want := []chat.ThinkingBlock{{Text: `The user asks for France's capital: "Paris".`, Signature: surfaceSig, Format: chat.ThinkingResponses, ID: rs.ID}}
 	if d := cmp.Diff(want, got.Messages[1].Thinking); d != "" || got.Messages[1].Content != "Paris." {
 		t.Errorf("the assistant turn sent upstream: %q, thinking (-want +got):\n%s", got.Messages[1].Content, d)
 	}
