@@ -163,7 +163,7 @@ func TestResponsesUpstreamSDK(t *testing.T) {
 		b := req.body
 		want := map[string]any{
 			"model": "gpt-5-mini", "stream": true, "store": false, "instructions": "Be brief.",
-			"max_output_tokens": 500.0, "reasoning": map[string]any{"effort": "low"},
+			"max_output_tokens": 500.0, "reasoning": map[string]any{"effort": "low", "summary": "auto"},
 			"input": []any{map[string]any{"type": "message", "role": "user",
 				"content": []any{map[string]any{"type": "input_text", "text": "What are today's AI headlines?"}}}},
 		}
