@@ -95,8 +95,12 @@ func (s *eventScanner) delta(d *eventDelta) error {
 			return s.StrOrNull(&d.Text)
 		case "partial_json":
 			return s.StrOrNull(&d.PartialJSON)
+		case "thinking":
+			return s.StrOrNull(&d.Thinking)
+		case "signature":
+			return s.StrOrNull(&d.Signature)
 		}
-		return s.Other(key, "type", "text", "partial_json", "stop_reason")
+		return s.Other(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason")
 	})
 }
 
