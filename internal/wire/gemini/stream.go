@@ -232,7 +232,7 @@ func (s *StreamReader) event() error {
 		}
 		ch := chat.Chunk{Choice: idx}
 		if c.Content != nil {
-			var text, thinking strings.Builder
+			var text, thinking joiner
 			for i := range c.Content.Parts {
 				p := &c.Content.Parts[i]
 				if ch.Thought != nil && (p.Thought || p.ThoughtSignature != "") {
@@ -242,8 +242,7 @@ func (s *StreamReader) event() error {
 					ch.Text, ch.Thinking = text.String(), thinking.String()
 					s.queue = append(s.queue, ch)
 					ch = chat.Chunk{Choice: idx}
-					text.Reset()
-					thinking.Reset()
+					text, thinking = joiner{}, joiner{}
 				}
 				if p.ThoughtSignature != "" {
 					ch.Thought = &chat.Thought{Signature: p.ThoughtSignature, Format: chat.ThinkingGemini}
@@ -257,9 +256,9 @@ func (s *StreamReader) event() error {
 					st.calls++
 					s.calls++
 				case p.Thought:
-					thinking.WriteString(p.Text)
+					thinking.add(p.Text)
 				default:
-					text.WriteString(p.Text)
+					text.add(p.Text)
 				}
 			}
 			ch.Text, ch.Thinking = text.String(), thinking.String()
@@ -327,6 +326,33 @@ func (s *StreamReader) allFinished() bool {
 		}
 	}
 	return len(s.perChoice) > 0
+}
+
+// joiner joins the texts of an event's parts: one part's text is used as
+// decoded, without a copy (an event almost always has one).
+type joiner struct {
+	first string
+	rest  strings.Builder
+}
+
+func (j *joiner) add(s string) {
+	switch {
+	case s == "":
+	case j.first == "":
+		j.first = s
+	default:
+		if j.rest.Len() == 0 {
+			j.rest.WriteString(j.first)
+		}
+		j.rest.WriteString(s)
+	}
+}
+
+func (j *joiner) String() string {
+	if j.rest.Len() > 0 {
+		return j.rest.String()
+	}
+	return j.first
 }
 
 type choiceState struct {
