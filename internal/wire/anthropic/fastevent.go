@@ -107,6 +107,6 @@ func (s *eventScanner) delta(d *eventDelta) error {
 // symbols are the type names a stream repeats: StrOrNull decodes them to
 // these constants without allocating.
 var symbols = []string{
-	"content_block_delta", "text_delta", "input_json_delta", "content_block_stop",
-	"thinking_delta", "signature_delta", "citations_delta", "ping", "message_stop",
+	"content_block_delta", "text_delta", "thinking_delta", "input_json_delta",
+	"content_block_stop", "signature_delta", "citations_delta", "ping", "message_stop",
 }
