@@ -18,6 +18,10 @@ import (
 // with server tools and citations use a few dozen.
 const maxBlocks = 4096
 
+// maxSignature bounds a thinking block's signature, joined from its
+// deltas (Anthropic's are a few KiB).
+const maxSignature = 1 << 20
+
 // noIndex marks an event without an index field.
 const noIndex = -1
 
@@ -304,6 +308,9 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		case b.kind == blockThinking && d.Type == "signature_delta":
 			// Held until the block stops: Anthropic's SDKs append a
 			// block's signature deltas, so the last is not the whole.
+			if len(b.input)+len(d.Signature) > maxSignature {
+				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent a thinking signature over %d bytes", maxSignature))
+			}
 			b.input += d.Signature
 		}
 	case "content_block_stop":

@@ -581,6 +581,8 @@ var garbage = []struct {
 	{"unknown error type", ok + errEvent("brand_new_error", "?"), chat.CategoryUpstreamUnavailable},
 	{"error event that is not JSON", ok + "event: error\ndata: upstream exploded\n\n", chat.CategoryUpstreamUnavailable},
 	{"error type without the event name", ok + "data: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"x\"}}\n\n", chat.CategoryRateLimited},
+	{"endless signature", ok + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
+		strings.Repeat(delta("1", "signature_delta", "signature", strings.Repeat("s", 400<<10)), 3), chat.CategoryProtocol},
 }
 
 func TestReadStreamGarbage(t *testing.T) {
