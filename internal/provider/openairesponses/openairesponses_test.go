@@ -133,7 +133,7 @@ func TestStreamFixtures(t *testing.T) {
 		{file: "constructed_reasoning_incomplete.sse", want: &chat.Response{Model: "gpt-5-mini-2025-08-07",
 			Choices: []chat.Choice{{Text: "Grüße aus 東京 🗼 — the \"quick\" answer is: Tokyo's population is about 14\u00a0million, and", FinishReason: chat.FinishLength,
 				Thinking: []chat.ThinkingBlock{{Text: "**Planning a Grüße reply**\n\nKeep it short."}}}},
-			Usage:   &chat.Usage{InputTokens: 2213, OutputTokens: 64, CachedInputTokens: 2048, ReasoningTokens: 38}}},
+			Usage: &chat.Usage{InputTokens: 2213, OutputTokens: 64, CachedInputTokens: 2048, ReasoningTokens: 38}}},
 		{file: "upstream_error_quota.sse", want: &chat.Response{Model: "gpt-5-nano-2025-08-07"}, err: chat.CategoryRateLimited},
 	} {
 		t.Run(tt.file, func(t *testing.T) {
