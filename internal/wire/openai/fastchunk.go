@@ -99,6 +99,12 @@ func (s *chunkScanner) chunk(c *chunk) error {
 			}
 			return err
 		case "usage":
+			// DeepSeek and others send "usage": null on every chunk:
+			// read here, as encoding/json reads it, without its cost.
+			if s.Null() {
+				c.Usage = nil
+				return nil
+			}
 			// Once a stream (or once a chunk, from some servers), and
 			// nested: not worth a hand-written decoder.
 			return s.Decode(&c.Usage)
