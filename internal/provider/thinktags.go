@@ -28,8 +28,9 @@ import (
 //
 // Tags may be split across chunks ("<thi" + "nk>"): only the bytes that
 // could still be the start of a tag are held back (at most len("</think>")
-// - 1 of them), never the answer; they go out with the next chunk, or on
-// their own before a finish reason, a tool call or the end of the stream.
+// - 1 of them), never the answer; they go out with the next chunk, with
+// the chunk that carries a tool call or the finish reason (before them),
+// or on their own at the end of the stream.
 func ThinkTags(p Provider) Provider {
 	if pl, ok := p.(Puller); ok {
 		return thinkTagsPuller{pl}
@@ -50,9 +51,6 @@ func (t thinkTags) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 		for c, err := range t.p.Stream(ctx, req) {
 			if err != nil {
 				yield(chat.Chunk{}, err)
-				return
-			}
-			if f, ok := s.flushBefore(&c); ok && !yield(f, nil) {
 				return
 			}
 			if s.split(&c) && !yield(c, nil) {
@@ -84,19 +82,11 @@ type tagReader struct {
 	r     Reader
 	s     tagSplitter
 	c     chat.Chunk
-	next  *chat.Chunk // a chunk read while a flush went out first
-	ended bool        // the inner reader returned io.EOF
+	ended bool // the inner reader returned io.EOF
 }
 
 func (r *tagReader) Next() (*chat.Chunk, error) {
 	for {
-		if r.next != nil {
-			r.c, r.next = *r.next, nil
-			if r.s.split(&r.c) {
-				return &r.c, nil
-			}
-			continue
-		}
 		if r.ended {
 			f, ok := r.s.flush()
 			if !ok {
@@ -112,12 +102,6 @@ func (r *tagReader) Next() (*chat.Chunk, error) {
 		}
 		if err != nil {
 			return nil, err
-		}
-		if f, ok := r.s.flushBefore(c); ok {
-			// c stays valid: the inner reader is not read until it is
-			// split and returned.
-			r.c, r.next = f, c
-			return &r.c, nil
 		}
 		r.c = *c
 		if r.s.split(&r.c) {
@@ -162,20 +146,6 @@ func (s *tagSplitter) state(choice int) *tagState {
 	return &s.choices[choice]
 }
 
-// flushBefore returns the held bytes of c's choice as a chunk of their
-// own when c ends the choice or carries a tool call, which must not
-// overtake text that came before it.
-func (s *tagSplitter) flushBefore(c *chat.Chunk) (chat.Chunk, bool) {
-	if c.FinishReason == "" && len(c.ToolCalls) == 0 {
-		return chat.Chunk{}, false
-	}
-	st := s.state(c.Choice)
-	if st == nil || st.held == "" {
-		return chat.Chunk{}, false
-	}
-	return st.flush(c.Choice), true
-}
-
 // flush returns the held bytes of the first choice that has any, as a
 // chunk, at the end of the stream; ok is false when none is left.
 func (s *tagSplitter) flush() (chat.Chunk, bool) {
@@ -212,12 +182,18 @@ func (s *tagSplitter) split(c *chat.Chunk) bool {
 		// The upstream separates thinking itself.
 		st.mode = tagAnswer
 	}
-	if c.Text == "" || st.mode == tagAnswer && st.held == "" && !st.trim {
-		return true
+	if c.Text != "" && (st.mode != tagAnswer || st.trim) {
+		var thinking string
+		thinking, c.Text = st.split(c.Text)
+		c.Thinking += thinking
 	}
-	thinking, text := st.split(c.Text)
-	c.Thinking += thinking
-	c.Text = text
+	if st.held != "" && (c.FinishReason != "" || len(c.ToolCalls) > 0) {
+		// What ends the choice's text, or a tool call, must not overtake
+		// the held bytes: they were not a tag, and go out with it.
+		f := st.flush(c.Choice)
+		c.Thinking += f.Thinking
+		c.Text += f.Text
+	}
 	return c.Text != "" || c.Thinking != "" || c.Thought != nil || c.Refusal != "" || len(c.ToolCalls) > 0 ||
 		c.FinishReason != "" || c.Usage != nil || c.UsageSoFar != nil || c.Model != ""
 }

@@ -143,8 +143,9 @@ func TestThinkTagsHoldsOnlyTags(t *testing.T) {
 }
 
 // TestThinkTagsChunks: the other members of a chunk pass through; held
-// bytes go out before a finish reason or a tool call; choices are
-// apart; an upstream that separates thinking itself is left alone.
+// bytes go out with a finish reason or a tool call, never after them;
+// choices are apart; an upstream that separates thinking itself is left
+// alone.
 func TestThinkTagsChunks(t *testing.T) {
 	u := &chat.Usage{InputTokens: 3, OutputTokens: 5}
 	tests := []struct {
@@ -159,12 +160,17 @@ func TestThinkTagsChunks(t *testing.T) {
 		{
 			name: "held bytes before the finish",
 			in:   []chat.Chunk{{Text: "<think>a</thi"}, {FinishReason: chat.FinishLength}},
-			want: []chat.Chunk{{Thinking: "a"}, {Thinking: "</thi"}, {FinishReason: chat.FinishLength}},
+			want: []chat.Chunk{{Thinking: "a"}, {Thinking: "</thi", FinishReason: chat.FinishLength}},
 		},
 		{
 			name: "held bytes before a tool call",
 			in:   []chat.Chunk{{Text: "I will call </"}, {ToolCalls: []chat.ToolCallDelta{{ID: "c", Name: "f"}}}, {FinishReason: chat.FinishToolCalls}},
-			want: []chat.Chunk{{Thinking: "I will call "}, {Thinking: "</"}, {ToolCalls: []chat.ToolCallDelta{{ID: "c", Name: "f"}}}, {FinishReason: chat.FinishToolCalls}},
+			want: []chat.Chunk{{Thinking: "I will call "}, {Thinking: "</", ToolCalls: []chat.ToolCallDelta{{ID: "c", Name: "f"}}}, {FinishReason: chat.FinishToolCalls}},
+		},
+		{
+			name: "a partial tag in the finishing chunk's own text",
+			in:   []chat.Chunk{{Text: "<think>a"}, {Text: "b</th", FinishReason: chat.FinishLength}},
+			want: []chat.Chunk{{Thinking: "a"}, {Thinking: "b</th", FinishReason: chat.FinishLength}},
 		},
 		{
 			name: "two choices",
