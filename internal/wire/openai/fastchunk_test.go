@@ -136,52 +136,38 @@ func FuzzDecodeChunk(f *testing.F) {
 }
 
 func BenchmarkDecodeChunk(b *testing.B) {
-	data := []byte(chunkSeeds[0])
-	data2 := []byte(`{"id":"chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_5050236cbd","choices":[{"index":0,"delta":{"content":" weather"},"logprobs":null,"finish_reason":null}]}`)
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		var c chunk
-		for b.Loop() {
-			decodeChunk(data2, &c)
-		}
-	})
+	text := []byte(`{"id":"chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_5050236cbd","choices":[{"index":0,"delta":{"content":" weather"},"logprobs":null,"finish_reason":null}]}`)
 	// A thinking delta as DeepSeek sends it (content null beside it):
 	// the same cost as a text delta.
 	thinking := []byte(`{"id":"cac7192e-e619-40c6-96b0-ed4276bc03ac","object":"chat.completion.chunk","created":1764661832,"model":"deepseek-reasoner","system_fingerprint":"fp_eaab8d114b_prod0820_fp8_kvcache","choices":[{"index":0,"delta":{"content":null,"reasoning_content":" weather"},"logprobs":null,"finish_reason":null}],"usage":null}`)
-	b.Run("fast-thinking", func(b *testing.B) {
-		b.ReportAllocs()
-		var c chunk
-		for b.Loop() {
-			decodeChunk(thinking, &c)
-		}
-	})
+	for _, in := range []struct {
+		name string
+		data []byte
+	}{{"", text}, {"-thinking", thinking}} {
+		b.Run("fast"+in.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var c chunk
+			for b.Loop() {
+				decodeChunk(in.data, &c)
+			}
+		})
+		b.Run("ReadStream"+in.name, func(b *testing.B) {
+			var buf bytes.Buffer
+			for range 1000 {
+				buf.WriteString("data: ")
+				buf.Write(in.data)
+				buf.WriteString("\n\n")
+			}
+			buf.WriteString(`data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
+			wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
+		})
+	}
 	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()
 		var c chunk
 		for b.Loop() {
 			c = chunk{}
-			json.Unmarshal(data2, &c)
+			json.Unmarshal(text, &c)
 		}
-	})
-	_ = data
-	b.Run("ReadStream", func(b *testing.B) {
-		var buf bytes.Buffer
-		for range 1000 {
-			buf.WriteString("data: ")
-			buf.Write(data2)
-			buf.WriteString("\n\n")
-		}
-		buf.WriteString(`data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727346168,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
-		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
-	})
-	b.Run("ReadStream-thinking", func(b *testing.B) {
-		var buf bytes.Buffer
-		for range 1000 {
-			buf.WriteString("data: ")
-			buf.Write(thinking)
-			buf.WriteString("\n\n")
-		}
-		buf.WriteString(`data: {"id":"chatcmpl-A","object":"chat.completion.chunk","created":1727346168,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n")
-		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 	})
 }
