@@ -156,7 +156,11 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 			a.Breaker = router.BreakerConfig{ConsecutiveFailures: b.ConsecutiveFailures, ErrorRate: b.ErrorRate, MinRequests: b.MinRequests, Window: b.Window, Cooldown: b.Cooldown, MaxEjectedShare: b.MaxEjectedShare}
 		}
 		for _, d := range m.Deployments {
-			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: providers[d.Provider], Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
+			p := providers[d.Provider]
+			if d.ThinkingTags {
+				p = provider.ThinkTags(p)
+			}
+			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: p, Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
 		}
 		rc.Aliases = append(rc.Aliases, a)
 	}
