@@ -679,9 +679,9 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 	return g, nil
 }
 
-// storedThinking reads a message's stored thinking (thinkingJSON); a
+// StoredThinking reads a message's stored thinking (store.Message.Thinking); a
 // column that does not read as blocks is no thinking.
-func storedThinking(b []byte) []chat.ThinkingBlock {
+func StoredThinking(b []byte) []chat.ThinkingBlock {
 	var blocks []chat.ThinkingBlock
 	if len(b) == 0 || json.Unmarshal(b, &blocks) != nil {
 		return nil
@@ -745,7 +745,7 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 			// Its thinking goes back with it: the upstream's encoder sends
 			// the signed blocks to the provider that signed them and drops
 			// the rest.
-			msg.Role, msg.Thinking = chat.RoleAssistant, storedThinking(m.Thinking)
+			msg.Role, msg.Thinking = chat.RoleAssistant, StoredThinking(m.Thinking)
 		}
 		msgs = append(msgs, msg)
 	}

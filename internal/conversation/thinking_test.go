@@ -150,7 +150,7 @@ func TestRunThinking(t *testing.T) {
 				if m.Status != tc.status {
 					t.Errorf("stored status %s, want %s", m.Status, tc.status)
 				}
-				stored := storedThinking(m.Thinking)
+				stored := StoredThinking(m.Thinking)
 				if diff := cmp.Diff(tc.thinking, stored); diff != "" {
 					t.Errorf("stored thinking (-want +got):\n%s", diff)
 				}
@@ -260,8 +260,8 @@ func TestStoredThinking(t *testing.T) {
 		{`[{"text":`, nil},
 		{`null`, nil},
 	} {
-		if diff := cmp.Diff(tc.want, storedThinking([]byte(tc.in))); diff != "" {
-			t.Errorf("storedThinking(%s) (-want +got):\n%s", tc.in, diff)
+		if diff := cmp.Diff(tc.want, StoredThinking([]byte(tc.in))); diff != "" {
+			t.Errorf("StoredThinking(%s) (-want +got):\n%s", tc.in, diff)
 		}
 	}
 	if got := thinkingJSON(nil); got != nil {
