@@ -184,8 +184,13 @@ func TestChatPageThinking(t *testing.T) {
 	if stored.Open || !strings.HasPrefix(stored.Summary, "Thought") || stored.Thought != wantThinking || !stored.Above || stored.Answer != "The answer is 42." {
 		t.Errorf("reloaded, the thinking section is %+v; want collapsed with %q above the answer", stored, wantThinking)
 	}
-	// The waterfall draws the thinking stages like any other.
-	if kind := webuitest.Eval[string](t, ctx, `fwStages.kind("first_thought") + " " + fwStages.kind("thinking")`); kind != "st-thinking st-thinking" {
-		t.Errorf("thinking stages drawn as %q", kind)
+	// The waterfall draws the thinking stages (done.timings.stages'
+	// first_thought and thinking) in their own colour, like any other.
+	segs := webuitest.Eval[string](t, ctx, `(() => { const track = document.createElement("div");
+		fwStages.waterfall(track, [{name: "upstream fake/m", start_ms: 2, end_ms: 90, group: true}, {name: "ttft", start_ms: 2, end_ms: 60},
+			{name: "first_thought", start_ms: 2, end_ms: 20}, {name: "thinking", start_ms: 20, end_ms: 60}], 100, 60);
+		return [...track.querySelectorAll(".seg")].map(s => s.className + "=" + s.title).join("; ") })()`)
+	if want := "seg st-context group=upstream fake/m: 88 ms; seg st-ttft=ttft: 58 ms; seg st-thinking=first_thought: 18 ms; seg st-thinking=thinking: 40 ms"; segs != want {
+		t.Errorf("waterfall segments %q, want %q", segs, want)
 	}
 }

@@ -227,6 +227,7 @@
     if (info.fallback) badge("fallback", "fallback");
     const t = info.timings || {};
     const part = (text) => meta.appendChild(el("span", "", text));
+    if (t.ttfthought_ms) part("first thought " + fwStages.ms(t.ttfthought_ms));
     if (t.ttfw_ms) part("first word " + fwStages.ms(t.ttfw_ms));
     if (t.ttc_ms) part("total " + fwStages.ms(t.ttc_ms));
     const u = info.usage;
