@@ -173,6 +173,8 @@ func TestChatPageThinking(t *testing.T) {
 	if open := webuitest.Eval[bool](t, ctx, `[...document.querySelectorAll(".msg.assistant .thinking")].pop().open`); !open {
 		t.Error("clicking the summary does not open the thinking")
 	}
+	settle(t, ctx)
+	webuitest.Screenshot(t, ctx, "chat-thinking.png")
 
 	// Reloaded: the stored thinking, collapsed.
 	if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
