@@ -362,7 +362,10 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 		if (a.ShareOfTTFW > 0) != (b.ShareOfTTFW > 0) {
 			return a.ShareOfTTFW > 0
 		}
-		return a.P50 > b.P50
+		if a.P50 != b.P50 {
+			return a.P50 > b.P50
+		}
+		return a.Name < b.Name // a stable order for equal times
 	})
 	best := 0
 	for p, n := range paths {
