@@ -111,3 +111,23 @@ func TestThought(t *testing.T) {
 		t.Errorf("thought: %s", got)
 	}
 }
+
+// TestServerTiming: the stages ended by then, a repeated name numbered,
+// names and notes made safe for the header.
+func TestServerTiming(t *testing.T) {
+	start := time.Now()
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	r := New(start)
+	r.Add("route", at(0), at(1), "")
+	r.Add("first_thought", at(1), at(51), "sim/reasoner")
+	r.Add("ttft", at(1), at(20), "a b")
+	r.Add("ttft", at(30), at(251), "sim/reasoner")
+	r.Add("generation", at(251), at(900), "")
+	want := `route;dur=1, first_thought;dur=50;desc="sim/reasoner", ttft;dur=19;desc="a_b", ttft-2;dur=221;desc="sim/reasoner"`
+	if got := r.ServerTiming(at(300)); got != want {
+		t.Errorf("ServerTiming\n got %s\nwant %s", got, want)
+	}
+	if got := string(AppendServerTiming(nil, "thinking time", 1500*time.Microsecond, "")); got != "thinking_time;dur=1.5" {
+		t.Errorf("AppendServerTiming = %s", got)
+	}
+}

@@ -188,23 +188,30 @@ func (r *Recorder) ServerTiming(until time.Time) string {
 				n++
 			}
 		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, name...)
 		if n > 1 {
-			b = append(b, '-')
-			b = strconv.AppendInt(b, int64(n), 10)
+			name += "-" + strconv.Itoa(n)
 		}
-		b = append(b, ";dur="...)
-		b = strconv.AppendFloat(b, float64(s.Duration().Microseconds())/1000, 'f', -1, 64)
-		if s.Note != "" {
-			b = append(b, `;desc="`...)
-			b = append(b, token(s.Note)...)
-			b = append(b, '"')
-		}
+		b = AppendServerTiming(b, name, s.Duration(), s.Note)
 	}
 	return string(b)
+}
+
+// AppendServerTiming appends one metric of a Server-Timing header value
+// to b (after a comma when b holds others): name;dur=MS;desc="note", the
+// name and note made safe for the header.
+func AppendServerTiming(b []byte, name string, d time.Duration, note string) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, token(name)...)
+	b = append(b, ";dur="...)
+	b = strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
+	if note != "" {
+		b = append(b, `;desc="`...)
+		b = append(b, token(note)...)
+		b = append(b, '"')
+	}
+	return b
 }
 
 // token makes a name safe for a header token.

@@ -17,7 +17,6 @@ package call
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/firstword/firstword/internal/budget"
@@ -319,19 +318,7 @@ func (c *Call) ServerTiming(now time.Time) string {
 		return st
 	}
 	b := []byte(st)
-	add := func(name string, d time.Duration, desc string) {
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, name...)
-		b = append(b, ";dur="...)
-		b = strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
-		if desc != "" {
-			b = append(b, `;desc="`...)
-			b = append(b, desc...)
-			b = append(b, '"')
-		}
-	}
+	add := func(name string, d time.Duration, note string) { b = budget.AppendServerTiming(b, name, d, note) }
 	add("route", rep.Attempts[0].Start.Sub(c.routeAt), "")
 	if c.thought != thoughtNone {
 		start, dep := c.thinker()
