@@ -95,6 +95,19 @@ func surface(ctx context.Context, c *Call, req *chat.Request, write time.Duratio
 	return s
 }
 
+// begin resolves a call of cs's for a request arriving now and opens
+// its context, released when the test ends.
+func begin(t *testing.T, cs *Calls) (*Call, context.Context, *budget.Recorder) {
+	rec := budget.New(time.Now())
+	c, err := cs.Resolve(request(rec), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, release := c.Context(t.Context())
+	t.Cleanup(func() { release(nil) })
+	return c, ctx, rec
+}
+
 // stage is a recorded stage, on the request's clock.
 type stage struct {
 	Name       string
@@ -119,12 +132,8 @@ func stagesOf(rec *budget.Recorder) []stage {
 func TestThinkingStages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
-		start := time.Now()
-		rec := budget.New(start)
 		var m records
-		c, _ := routed(t, levers.Thinking{}, &m, thinker(50*ms, 200*ms, nil)).Resolve(request(rec), 0)
-		ctx, release := c.Context(t.Context())
-		defer release(nil)
+		c, ctx, rec := begin(t, routed(t, levers.Thinking{}, &m, thinker(50*ms, 200*ms, nil)))
 		req := ask("chat")
 		s := surface(ctx, c, req, ms)
 		if s.err != nil {
@@ -164,10 +173,7 @@ func TestThinkingStages(t *testing.T) {
 // no time to first thought.
 func TestNoThinking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := budget.New(time.Now())
-		c, _ := New(Options{Routes: &routes{script: hello}}).Resolve(request(rec), 0)
-		ctx, release := c.Context(t.Context())
-		defer release(nil)
+		c, ctx, rec := begin(t, New(Options{Routes: &routes{script: hello}}))
 		surface(ctx, c, ask("chat"), time.Millisecond)
 		c.End(ctx, nil, false)
 		for _, s := range rec.Stages() {
@@ -187,10 +193,7 @@ func TestNoThinking(t *testing.T) {
 func TestHiddenThinking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
-		rec := budget.New(time.Now())
-		c, _ := routed(t, levers.Thinking{Hide: true}, nil, thinker(50*ms, 200*ms, nil)).Resolve(request(rec), 0)
-		ctx, release := c.Context(t.Context())
-		defer release(nil)
+		c, ctx, rec := begin(t, routed(t, levers.Thinking{Hide: true}, nil, thinker(50*ms, 200*ms, nil)))
 		req := ask("chat")
 		s := surface(ctx, c, req, ms)
 		if s.err != nil {
@@ -217,11 +220,8 @@ func TestHiddenThinking(t *testing.T) {
 func TestThinkingRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
-		rec := budget.New(time.Now())
 		broken := thinker(30*ms, 100*ms, &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "overloaded", Retryable: true})
-		c, _ := routed(t, levers.Thinking{}, nil, broken, thinker(50*ms, 200*ms, nil)).Resolve(request(rec), 0)
-		ctx, release := c.Context(t.Context())
-		defer release(nil)
+		c, ctx, rec := begin(t, routed(t, levers.Thinking{}, nil, broken, thinker(50*ms, 200*ms, nil)))
 		s := surface(ctx, c, ask("chat"), 0)
 		if s.err != nil {
 			t.Fatal(s.err)
@@ -250,10 +250,7 @@ func TestThinkingRestart(t *testing.T) {
 func TestThinkingServerTiming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
-		rec := budget.New(time.Now())
-		c, _ := routed(t, levers.Thinking{}, nil, thinker(50*ms, 200*ms, nil)).Resolve(request(rec), 0)
-		ctx, release := c.Context(t.Context())
-		defer release(nil)
+		c, ctx, _ := begin(t, routed(t, levers.Thinking{}, nil, thinker(50*ms, 200*ms, nil)))
 		var first string
 		for ch, err := range c.Stream(ctx, ask("chat")) {
 			if err != nil {

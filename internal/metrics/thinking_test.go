@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"context"
-	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +22,15 @@ func TestThinking(t *testing.T) {
 		TTFThought: 250 * time.Millisecond, Thinking: 1800 * time.Millisecond, TTFW: 2100 * time.Millisecond,
 		Usage: chat.Usage{InputTokens: 12, OutputTokens: 400, ReasoningTokens: 350}})
 	m.Record(context.Background(), &metering.Record{Surface: "openai", Alias: "chat", Deployment: "sim/small", Status: metering.StatusComplete,
-		TTFW: 100 * time.Millisecond, Usage: chat.Usage{InputTokens: 12, OutputTokens: 5}})
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	b, _ := io.ReadAll(rec.Body)
-	var got []string
-	for line := range strings.Lines(string(b)) {
+		TTFT: 90 * time.Millisecond, TTFW: 100 * time.Millisecond, Total: 500 * time.Millisecond, Usage: chat.Usage{InputTokens: 12, OutputTokens: 5}})
+	got := scrape(m, func(line string) bool {
 		for _, p := range []string{"firstword_time_to_first_thought_seconds_", "firstword_thinking_seconds_", `firstword_tokens_total{alias="reasoner"`} {
 			if strings.HasPrefix(line, p) && (!strings.Contains(line, "_bucket") || strings.Contains(line, `le="0.25"`) || strings.Contains(line, `le="2"`)) {
-				got = append(got, strings.TrimSpace(line))
+				return true
 			}
 		}
-	}
+		return false
+	})
 	labels := `alias="reasoner",deployment="sim/reasoner",status="complete",surface="openai"`
 	want := []string{
 		`firstword_thinking_seconds_bucket{` + labels + `,le="0.25"} 0`,
@@ -53,7 +48,8 @@ func TestThinking(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scrape (-want +got):\n%s", diff)
 	}
-	if strings.Contains(string(b), `_thought_seconds_count{alias="chat"`) || strings.Contains(string(b), `thinking_seconds_count{alias="chat"`) {
-		t.Error("a request that did not think is in the thinking histograms")
+	if chat := scrape(m, func(line string) bool { return strings.Contains(line, `seconds_count{alias="chat"`) }); len(chat) != 3 {
+		// ttft, ttfw, ttc
+		t.Errorf("a request that did not think: %q, want its ttft, ttfw and ttc, no thinking", chat)
 	}
 }
