@@ -172,22 +172,26 @@ func (c *Call) Deliver(ch *chat.Chunk) (named bool) {
 // stays small enough to inline in the surfaces' loops).
 func (c *Call) add(ch *chat.Chunk) {
 	c.tally.Add(ch)
-	if ch.Thinking != "" || ch.Thought != nil {
+	if ch.Thinking != "" || ch.Thought != nil || c.thought == thoughtDelivered {
 		c.think(ch)
 	}
 }
 
-// think follows a chunk of thinking: a restart drops the first thought
-// noted (the attempt that thought failed; the next one's counts), and the
-// first thinking text or redacted block before the answer is noted when
-// delivered, to be stamped again when shown (a hidden one never is).
-// Thinking after the answer began (between tool calls) is no first
-// thought.
+// think follows a chunk of thinking, or the first chunk after a thought
+// not yet shown: a restart drops the first thought noted (the attempt
+// that thought failed; the next one's counts), and the first thinking
+// text or redacted block before the answer is noted when delivered, to be
+// stamped again when shown (a hidden one never is). A thought that no
+// write showed before the next chunk came (the surface sends no thinking,
+// or sends it with that chunk) stays stamped at its delivery. Thinking
+// after the answer began (between tool calls) is no first thought.
 func (c *Call) think(ch *chat.Chunk) {
 	th := ch.Thought
 	switch {
 	case c.staged:
 		// Recorded: nothing changes it any more.
+	case c.thought == thoughtDelivered && !ch.Thinks():
+		c.thought = thoughtSettled
 	case th != nil && th.Restart:
 		c.thought, c.thoughtAt = thoughtNone, time.Time{}
 	case c.thought == thoughtNone && (ch.Thinking != "" || th != nil && th.Redacted != "") && (!c.tally.Visible || ch.Visible()):

@@ -272,3 +272,27 @@ func TestThinkingServerTiming(t *testing.T) {
 		}
 	})
 }
+
+// TestThoughtNotSent: a surface that sends no thinking (a client that did
+// not ask for it) writes nothing for it: the first thought is when it was
+// delivered, not when the first word was written after it.
+func TestThoughtNotSent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		c, ctx, rec := begin(t, routed(t, levers.Thinking{}, nil, thinker(50*ms, 200*ms, nil)))
+		for ch, err := range c.Stream(ctx, ask("chat")) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Deliver(&ch)
+			if ch.Text != "" {
+				time.Sleep(ms) // the write
+				c.Shown()
+			}
+		}
+		c.End(ctx, nil, false)
+		if rec.TTFThought() != 50*ms || rec.Thinking() != 200*ms || rec.TTFW() != 251*ms {
+			t.Errorf("first thought %v, thinking %v, first word %v; want 50ms, 200ms, 251ms", rec.TTFThought(), rec.Thinking(), rec.TTFW())
+		}
+	})
+}
