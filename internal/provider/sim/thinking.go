@@ -3,6 +3,7 @@ package sim
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -40,4 +41,109 @@ func checkThinking(req *chat.Request) error {
 		}
 	}
 	return nil
+}
+
+// The dialects the sim serves, as far as thinking goes.
+const (
+	dialectChat = iota
+	dialectMessages
+	dialectResponses
+	dialectGemini
+	dialectOllama
+)
+
+// thinkingFields are the members of a request body that ask for thinking,
+// in each dialect the sim serves. They are read here, not by the
+// client-facing parsers, because they say what the sim, as a model,
+// does: a Messages request without thinking enabled gets none, as from
+// Claude, while a Responses or Gemini one thinks unseen, as OpenAI's and
+// Google's thinking models do.
+type thinkingFields struct {
+	// Chat Completions
+	ReasoningEffort string `json:"reasoning_effort"`
+	// Messages: thinking {type: enabled|adaptive|disabled, budget_tokens},
+	// and the adaptive effort in output_config.
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens int    `json:"budget_tokens"`
+	} `json:"thinking"`
+	OutputConfig *struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+	// Responses
+	Reasoning *struct {
+		Effort  string  `json:"effort"`
+		Summary *string `json:"summary"`
+	} `json:"reasoning"`
+	// Gemini
+	GenerationConfig *struct {
+		ThinkingConfig *struct {
+			IncludeThoughts bool   `json:"includeThoughts"`
+			ThinkingBudget  *int   `json:"thinkingBudget"`
+			ThinkingLevel   string `json:"thinkingLevel"`
+		} `json:"thinkingConfig"`
+	} `json:"generationConfig"`
+	// Ollama: true, false, or a level (low, medium, high).
+	Think json.RawMessage `json:"think"`
+}
+
+// askThinking sets req.Thinking from what body asks of thinking in the
+// dialect, and reports whether the answer shows the thinking:
+//
+//   - Chat Completions: reasoning_effort sets the effort; thinking is
+//     always shown (as reasoning_content, where DeepSeek and vLLM put it).
+//   - Messages: only thinking {type: enabled or adaptive} thinks (with
+//     its budget_tokens, or output_config.effort), and shows it.
+//   - Responses: reasoning.effort sets the effort (the model thinks
+//     without it too); reasoning.summary shows it.
+//   - Gemini: thinkingConfig's thinkingBudget (0: none) or thinkingLevel
+//     set it (the model thinks without them too); includeThoughts shows.
+//   - Ollama: think: false turns thinking off; otherwise it is shown in
+//     message.thinking, and a level sets the effort.
+//
+// A body that does not decode asks nothing (its parser has refused it).
+func askThinking(body []byte, dialect int, req *chat.Request) (show bool) {
+	var f thinkingFields
+	json.Unmarshal(body, &f)
+	var ask chat.ThinkingAsk
+	switch dialect {
+	case dialectChat:
+		ask.Effort, show = f.ReasoningEffort, true
+	case dialectMessages:
+		if f.Thinking == nil || (f.Thinking.Type != "enabled" && f.Thinking.Type != "adaptive") {
+			ask.Effort = "none"
+			break
+		}
+		ask.BudgetTokens, show = f.Thinking.BudgetTokens, true
+		if f.OutputConfig != nil {
+			ask.Effort = f.OutputConfig.Effort
+		}
+	case dialectResponses:
+		if r := f.Reasoning; r != nil {
+			ask.Effort, show = r.Effort, r.Summary != nil && *r.Summary != ""
+		}
+	case dialectGemini:
+		if f.GenerationConfig != nil && f.GenerationConfig.ThinkingConfig != nil {
+			tc := f.GenerationConfig.ThinkingConfig
+			ask.Effort, show = tc.ThinkingLevel, tc.IncludeThoughts
+			if b := tc.ThinkingBudget; b != nil && *b == 0 {
+				ask.Effort = "none"
+			} else if b != nil && *b > 0 {
+				ask.BudgetTokens = *b
+			}
+		}
+	case dialectOllama:
+		show = true
+		var on bool
+		if json.Unmarshal(f.Think, &on) == nil && !on {
+			ask.Effort, show = "none", false
+		} else {
+			json.Unmarshal(f.Think, &ask.Effort)
+		}
+	}
+	if ask.Effort == "none" {
+		show = false
+	}
+	req.Thinking = &ask
+	return show
 }

@@ -1,0 +1,100 @@
+package sim
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/wire/anthropic"
+	"github.com/firstword/firstword/internal/wire/responses"
+)
+
+// serveMessages is Anthropic's POST /v1/messages, written by the
+// client-facing encoder firstword answers Messages clients with.
+func (p *Provider) serveMessages(w http.ResponseWriter, r *http.Request) {
+	body, ok := readRequest(w, r, writeMessagesError)
+	if !ok {
+		return
+	}
+	pr, err := anthropic.ParseRequest(body)
+	if err != nil {
+		writeMessagesError(w, invalid(err))
+		return
+	}
+	req := pr.Request
+	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
+	show := askThinking(body, dialectMessages, req)
+	id := fmt.Sprintf("msg_sim%d", p.seq.Load()+1)
+	if !pr.Stream {
+		resp, ce := p.collect(r, req, show)
+		if ce != nil {
+			writeMessagesError(w, ce)
+			return
+		}
+		writeJSON(w, http.StatusOK, anthropic.EncodeMessage(id, req.Model, resp))
+		return
+	}
+	enc := &messagesStream{anthropic.EventEncoder{ID: id, Model: req.Model, InputTokens: chat.EstimateInputTokens(req)}}
+	p.play(w, r, req, show, "text/event-stream", enc, writeMessagesError)
+}
+
+func writeMessagesError(w http.ResponseWriter, e *chat.Error) {
+	typ, st := anthropic.ErrorType(e.Category)
+	if e.Status == 0 {
+		e.Status = st
+	}
+	st = status(w, e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(st)
+	w.Write(anthropic.ErrorResponse(typ, e.Message))
+}
+
+type messagesStream struct{ anthropic.EventEncoder }
+
+func (e *messagesStream) chunk(b []byte, c *chat.Chunk) []byte { return e.Chunk(b, c) }
+
+func (e *messagesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
+	return e.Finish(b, reason, u)
+}
+
+func (e *messagesStream) fail(b []byte, ce *chat.Error) []byte { return e.Error(b, ce) }
+
+// serveResponses is OpenAI's POST /v1/responses, written by the
+// client-facing encoder firstword answers Responses clients with.
+func (p *Provider) serveResponses(w http.ResponseWriter, r *http.Request) {
+	body, ok := readRequest(w, r, writeError)
+	if !ok {
+		return
+	}
+	pr, err := responses.ParseRequest(body, nil)
+	if err != nil {
+		writeError(w, invalid(err))
+		return
+	}
+	req := pr.Request
+	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
+	show := askThinking(body, dialectResponses, req)
+	enc := &responsesStream{responses.EventEncoder{ID: fmt.Sprintf("resp_sim%d", p.seq.Load()+1), Model: req.Model, CreatedAt: time.Now().Unix()}}
+	if !pr.Stream {
+		resp, ce := p.collect(r, req, show)
+		if ce != nil {
+			writeError(w, ce)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(enc.Response(resp))
+		return
+	}
+	p.play(w, r, req, show, "text/event-stream", enc, writeError)
+}
+
+type responsesStream struct{ responses.EventEncoder }
+
+func (e *responsesStream) chunk(b []byte, c *chat.Chunk) []byte { return e.Chunk(b, c) }
+
+func (e *responsesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
+	return e.Finish(b, reason, u)
+}
+
+func (e *responsesStream) fail(b []byte, ce *chat.Error) []byte { return e.Error(b, ce, nil) }
