@@ -277,11 +277,11 @@ func TestErrorsInEachDialect(t *testing.T) {
 		}
 	}
 	for path, body := range map[string]string{
-		"/v1beta/models/small:countTokens": `{}`,
+		"/v1beta/models/small:countTokens":     `{}`,
 		"/v1beta/models/small:generateContent": `{"contents":[]}`,
-		"/api/chat":                          `{"model":"small"`,
-		"/v1/messages":                       `{"model":"small"}`,
-		"/v1/responses":                      `[]`,
+		"/api/chat":                            `{"model":"small"`,
+		"/v1/messages":                         `{"model":"small"}`,
+		"/v1/responses":                        `[]`,
 	} {
 		if code, b := post(t, srv.URL+path, body); code < 400 || code >= 500 || !strings.Contains(b, "error") {
 			t.Errorf("POST %s %s: %d %s, want a client error", path, body, code, b)
