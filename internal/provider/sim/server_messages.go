@@ -82,6 +82,11 @@ func (p *Provider) serveResponses(w http.ResponseWriter, r *http.Request) {
 			writeError(w, ce)
 			return
 		}
+		for i := range resp.Choices {
+			for k := range resp.Choices[i].Thinking {
+				resp.Choices[i].Thinking[k].Format = chat.ThinkingResponses
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(enc.Response(resp))
 		return
@@ -91,7 +96,16 @@ func (p *Provider) serveResponses(w http.ResponseWriter, r *http.Request) {
 
 type responsesStream struct{ responses.EventEncoder }
 
-func (e *responsesStream) chunk(b []byte, c *chat.Chunk) []byte { return e.Chunk(b, c) }
+// chunk writes c; the sim's signature is, in this dialect, a reasoning
+// item's encrypted_content.
+func (e *responsesStream) chunk(b []byte, c *chat.Chunk) []byte {
+	if th := c.Thought; th != nil && th.Signature != "" && th.Format != chat.ThinkingResponses {
+		t := *th
+		t.Format = chat.ThinkingResponses
+		c.Thought = &t
+	}
+	return e.Chunk(b, c)
+}
 
 func (e *responsesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
 	return e.Finish(b, reason, u)
