@@ -107,9 +107,10 @@ type streamDialect interface {
 // committed (status 200 and contentType) at the first chunk, the
 // thinking's when the model thinks: a failure before it is answered by
 // bad with a real status, one after it by the dialect's error event, and
-// a truncation by ending the body without the dialect's end. Thinking is
-// dropped unless show is set: the model still thinks (and bills it).
-func (p *Provider) play(w http.ResponseWriter, r *http.Request, req *chat.Request, show bool, contentType string, d streamDialect, bad func(http.ResponseWriter, *chat.Error)) {
+// a truncation by ending the body without the dialect's end. What show
+// does not show of the thinking is dropped: the model still thinks (and
+// bills it).
+func (p *Provider) play(w http.ResponseWriter, r *http.Request, req *chat.Request, show shown, contentType string, d streamDialect, bad func(http.ResponseWriter, *chat.Error)) {
 	rc := http.NewResponseController(w)
 	var buf []byte
 	committed := false
@@ -136,8 +137,11 @@ func (p *Provider) play(w http.ResponseWriter, r *http.Request, req *chat.Reques
 			rc.Flush()
 			return
 		}
-		if !show {
-			ch.Thinking, ch.Thought = "", nil
+		if !show.text {
+			ch.Thinking = ""
+		}
+		if !show.signed {
+			ch.Thought = nil
 		}
 		if !committed {
 			commit()
@@ -166,15 +170,24 @@ func (p *Provider) play(w http.ResponseWriter, r *http.Request, req *chat.Reques
 }
 
 // collect gathers req's whole answer for a response that is not
-// streamed; thinking is dropped unless show is set.
-func (p *Provider) collect(r *http.Request, req *chat.Request, show bool) (*chat.Response, *chat.Error) {
+// streamed; what show does not show of the thinking is dropped.
+func (p *Provider) collect(r *http.Request, req *chat.Request, show shown) (*chat.Response, *chat.Error) {
 	resp, err := chat.Collect(p.Stream(r.Context(), req))
 	if err != nil {
 		return nil, chat.AsError(err)
 	}
-	if !show {
-		for i := range resp.Choices {
-			resp.Choices[i].Thinking = nil
+	for i := range resp.Choices {
+		c := &resp.Choices[i]
+		if show == (shown{}) {
+			c.Thinking = nil
+		}
+		for k := range c.Thinking {
+			if !show.text {
+				c.Thinking[k].Text = ""
+			}
+			if !show.signed {
+				c.Thinking[k].Signature = ""
+			}
 		}
 	}
 	return resp, nil

@@ -232,7 +232,9 @@ func appendGeminiResponse(b []byte, model string, r *chat.Response) []byte {
 		c := geminiCandidate{index: i, finish: ch.FinishReason}
 		var sig string
 		for _, t := range ch.Thinking {
-			c.parts = append(c.parts, geminiPart{text: t.Text, thought: true})
+			if t.Text != "" {
+				c.parts = append(c.parts, geminiPart{text: t.Text, thought: true})
+			}
 			sig = t.Signature
 		}
 		if ch.Text != "" {

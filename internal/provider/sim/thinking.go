@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/firstword/firstword/internal/chat"
 )
@@ -66,7 +67,9 @@ type thinkingFields struct {
 	Thinking *struct {
 		Type         string `json:"type"`
 		BudgetTokens int    `json:"budget_tokens"`
+		Display      string `json:"display"`
 	} `json:"thinking"`
+	// display "omitted": the blocks come with their signatures only.
 	OutputConfig *struct {
 		Effort string `json:"effort"`
 	} `json:"output_config"`
@@ -75,6 +78,7 @@ type thinkingFields struct {
 		Effort  string  `json:"effort"`
 		Summary *string `json:"summary"`
 	} `json:"reasoning"`
+	Include []string `json:"include"`
 	// Gemini
 	GenerationConfig *struct {
 		ThinkingConfig *struct {
@@ -87,45 +91,54 @@ type thinkingFields struct {
 	Think json.RawMessage `json:"think"`
 }
 
+// shown is what an answer shows of the model's thinking: its text, its
+// signature (the Thought that ends the block), both, or neither.
+type shown struct{ text, signed bool }
+
 // askThinking sets req.Thinking from what body asks of thinking in the
-// dialect, and reports whether the answer shows the thinking:
+// dialect, and says what the answer shows of it:
 //
 //   - Chat Completions: reasoning_effort sets the effort; thinking is
 //     always shown (as reasoning_content, where DeepSeek and vLLM put it).
 //   - Messages: only thinking {type: enabled or adaptive} thinks (with
-//     its budget_tokens, or output_config.effort), and shows it.
+//     its budget_tokens, or output_config.effort), and shows it (only
+//     the signatures with display "omitted").
 //   - Responses: reasoning.effort sets the effort (the model thinks
-//     without it too); reasoning.summary shows it.
+//     without it too); reasoning.summary shows the text, include
+//     reasoning.encrypted_content the signature.
 //   - Gemini: thinkingConfig's thinkingBudget (0: none) or thinkingLevel
-//     set it (the model thinks without them too); includeThoughts shows.
-//   - Ollama: think: false turns thinking off; otherwise it is shown in
-//     message.thinking, and a level sets the effort.
+//     set it (the model thinks without them too); includeThoughts shows
+//     the text; the signature is always sent, as Gemini sends it.
+//   - Ollama: think: false turns thinking off; otherwise its text is
+//     shown in message.thinking, and a level sets the effort.
 //
 // A body that does not decode asks nothing (its parser has refused it).
-func askThinking(body []byte, dialect int, req *chat.Request) (show bool) {
+func askThinking(body []byte, dialect int, req *chat.Request) (show shown) {
 	var f thinkingFields
 	json.Unmarshal(body, &f)
 	var ask chat.ThinkingAsk
 	switch dialect {
 	case dialectChat:
-		ask.Effort, show = f.ReasoningEffort, true
+		ask.Effort, show = f.ReasoningEffort, shown{true, true}
 	case dialectMessages:
 		if f.Thinking == nil || (f.Thinking.Type != "enabled" && f.Thinking.Type != "adaptive") {
 			ask.Effort = "none"
 			break
 		}
-		ask.BudgetTokens, show = f.Thinking.BudgetTokens, true
+		ask.BudgetTokens, show = f.Thinking.BudgetTokens, shown{f.Thinking.Display != "omitted", true}
 		if f.OutputConfig != nil {
 			ask.Effort = f.OutputConfig.Effort
 		}
 	case dialectResponses:
 		if r := f.Reasoning; r != nil {
-			ask.Effort, show = r.Effort, r.Summary != nil && *r.Summary != ""
+			ask.Effort, show.text = r.Effort, r.Summary != nil && *r.Summary != ""
 		}
+		show.signed = slices.Contains(f.Include, "reasoning.encrypted_content")
 	case dialectGemini:
+		show.signed = true
 		if f.GenerationConfig != nil && f.GenerationConfig.ThinkingConfig != nil {
 			tc := f.GenerationConfig.ThinkingConfig
-			ask.Effort, show = tc.ThinkingLevel, tc.IncludeThoughts
+			ask.Effort, show.text = tc.ThinkingLevel, tc.IncludeThoughts
 			if b := tc.ThinkingBudget; b != nil && *b == 0 {
 				ask.Effort = "none"
 			} else if b != nil && *b > 0 {
@@ -133,16 +146,16 @@ func askThinking(body []byte, dialect int, req *chat.Request) (show bool) {
 			}
 		}
 	case dialectOllama:
-		show = true
+		show.text = true
 		var on bool
 		if json.Unmarshal(f.Think, &on) == nil && !on {
-			ask.Effort, show = "none", false
+			ask.Effort = "none"
 		} else {
 			json.Unmarshal(f.Think, &ask.Effort)
 		}
 	}
 	if ask.Effort == "none" {
-		show = false
+		show = shown{}
 	}
 	req.Thinking = &ask
 	return show
