@@ -96,6 +96,9 @@ func geminiRequest(model string, body []byte) (*chat.Request, error) {
 		}
 	}
 	if gc := in.GenerationConfig; gc != nil {
+		if gc.CandidateCount < 0 || gc.CandidateCount > 8 {
+			return nil, fmt.Errorf("generationConfig.candidateCount: %d is not between 1 and 8", gc.CandidateCount)
+		}
 		req.MaxTokens, req.N = gc.MaxOutputTokens, gc.CandidateCount
 	}
 	return req, nil
