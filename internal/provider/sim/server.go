@@ -78,16 +78,6 @@ func writeError(w http.ResponseWriter, e *chat.Error) {
 	writeJSON(w, status(w, e), map[string]any{"error": wire.ErrorFromChat(e)})
 }
 
-// readRequest reads a request body; a failure is answered with bad.
-func readRequest(w http.ResponseWriter, r *http.Request, bad func(http.ResponseWriter, *chat.Error)) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
-	if err != nil {
-		bad(w, invalid(err))
-		return nil, false
-	}
-	return body, true
-}
-
 func invalid(err error) *chat.Error {
 	return &chat.Error{Category: chat.CategoryInvalidRequest, Message: err.Error()}
 }
@@ -193,30 +183,59 @@ func (p *Provider) collect(r *http.Request, req *chat.Request, show shown) (*cha
 	return resp, nil
 }
 
-func (p *Provider) serveChat(w http.ResponseWriter, r *http.Request) {
-	body, ok := readRequest(w, r, writeError)
-	if !ok {
-		return
-	}
-	pr, err := wire.ParseRequest(body)
+// parsed is a request read in a dialect: whether its answer is streamed,
+// what it shows of the thinking, and the writer of the answer.
+type parsed struct {
+	req    *chat.Request
+	stream bool
+	show   shown
+	answer answerer
+}
+
+// answerer writes an answer in a dialect, streamed or whole.
+type answerer interface {
+	streamDialect
+	// whole writes the answer not streamed.
+	whole(w http.ResponseWriter, resp *chat.Response)
+}
+
+// serve answers a request in a dialect: parse reads it (and asks
+// askThinking what it shows), bad answers a failure before the answer
+// began, contentType is a stream's.
+func (p *Provider) serve(w http.ResponseWriter, r *http.Request, contentType string, bad func(http.ResponseWriter, *chat.Error), parse func(body []byte) (*parsed, error)) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
 	if err != nil {
-		writeError(w, invalid(err))
+		bad(w, invalid(err))
 		return
 	}
-	req := pr.Request
-	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
-	show := askThinking(body, dialectChat, req)
-	if !pr.Stream {
-		resp, ce := p.collect(r, req, show)
-		if ce != nil {
-			writeError(w, ce)
-			return
+	pr, err := parse(body)
+	if err != nil {
+		bad(w, invalid(err))
+		return
+	}
+	pr.req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
+	if pr.stream {
+		p.play(w, r, pr.req, pr.show, contentType, pr.answer, bad)
+		return
+	}
+	resp, ce := p.collect(r, pr.req, pr.show)
+	if ce != nil {
+		bad(w, ce)
+		return
+	}
+	pr.answer.whole(w, resp)
+}
+
+func (p *Provider) serveChat(w http.ResponseWriter, r *http.Request) {
+	p.serve(w, r, "text/event-stream", writeError, func(body []byte) (*parsed, error) {
+		pr, err := wire.ParseRequest(body)
+		if err != nil {
+			return nil, err
 		}
-		writeJSON(w, http.StatusOK, wire.EncodeCompletion(fmt.Sprintf("chatcmpl-sim%d", p.seq.Load()), time.Now().Unix(), req.Model, resp))
-		return
-	}
-	enc := &chatStream{ChunkEncoder: wire.ChunkEncoder{ID: fmt.Sprintf("chatcmpl-sim%d", p.seq.Load()+1), Created: time.Now().Unix(), Model: req.Model, IncludeUsage: pr.IncludeUsage}}
-	p.play(w, r, req, show, "text/event-stream", enc, writeError)
+		req := pr.Request
+		enc := &chatStream{ChunkEncoder: wire.ChunkEncoder{ID: fmt.Sprintf("chatcmpl-sim%d", p.seq.Load()+1), Created: time.Now().Unix(), Model: req.Model, IncludeUsage: pr.IncludeUsage}}
+		return &parsed{req, pr.Stream, askThinking(body, dialectChat, req), enc}, nil
+	})
 }
 
 // chatStream is Chat Completions' stream: chunks, a usage chunk when the
@@ -234,6 +253,10 @@ func (e *chatStream) end(b []byte, _ chat.FinishReason, u *chat.Usage) []byte {
 
 func (e *chatStream) fail(b []byte, ce *chat.Error) []byte {
 	return wire.AppendErrorEvent(b, wire.ErrorFromChat(ce))
+}
+
+func (e *chatStream) whole(w http.ResponseWriter, resp *chat.Response) {
+	writeJSON(w, http.StatusOK, wire.EncodeCompletion(e.ID, e.Created, e.Model, resp))
 }
 
 // toolCalls gathers streamed tool-call deltas into whole calls, for the

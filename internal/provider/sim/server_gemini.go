@@ -28,28 +28,13 @@ func (p *Provider) serveGemini(w http.ResponseWriter, r *http.Request) {
 		writeGeminiError(w, &chat.Error{Category: chat.CategoryNotFound, Message: fmt.Sprintf("unknown method %q: want streamGenerateContent or generateContent", action)})
 		return
 	}
-	body, ok := readRequest(w, r, writeGeminiError)
-	if !ok {
-		return
-	}
-	req, err := geminiRequest(model, body)
-	if err != nil {
-		writeGeminiError(w, invalid(err))
-		return
-	}
-	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
-	show := askThinking(body, dialectGemini, req)
-	if action == "generateContent" {
-		resp, ce := p.collect(r, req, show)
-		if ce != nil {
-			writeGeminiError(w, ce)
-			return
+	p.serve(w, r, "text/event-stream", writeGeminiError, func(body []byte) (*parsed, error) {
+		req, err := geminiRequest(model, body)
+		if err != nil {
+			return nil, err
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(appendGeminiResponse(nil, req.Model, resp))
-		return
-	}
-	p.play(w, r, req, show, "text/event-stream", &geminiStream{model: req.Model}, writeGeminiError)
+		return &parsed{req, action == "streamGenerateContent", askThinking(body, dialectGemini, req), &geminiStream{model: req.Model}}, nil
+	})
 }
 
 // geminiRequest decodes what the sim reads of a GenerateContentRequest:
@@ -211,6 +196,11 @@ func (e *geminiStream) chunk(b []byte, c *chat.Chunk) []byte {
 	b = append(b, "data: "...)
 	b = appendGeminiObject(b, e.model, e.cand[:], c.Usage)
 	return append(b, "\n\n"...)
+}
+
+func (e *geminiStream) whole(w http.ResponseWriter, resp *chat.Response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(appendGeminiResponse(nil, e.model, resp))
 }
 
 // end appends nothing: a Gemini stream ends with its last event.

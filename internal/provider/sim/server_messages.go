@@ -13,30 +13,16 @@ import (
 // serveMessages is Anthropic's POST /v1/messages, written by the
 // client-facing encoder firstword answers Messages clients with.
 func (p *Provider) serveMessages(w http.ResponseWriter, r *http.Request) {
-	body, ok := readRequest(w, r, writeMessagesError)
-	if !ok {
-		return
-	}
-	pr, err := anthropic.ParseRequest(body)
-	if err != nil {
-		writeMessagesError(w, invalid(err))
-		return
-	}
-	req := pr.Request
-	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
-	show := askThinking(body, dialectMessages, req)
-	id := fmt.Sprintf("msg_sim%d", p.seq.Load()+1)
-	if !pr.Stream {
-		resp, ce := p.collect(r, req, show)
-		if ce != nil {
-			writeMessagesError(w, ce)
-			return
+	p.serve(w, r, "text/event-stream", writeMessagesError, func(body []byte) (*parsed, error) {
+		pr, err := anthropic.ParseRequest(body)
+		if err != nil {
+			return nil, err
 		}
-		writeJSON(w, http.StatusOK, anthropic.EncodeMessage(id, req.Model, resp))
-		return
-	}
-	enc := &messagesStream{anthropic.EventEncoder{ID: id, Model: req.Model, InputTokens: chat.EstimateInputTokens(req)}}
-	p.play(w, r, req, show, "text/event-stream", enc, writeMessagesError)
+		req := pr.Request
+		show := askThinking(body, dialectMessages, req)
+		enc := &messagesStream{anthropic.EventEncoder{ID: fmt.Sprintf("msg_sim%d", p.seq.Load()+1), Model: req.Model, InputTokens: chat.EstimateInputTokens(req)}}
+		return &parsed{req, pr.Stream, show, enc}, nil
+	})
 }
 
 func writeMessagesError(w http.ResponseWriter, e *chat.Error) {
@@ -60,38 +46,23 @@ func (e *messagesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) 
 
 func (e *messagesStream) fail(b []byte, ce *chat.Error) []byte { return e.Error(b, ce) }
 
+func (e *messagesStream) whole(w http.ResponseWriter, resp *chat.Response) {
+	writeJSON(w, http.StatusOK, anthropic.EncodeMessage(e.ID, e.Model, resp))
+}
+
 // serveResponses is OpenAI's POST /v1/responses, written by the
 // client-facing encoder firstword answers Responses clients with.
 func (p *Provider) serveResponses(w http.ResponseWriter, r *http.Request) {
-	body, ok := readRequest(w, r, writeError)
-	if !ok {
-		return
-	}
-	pr, err := responses.ParseRequest(body, nil)
-	if err != nil {
-		writeError(w, invalid(err))
-		return
-	}
-	req := pr.Request
-	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
-	show := askThinking(body, dialectResponses, req)
-	enc := &responsesStream{responses.EventEncoder{ID: fmt.Sprintf("resp_sim%d", p.seq.Load()+1), Model: req.Model, CreatedAt: time.Now().Unix()}}
-	if !pr.Stream {
-		resp, ce := p.collect(r, req, show)
-		if ce != nil {
-			writeError(w, ce)
-			return
+	p.serve(w, r, "text/event-stream", writeError, func(body []byte) (*parsed, error) {
+		pr, err := responses.ParseRequest(body, nil)
+		if err != nil {
+			return nil, err
 		}
-		for i := range resp.Choices {
-			for k := range resp.Choices[i].Thinking {
-				resp.Choices[i].Thinking[k].Format = chat.ThinkingResponses
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(enc.Response(resp))
-		return
-	}
-	p.play(w, r, req, show, "text/event-stream", enc, writeError)
+		req := pr.Request
+		show := askThinking(body, dialectResponses, req)
+		enc := &responsesStream{responses.EventEncoder{ID: fmt.Sprintf("resp_sim%d", p.seq.Load()+1), Model: req.Model, CreatedAt: time.Now().Unix()}}
+		return &parsed{req, pr.Stream, show, enc}, nil
+	})
 }
 
 type responsesStream struct{ responses.EventEncoder }
@@ -112,3 +83,15 @@ func (e *responsesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage)
 }
 
 func (e *responsesStream) fail(b []byte, ce *chat.Error) []byte { return e.Error(b, ce, nil) }
+
+// whole writes the response object; the sim's signatures are reasoning
+// items' encrypted_content, as in the stream.
+func (e *responsesStream) whole(w http.ResponseWriter, resp *chat.Response) {
+	for i := range resp.Choices {
+		for k := range resp.Choices[i].Thinking {
+			resp.Choices[i].Thinking[k].Format = chat.ThinkingResponses
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(e.Response(resp))
+}

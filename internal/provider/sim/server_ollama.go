@@ -17,38 +17,13 @@ import (
 // last with "done": true (or one object when "stream": false). Thinking
 // is shown as message.thinking unless "think": false turned it off.
 func (p *Provider) serveOllama(w http.ResponseWriter, r *http.Request) {
-	body, ok := readRequest(w, r, writeOllamaError)
-	if !ok {
-		return
-	}
-	req, stream, err := ollamaRequest(body)
-	if err != nil {
-		writeOllamaError(w, invalid(err))
-		return
-	}
-	req.Hints.Sim = r.Header.Get("X-Firstword-Sim")
-	show := askThinking(body, dialectOllama, req)
-	start := time.Now()
-	enc := &ollamaStream{model: req.Model, start: start}
-	if !stream {
-		resp, ce := p.collect(r, req, show)
-		if ce != nil {
-			writeOllamaError(w, ce)
-			return
+	p.serve(w, r, "application/x-ndjson", writeOllamaError, func(body []byte) (*parsed, error) {
+		req, stream, err := ollamaRequest(body)
+		if err != nil {
+			return nil, err
 		}
-		var c chat.Choice
-		if len(resp.Choices) > 0 {
-			c = resp.Choices[0]
-		}
-		var thinking strings.Builder
-		for _, t := range c.Thinking {
-			thinking.WriteString(t.Text)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(enc.appendLine(nil, c.Text, thinking.String(), c.ToolCalls, &ollamaDone{c.FinishReason, resp.Usage}))
-		return
-	}
-	p.play(w, r, req, show, "application/x-ndjson", enc, writeOllamaError)
+		return &parsed{req, stream, askThinking(body, dialectOllama, req), &ollamaStream{model: req.Model, start: time.Now()}}, nil
+	})
 }
 
 // ollamaRequest decodes what the sim reads of an /api/chat body: the
@@ -129,6 +104,21 @@ func (e *ollamaStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) []
 
 func (e *ollamaStream) fail(b []byte, ce *chat.Error) []byte {
 	return appendOllamaError(b, ce.Message)
+}
+
+// whole writes the one object of an answer not streamed: choice 0, its
+// thinking's text joined.
+func (e *ollamaStream) whole(w http.ResponseWriter, resp *chat.Response) {
+	var c chat.Choice
+	if len(resp.Choices) > 0 {
+		c = resp.Choices[0]
+	}
+	var thinking strings.Builder
+	for _, t := range c.Thinking {
+		thinking.WriteString(t.Text)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(e.appendLine(nil, c.Text, thinking.String(), c.ToolCalls, &ollamaDone{c.FinishReason, resp.Usage}))
 }
 
 // ollamaDone is what the done line says besides the message.
