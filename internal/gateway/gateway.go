@@ -132,7 +132,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 					if t.Jitter != nil {
 						jitter = *t.Jitter
 					}
-					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2}
+					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2,
+						ThinkingTime: t.ThinkingTime, ThinkingTokensPerSecond: t.ThinkingTokensPerSecond}
 				}
 			}
 			sp := sim.New(sc)
