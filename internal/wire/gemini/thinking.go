@@ -50,7 +50,8 @@ var thinkingModels = []thinkingModel{
 }
 
 // lookupThinking returns the row for model; a zero row (neither levels
-// nor a budget) takes no thinkingConfig.
+// nor a budget) takes no thinkingConfig. A model no row knows (a tuned
+// model's name, a newer one, a local server's) gets the row unknown.
 func lookupThinking(model string) thinkingModel {
 	name := model[strings.LastIndexByte(model, '/')+1:]
 	for _, r := range thinkingModels {
@@ -65,8 +66,13 @@ func lookupThinking(model string) thinkingModel {
 			return thinkingModel{levels: levels[1:]}
 		}
 	}
-	return thinkingModel{}
+	return unknown
 }
+
+// unknown is the row of a model no row knows: it is only asked to
+// include its thoughts (a budget or level it may not take could be
+// refused), and never when the client asked for none.
+var unknown = thinkingModel{prefix: "?"}
 
 // thinkingConfig maps a thinking ask onto the model's thinkingConfig and
 // the maxOutputTokens to send: Gemini counts thinking into
@@ -78,6 +84,12 @@ func thinkingConfig(model string, ask *chat.ThinkingAsk, maxTokens int) (*Thinki
 		return nil, maxTokens
 	}
 	m := lookupThinking(model)
+	if m.prefix == unknown.prefix {
+		if ask.Hide || ask.Effort == "none" {
+			return nil, maxTokens
+		}
+		return &ThinkingConfig{IncludeThoughts: true}, maxTokens
+	}
 	if m.levels == nil && m.maxBudget == 0 {
 		return nil, maxTokens
 	}

@@ -52,7 +52,10 @@ func TestThinkingConfig(t *testing.T) {
 		{"no effort: the model's default level", "gemini-4-neon", &chat.ThinkingAsk{}, 0,
 			want{&ThinkingConfig{IncludeThoughts: true}, 0}},
 		{"a model that cannot think", "gemini-2.0-flash", &chat.ThinkingAsk{Effort: "high"}, 100, want{nil, 100}},
-		{"another name", "learnlm-2.0", &chat.ThinkingAsk{Effort: "high"}, 100, want{nil, 100}},
+		{"a name no row knows: only asked to include thoughts", "learnlm-2.0", &chat.ThinkingAsk{Effort: "high"}, 100,
+			want{&ThinkingConfig{IncludeThoughts: true}, 100}},
+		{"a name no row knows, thinking hidden", "reasoner", &chat.ThinkingAsk{Effort: "high", Hide: true}, 100, want{nil, 100}},
+		{"a name no row knows, no thinking", "reasoner", &chat.ThinkingAsk{Effort: "none"}, 100, want{nil, 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
