@@ -16,6 +16,9 @@ import (
 // Sample is one streamed request as the client saw it.
 type Sample struct {
 	TTFT  time.Duration   // request sent → first content event parsed
+	// FirstThought is request sent → first thinking (reasoning_content)
+	// event parsed; 0 when none came.
+	FirstThought time.Duration
 	Total time.Duration   // request sent → stream end
 	Gaps  []time.Duration // between content events
 }
@@ -31,7 +34,10 @@ func NewClient(conc int) *http.Client {
 	}}
 }
 
-var contentMarker = []byte(`"content"`)
+var (
+	contentMarker  = []byte(`"content"`)
+	thinkingMarker = []byte(`"reasoning_content"`)
+)
 
 func requestBody(model string) string {
 	return `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"benchmark"}]}`
@@ -81,6 +87,9 @@ func Stream(ctx context.Context, c *http.Client, url, model string, gaps bool) (
 			s.Total = time.Since(start)
 			io.Copy(io.Discard, resp.Body) // keep the connection for the next request
 			return s, nil
+		}
+		if s.FirstThought == 0 && bytes.Contains(ev.Data, thinkingMarker) {
+			s.FirstThought = time.Since(start)
 		}
 		if !bytes.Contains(ev.Data, contentMarker) || bytes.Contains(ev.Data, []byte(`"content":""`)) {
 			continue

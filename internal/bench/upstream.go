@@ -19,6 +19,9 @@ type Upstream struct {
 	TTFT   time.Duration
 	Gap    time.Duration
 	Chunks int
+	// Thinking is how many thinking chunks (delta.reasoning_content, as
+	// DeepSeek and vLLM stream it) come before the Chunks of answer.
+	Thinking int
 	// Hold keeps each stream open after its first chunk until Release.
 	Hold bool
 
@@ -30,6 +33,10 @@ type Upstream struct {
 
 func (u *Upstream) init() {
 	u.once.Do(func() {
+		for i := range u.Thinking {
+			u.chunks = append(u.chunks, fmt.Appendf(nil,
+				`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"reasoning_content":" thought%d"},"logprobs":null,"finish_reason":null}]}`+"\n\n", i))
+		}
 		for i := range u.Chunks {
 			u.chunks = append(u.chunks, fmt.Appendf(nil,
 				`data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"bench","choices":[{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":null}]}`+"\n\n", i))

@@ -6,7 +6,7 @@ import "github.com/firstword/firstword/internal/jsonenc"
 // reflection: Timings go into every request's log line.
 func (t Timings) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 64+96*len(t.Stages))
-	b = appendHead(b, t.TTFWMs, t.TTCMs)
+	b = appendHead(b, t.TTFWMs, t.TTFThoughtMs, t.ThinkingMs, t.TTCMs)
 	if t.Stages == nil {
 		return append(b, "null}"...), nil
 	}
@@ -21,7 +21,10 @@ func (t Timings) MarshalJSON() ([]byte, error) {
 // the request log writes it for every request.
 func (r *Recorder) AppendJSON(b []byte) []byte {
 	stages := r.Stages()
-	b = appendHead(b, ms(r.TTFW()), ms(r.TTC()))
+	r.mu.Lock()
+	ttfw, ttfthought, thinking, ttc := r.ttfw, r.ttfthought, r.thinking, r.ttc
+	r.mu.Unlock()
+	b = appendHead(b, ms(ttfw), ms(ttfthought), ms(thinking), ms(ttc))
 	b = append(b, '[')
 	for i, s := range stages {
 		b = appendStage(b, i, s.Name, ms(s.Start), ms(s.End), s.Note, s.Group)
@@ -29,9 +32,18 @@ func (r *Recorder) AppendJSON(b []byte) []byte {
 	return append(b, "]}"...)
 }
 
-func appendHead(b []byte, ttfw, ttc float64) []byte {
+func appendHead(b []byte, ttfw, ttfthought, thinking, ttc float64) []byte {
 	b = append(b, `{"ttfw_ms":`...)
 	b = jsonenc.AppendFloat(b, ttfw)
+	// As omitempty leaves them out.
+	if ttfthought != 0 {
+		b = append(b, `,"ttfthought_ms":`...)
+		b = jsonenc.AppendFloat(b, ttfthought)
+	}
+	if thinking != 0 {
+		b = append(b, `,"thinking_ms":`...)
+		b = jsonenc.AppendFloat(b, thinking)
+	}
 	b = append(b, `,"ttc_ms":`...)
 	b = jsonenc.AppendFloat(b, ttc)
 	return append(b, `,"stages":`...)

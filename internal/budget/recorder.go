@@ -1,6 +1,8 @@
 // Package budget records where each request's time goes: every stage as an
 // interval on the request's clock, plus the two numbers that rule
-// everything, time to first word (TTFW) and time to complete (TTC). One
+// everything, time to first word (TTFW) and time to complete (TTC), and,
+// for a model that thinks, the time to its first thought and how long it
+// thought before the first word. One
 // Recorder per request feeds the Server-Timing header, the /v1/chat done
 // event, the request log, metrics and traces.
 package budget
@@ -42,6 +44,8 @@ type Recorder struct {
 	sortedN int
 	ttfw    time.Duration
 	ttc     time.Duration
+	// ttfthought and thinking: see Thought.
+	ttfthought, thinking time.Duration
 }
 
 // New starts a recorder for a request that arrived at start.
@@ -97,6 +101,20 @@ func (r *Recorder) FirstWord(t time.Time) {
 	r.mu.Unlock()
 }
 
+// Thought records that the model thought: its first thought reached the
+// client at t, and it thought for thinking before its first answer token
+// (0 if none came). Only the first call counts.
+func (r *Recorder) Thought(t time.Time, thinking time.Duration) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.ttfthought == 0 {
+		r.ttfthought, r.thinking = t.Sub(r.start), thinking
+	}
+	r.mu.Unlock()
+}
+
 // Complete records when the last byte was sent.
 func (r *Recorder) Complete(t time.Time) {
 	if r == nil {
@@ -112,6 +130,22 @@ func (r *Recorder) TTFW() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.ttfw
+}
+
+// TTFThought is the time to the first thought, 0 if the model did not
+// think (see Thought).
+func (r *Recorder) TTFThought() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ttfthought
+}
+
+// Thinking is how long the model thought, from its first thought to its
+// first answer token (see Thought).
+func (r *Recorder) Thinking() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.thinking
 }
 
 // TTC is the time to complete, 0 until Complete.
@@ -154,23 +188,30 @@ func (r *Recorder) ServerTiming(until time.Time) string {
 				n++
 			}
 		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, name...)
 		if n > 1 {
-			b = append(b, '-')
-			b = strconv.AppendInt(b, int64(n), 10)
+			name += "-" + strconv.Itoa(n)
 		}
-		b = append(b, ";dur="...)
-		b = strconv.AppendFloat(b, float64(s.Duration().Microseconds())/1000, 'f', -1, 64)
-		if s.Note != "" {
-			b = append(b, `;desc="`...)
-			b = append(b, token(s.Note)...)
-			b = append(b, '"')
-		}
+		b = AppendServerTiming(b, name, s.Duration(), s.Note)
 	}
 	return string(b)
+}
+
+// AppendServerTiming appends one metric of a Server-Timing header value
+// to b (after a comma when b holds others): name;dur=MS;desc="note", the
+// name and note made safe for the header.
+func AppendServerTiming(b []byte, name string, d time.Duration, note string) []byte {
+	if len(b) > 0 {
+		b = append(b, ", "...)
+	}
+	b = append(b, token(name)...)
+	b = append(b, ";dur="...)
+	b = strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
+	if note != "" {
+		b = append(b, `;desc="`...)
+		b = append(b, token(note)...)
+		b = append(b, '"')
+	}
+	return b
 }
 
 // token makes a name safe for a header token.
@@ -196,9 +237,13 @@ func token(s string) string {
 
 // Timings is the JSON form of a request's timings, in milliseconds.
 type Timings struct {
-	TTFWMs float64       `json:"ttfw_ms"`
-	TTCMs  float64       `json:"ttc_ms"`
-	Stages []StageTiming `json:"stages"`
+	TTFWMs float64 `json:"ttfw_ms"`
+	// TTFThoughtMs and ThinkingMs: see Recorder.Thought (absent when the
+	// model did not think).
+	TTFThoughtMs float64       `json:"ttfthought_ms,omitempty"`
+	ThinkingMs   float64       `json:"thinking_ms,omitempty"`
+	TTCMs        float64       `json:"ttc_ms"`
+	Stages       []StageTiming `json:"stages"`
 }
 
 // StageTiming is a stage in milliseconds from the request's arrival.
@@ -213,7 +258,9 @@ type StageTiming struct {
 // Timings returns the request's timings.
 func (r *Recorder) Timings() Timings {
 	stages := r.Stages()
-	t := Timings{TTFWMs: ms(r.TTFW()), TTCMs: ms(r.TTC()), Stages: make([]StageTiming, 0, len(stages))}
+	r.mu.Lock()
+	t := Timings{TTFWMs: ms(r.ttfw), TTFThoughtMs: ms(r.ttfthought), ThinkingMs: ms(r.thinking), TTCMs: ms(r.ttc), Stages: make([]StageTiming, 0, len(stages))}
+	r.mu.Unlock()
 	for _, s := range stages {
 		t.Stages = append(t.Stages, StageTiming{Name: s.Name, StartMs: ms(s.Start), EndMs: ms(s.End), Note: s.Note, Group: s.Group})
 	}

@@ -2,9 +2,10 @@
 // HTTP and the levers: its alias, resolved once (unknown, or its
 // deadline); its context, ending at that deadline with cause
 // chat.ErrDeadline; its stream as delivered (tallied, the upstream model
-// named, the router's stages recorded, the first word stamped when the
-// surface shows it); and how it ended, classified once, from which its
-// metering record is built.
+// named, the router's stages recorded, the first thought and the first
+// word stamped when the surface shows them, the thinking cleared when the
+// alias does not show it); and how it ended, classified once, from which
+// its metering record is built.
 //
 //	surface: parse ─► Calls.Resolve ─► Call.Context ─► Call.Stream ─► each chunk: Call.Deliver, encode, write, Call.Shown ─► Call.End ─► Call.Meter
 //
@@ -90,7 +91,22 @@ type Call struct {
 	release context.CancelFunc
 	staged  bool
 	shown   bool // the first word is stamped
+	// hide clears the thinking from what is delivered (the alias's show:
+	// false). thought says where the first thought stands; thoughtAt is
+	// when it was delivered, then when it was shown.
+	hide      bool
+	thought   thought
+	thoughtAt time.Time
 }
+
+// thought is where a call's first thought stands.
+type thought uint8
+
+const (
+	thoughtNone      thought = iota // no thought delivered (or a restart dropped them)
+	thoughtDelivered                // delivered, to be stamped when shown
+	thoughtSettled                  // stamped: shown, hidden, or recorded
+)
 
 // Context returns the call's context: parent, ending at the call's
 // deadline with cause chat.ErrDeadline, and cancelled with a cause by
@@ -128,6 +144,7 @@ func (c *Call) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 	routes := c.calls.opt.Routes
 	c.routeAt = time.Now()
 	p := routes.Plan(req, &c.rep)
+	c.hide = c.rep.HideThinking
 	if to := p.Alias(); to != req.Model {
 		if timeout, err := routes.Timeout(to); err == nil {
 			if d := c.routeAt.Add(timeout); d.Before(c.deadline) {
@@ -140,12 +157,52 @@ func (c *Call) Stream(ctx context.Context, req *chat.Request) chat.Stream {
 
 // Deliver counts a chunk of Stream's that the surface delivers (or holds
 // back: what the model produced counts, see chat.Tally): it tallies it
-// (the usage, the finish, the gaps between visible chunks) and names the
-// upstream model from the first chunk that carries one, reporting true
-// for that chunk (the surface then tells its encoder Model).
+// (the usage, the finish, the gaps between visible chunks, the thinking),
+// notes the first thought, and names the upstream model from the first
+// chunk that carries one, reporting true for that chunk (the surface then
+// tells its encoder Model). When the alias does not show the thinking it
+// then clears the chunk's Thinking and Thought: the surface sends none,
+// and it is still measured and billed.
 func (c *Call) Deliver(ch *chat.Chunk) (named bool) {
-	c.tally.Add(ch)
+	c.add(ch)
 	return c.model == "" && c.name(ch.Model)
+}
+
+// add tallies a chunk and follows the thinking (apart from Deliver, which
+// stays small enough to inline in the surfaces' loops).
+func (c *Call) add(ch *chat.Chunk) {
+	c.tally.Add(ch)
+	if ch.Thinking != "" || ch.Thought != nil || c.thought == thoughtDelivered {
+		c.think(ch)
+	}
+}
+
+// think follows a chunk of thinking, or the first chunk after a thought
+// not yet shown: a restart drops the first thought noted (the attempt
+// that thought failed; the next one's counts), and the first thinking
+// text or redacted block before the answer is noted when delivered, to be
+// stamped again when shown (a hidden one never is). A thought that no
+// write showed before the next chunk came (the surface sends no thinking,
+// or sends it with that chunk) stays stamped at its delivery. Thinking
+// after the answer began (between tool calls) is no first thought.
+func (c *Call) think(ch *chat.Chunk) {
+	th := ch.Thought
+	switch {
+	case c.staged:
+		// Recorded: nothing changes it any more.
+	case c.thought == thoughtDelivered && !ch.Thinks():
+		c.thought = thoughtSettled
+	case th != nil && th.Restart:
+		c.thought, c.thoughtAt = thoughtNone, time.Time{}
+	case c.thought == thoughtNone && (ch.Thinking != "" || th != nil && th.Redacted != "") && (!c.tally.Visible || ch.Visible()):
+		c.thought, c.thoughtAt = thoughtDelivered, time.Now()
+		if c.hide {
+			c.thought = thoughtSettled
+		}
+	}
+	if c.hide {
+		ch.Thinking, ch.Thought = "", nil
+	}
 }
 
 // name names the upstream model, if m is one.
@@ -165,26 +222,120 @@ func (c *Call) EndRoute() {
 	}
 	c.staged = true
 	c.rep.AddStages(c.q.Timings, c.routeAt, time.Now())
+	c.thinkingStages()
 	if c.release != nil {
 		c.release()
 	}
 }
 
+// thinkingStages records the model's thinking, when it thought: the
+// stages first_thought, from the start of the upstream call that thought
+// to its first thought shown (delivered, when nothing showed it: a
+// complete answer sent whole, hidden thinking), and thinking, from there
+// to its first answer token; and the recorder's time to first thought and
+// thinking time (see budget.Recorder.Thought).
+func (c *Call) thinkingStages() {
+	if c.thought == thoughtNone {
+		return
+	}
+	c.thought = thoughtSettled
+	at := c.thoughtAt
+	start, note := c.thinker()
+	rec := c.q.Timings
+	rec.Add("first_thought", start, at, note)
+	// The router's first token, but for an answer it did not route (a
+	// cache hit's is when its replay began): the first text delivered.
+	// One that came in the read that brought the thought came with it.
+	answer := c.rep.FirstToken
+	if answer.Before(at) {
+		answer = c.tally.First
+	}
+	var thinking time.Duration
+	if !answer.IsZero() {
+		answer = later(answer, at)
+		rec.Add("thinking", at, answer, note)
+		thinking = answer.Sub(at)
+	}
+	rec.Thought(at, thinking)
+}
+
+// thinker is the start of the upstream call that thought, and its
+// deployment: the attempt that served (the router's first token is its),
+// else the last one started by the first thought; the call's routing for
+// an answer no attempt gave (a cache hit).
+func (c *Call) thinker() (time.Time, string) {
+	at := c.rep.Attempts
+	for i := len(at) - 1; i >= 0; i-- {
+		if a := &at[i]; !a.FirstToken.IsZero() && a.FirstToken.Equal(c.rep.FirstToken) {
+			return a.Start, a.Deployment
+		}
+	}
+	for i := len(at) - 1; i >= 0; i-- {
+		if a := &at[i]; !a.Start.After(c.thoughtAt) {
+			return a.Start, a.Deployment
+		}
+	}
+	return c.routeAt, ""
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Shown tells the call that everything it delivered so far reached the
 // client: the surface calls it after each write. The first time that
-// includes visible text (or a tool call) is the request's first word; an
-// answer that showed nothing has none.
+// includes thinking is the first thought (see Deliver); the first time
+// that includes visible text (or a tool call) is the request's first
+// word; an answer that showed nothing has none.
 func (c *Call) Shown() {
-	if !c.shown && c.tally.Visible {
-		c.firstWord()
+	if !c.shown && (c.tally.Visible || c.thought == thoughtDelivered) {
+		c.stamp()
 	}
 }
 
-// firstWord stamps the first word (apart from Shown, which stays small
-// enough to inline in the surfaces' loops).
-func (c *Call) firstWord() {
-	c.shown = true
-	c.q.Timings.FirstWord(time.Now())
+// stamp stamps the first thought and the first word, as they are shown
+// (apart from Shown, which stays small enough to inline in the surfaces'
+// loops).
+func (c *Call) stamp() {
+	now := time.Now()
+	if c.thought == thoughtDelivered {
+		c.thought, c.thoughtAt = thoughtSettled, now
+	}
+	if c.tally.Visible {
+		c.shown = true
+		c.q.Timings.FirstWord(now)
+	}
+}
+
+// ServerTiming is the Server-Timing header value of a response that
+// commits at now: the stages that ended by now and, while the route is
+// open (its stages are recorded when it ends: EndRoute), the route's so
+// far: routing, the time to the first thought (the thought being sent)
+// and the thinking, the time to the first token.
+func (c *Call) ServerTiming(now time.Time) string {
+	st := c.q.Timings.ServerTiming(now)
+	rep := &c.rep
+	if c.staged || len(rep.Attempts) == 0 {
+		return st
+	}
+	b := []byte(st)
+	add := func(name string, d time.Duration, note string) { b = budget.AppendServerTiming(b, name, d, note) }
+	add("route", rep.Attempts[0].Start.Sub(c.routeAt), "")
+	if c.thought != thoughtNone {
+		start, dep := c.thinker()
+		add("first_thought", c.thoughtAt.Sub(start), dep)
+		if !rep.FirstToken.IsZero() {
+			add("thinking", later(rep.FirstToken, c.thoughtAt).Sub(c.thoughtAt), dep)
+		}
+	}
+	if !rep.FirstToken.IsZero() {
+		last := rep.Attempts[len(rep.Attempts)-1]
+		add("ttft", rep.FirstToken.Sub(last.Start), last.Deployment)
+	}
+	return string(b)
 }
 
 // Timings is the request's stage recorder (the request's Timings).

@@ -95,10 +95,24 @@ func PrintBudget(w io.Writer, rep *window.Report) {
 		}
 		line(r, indent)
 	}
-	line(window.Row{Name: "TIME TO FIRST WORD", P50: rep.TTFW.P50, P95: rep.TTFW.P95, P99: rep.TTFW.P99, TargetPercentile: rep.TTFW.TargetPercentile, TargetMs: rep.TTFW.TargetMs, Over: rep.TTFW.Over}, "")
-	line(window.Row{Name: "TIME TO COMPLETE", P50: rep.TTC.P50, P95: rep.TTC.P95, P99: rep.TTC.P99, TargetPercentile: rep.TTC.TargetPercentile, TargetMs: rep.TTC.TargetMs, Over: rep.TTC.Over}, "")
+	total := func(name string, r window.Row) {
+		r.Name, r.CriticalShare = name, 0
+		line(r, "")
+	}
+	if rep.TTFThought.Count > 0 {
+		// Time to first word is still what the user feels: these say how
+		// much of it was thinking.
+		total("TIME TO FIRST THOUGHT", rep.TTFThought)
+		total("THINKING", rep.Thinking)
+	}
+	total("TIME TO FIRST WORD", rep.TTFW)
+	total("TIME TO COMPLETE", rep.TTC)
 	tw.Flush()
 	fmt.Fprintln(w)
+	if rep.Thinking.Count > 0 {
+		fmt.Fprintf(w, "%d of %d requests thought: thinking took %.0f%% of the wait for the first word (median).\n",
+			rep.TTFThought.Count, rep.Requests, 100*rep.Thinking.ShareOfTTFW)
+	}
 	if rep.CriticalPath != "" {
 		fmt.Fprintf(w, "Critical path to the first word (%.0f%% of requests): %s\n", 100*rep.CriticalShare, rep.CriticalPath)
 	}

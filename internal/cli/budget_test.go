@@ -1,13 +1,23 @@
 package cli_test
 
 import (
+	"bytes"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/budget/window"
+	"github.com/firstword/firstword/internal/cli"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
@@ -66,5 +76,87 @@ models:
 	}
 	if out, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--json"); code != 0 || !strings.Contains(out, `"critical_path"`) {
 		t.Errorf("budget --json: exit %d, %s %s", code, out, stderr)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// TestPrintBudgetGolden: the budget's table, from a window of sim
+// traffic: with a model that thinks, the time to first thought and the
+// thinking time (with its share of the wait for the first word) come
+// below the stages, before the time to first word; without one, neither.
+func TestPrintBudgetGolden(t *testing.T) {
+	ms := time.Millisecond
+	// One request: parse, route, an upstream attempt whose first token
+	// came at ttft, thinking from thought to it when thought > 0, then
+	// generation until done; the first word shown 1 ms after the first
+	// token.
+	type request struct{ thought, ttft, done time.Duration }
+	observe := func(w *window.Window, now time.Time, i int, r request) {
+		start := now.Add(-10 * time.Second)
+		at := func(d time.Duration) time.Time { return start.Add(d) }
+		rec := budget.New(start)
+		rec.Add("parse", at(0), at(ms/2), "")
+		rec.Add("route", at(ms/2), at(ms), "")
+		rec.AddGroup("upstream sim/reasoner", at(ms), at(r.done), "ok")
+		rec.Add("ttft", at(ms), at(r.ttft), "sim/reasoner")
+		if r.thought > 0 {
+			rec.Add("first_thought", at(ms), at(r.thought), "sim/reasoner")
+			rec.Add("thinking", at(r.thought), at(r.ttft), "sim/reasoner")
+			rec.Thought(at(r.thought), r.ttft-r.thought)
+		}
+		rec.Add("generation", at(r.ttft), at(r.done), "sim/reasoner")
+		rec.FirstWord(at(r.ttft + ms))
+		rec.Complete(at(r.done + ms))
+		w.Observe(now, fmt.Sprint(i), "", "", "openai", "reasoner", "complete", rec)
+	}
+	// sim traffic: n requests, the i-th's times growing with i; with
+	// thinking, the model thinks from 150 ms + 10 ms·i for 800 ms + 60 ms·i.
+	traffic := func(n int, think bool) []request {
+		var out []request
+		for i := range n {
+			d := time.Duration(i)
+			r := request{ttft: 300*ms + 20*ms*d}
+			if think {
+				r.thought = 150*ms + 10*ms*d
+				r.ttft = r.thought + 800*ms + 60*ms*d
+			}
+			r.done = r.ttft + 500*ms + 10*ms*d
+			out = append(out, r)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name     string
+		requests []request
+	}{
+		// Questions a routing rule kept from the thinking model among them.
+		{"thinking", append(traffic(20, true), traffic(5, false)...)},
+		{"plain", traffic(20, false)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+			w := window.New(5*time.Minute, window.Targets{TTFW: &window.Target{Percentile: 95, Value: 2 * time.Second}}, 10)
+			for i, r := range tt.requests {
+				observe(w, now, i, r)
+			}
+			rep := w.Report(now, "", "", "openai", 0)
+			var out bytes.Buffer
+			cli.PrintBudget(&out, &rep)
+			golden := filepath.Join("testdata", "budget", tt.name+".txt")
+			if *update {
+				os.MkdirAll(filepath.Dir(golden), 0o755)
+				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), out.String()); diff != "" {
+				t.Errorf("budget table (-%s +got):\n%s", golden, diff)
+			}
+		})
 	}
 }

@@ -35,10 +35,10 @@ func commands() []*command {
 accepting, let open streams finish for shutdown_timeout, cancel the rest.
 
 With no --config it serves the built-in simulated models (aliases chat,
-sim-small, sim-medium and sim-large) on 127.0.0.1:8080. Conversations and API
-keys are kept in the store the config names; with no config, or a config
-without a store section, that is the SQLite file ./firstword.db in the working
-directory (created if missing). The "listening" log line names the store.
+sim-small, sim-medium, sim-large and sim-reasoner) on 127.0.0.1:8080.
+Conversations and API keys are kept in the store the config names; with no
+config, or a config without a store section, that is the SQLite file
+./firstword.db in the working directory (created if missing). The "listening" log line names the store.
 "firstword keys" must use the same store: run it in the same directory, or
 pass it the same --config.
 
@@ -123,11 +123,15 @@ it, once, on stdout; the old key is revoked at once, or when --grace ends, so
 that the clients can move to the new key meanwhile. A running gateway refuses
 the old key within auth.cache_ttl of its revocation.`},
 		{name: "sim", run: Sim,
-			summary: "run the simulated provider alone as an OpenAI-compatible upstream",
-			about: `Run the simulated provider alone, as an OpenAI-compatible server at
-http://ADDR/v1 (/v1/chat/completions, /v1/models, /sim/stats), to put behind
-any gateway: models small, medium and large with their own time to first token
-and token rate, faults on request. See docs/sim.md.`},
+			summary: "run the simulated provider alone as an upstream in every dialect firstword reads",
+			about: `Run the simulated provider alone, as a server at http://ADDR speaking every
+upstream dialect firstword reads: OpenAI Chat Completions and Responses
+(/v1/chat/completions, /v1/responses), Anthropic Messages (/v1/messages),
+Gemini (/v1beta/models/MODEL:streamGenerateContent and :generateContent) and
+Ollama (/api/chat), with /v1/models and /sim/stats; to put behind any gateway.
+Models small, medium and large with their own time to first token and token
+rate, and reasoner, which thinks before it answers; faults on request. See
+docs/sim.md.`},
 		{name: "bench", run: Bench,
 			summary: "measure the gateway against a direct connection to a fake upstream",
 			about: `Measure the gateway's overhead: start a fake upstream (firstword

@@ -10,7 +10,8 @@ import (
 	"github.com/firstword/firstword/internal/provider/sim"
 )
 
-// Sim runs the simulated provider alone as an OpenAI-compatible server.
+// Sim runs the simulated provider alone, serving every upstream dialect
+// firstword reads.
 func Sim(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("sim")
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address `HOST:PORT`")
@@ -23,7 +24,7 @@ func Sim(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stderr, "sim: serving an OpenAI-compatible API on http://%s/v1\n", ln.Addr())
+	fmt.Fprintf(env.Stderr, "sim: serving on http://%[1]s: OpenAI (base URL http://%[1]s/v1), Anthropic Messages (http://%[1]s/v1), Responses (http://%[1]s/v1), Gemini (http://%[1]s/v1beta), Ollama (http://%[1]s)\n", ln.Addr())
 	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -149,8 +149,9 @@ type Provider struct {
 	// Seed makes a sim provider repeatable (default 1).
 	Seed uint64 `yaml:"seed"`
 	// Fault makes a sim provider fail on purpose: mode is one of 429,
-	// 500, 503, hang, error_mid, stall_mid, slow, truncate; after is the
-	// token count for mid-stream faults; probability (0-1) applies it to a
+	// 500, 503, hang, error_mid, stall_mid, slow, truncate,
+	// error_thinking; after is the token count for mid-stream faults (the
+	// thinking tokens for error_thinking); probability (0-1) applies it to a
 	// share of requests.
 	Fault *Fault `yaml:"fault"`
 	// Tiers overrides or adds sim tiers by name.
@@ -178,6 +179,13 @@ type Tier struct {
 	TailFactor      float64 `yaml:"tail_factor"`
 	// AnswerTokens is the typical answer length (default 200).
 	AnswerTokens int `yaml:"answer_tokens"`
+	// ThinkingTime is how long the model thinks before it answers, from
+	// its first thinking delta (at its TTFT) to its first answer token
+	// (default 0: it does not think; the built-in reasoner thinks 1.5s).
+	ThinkingTime time.Duration `yaml:"thinking_time"`
+	// ThinkingTokensPerSecond is the rate of its thinking deltas
+	// (default 100).
+	ThinkingTokensPerSecond float64 `yaml:"thinking_tokens_per_second"`
 }
 
 // Model is an alias and how to serve it.
@@ -733,9 +741,10 @@ func Default() *Config {
 	c := &Config{
 		Providers: map[string]*Provider{"sim": {Type: "sim"}},
 		Models: map[string]*Model{
-			"sim-small":  {Deployments: []*Deployment{{Provider: "sim", Model: "small"}}},
-			"sim-medium": {Deployments: []*Deployment{{Provider: "sim", Model: "medium"}}},
-			"sim-large":  {Deployments: []*Deployment{{Provider: "sim", Model: "large"}}},
+			"sim-small":    {Deployments: []*Deployment{{Provider: "sim", Model: "small"}}},
+			"sim-medium":   {Deployments: []*Deployment{{Provider: "sim", Model: "medium"}}},
+			"sim-large":    {Deployments: []*Deployment{{Provider: "sim", Model: "large"}}},
+			"sim-reasoner": {Deployments: []*Deployment{{Provider: "sim", Model: "reasoner"}}},
 			"chat": {Deployments: []*Deployment{
 				{Provider: "sim", Model: "medium"},
 				{Provider: "sim", Model: "small", Priority: 1},

@@ -2,9 +2,11 @@ package conversation
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
+	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -24,10 +26,12 @@ type checkpointer struct {
 	// saver's (save); the database write itself is made outside it.
 	mu      sync.Mutex
 	content string
-	tokens  int
-	saved   int // tokens at the last save
-	dirty   bool
-	lastAt  time.Time
+	// thinking is the thinking delivered, with its signatures.
+	thinking chat.ThinkingCollector
+	tokens   int
+	saved    int // tokens at the last save
+	dirty    bool
+	lastAt   time.Time
 
 	// kick asks for a save now (buffered: a pending kick covers later ones);
 	// stopped is closed once to end the saver; done is closed by the saver
@@ -50,7 +54,23 @@ func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval 
 // swaps the text under the lock and never waits on the saver.
 func (c *checkpointer) update(content string, tokens int) {
 	c.mu.Lock()
-	c.content, c.tokens, c.dirty = content, tokens, true
+	c.content = content
+	c.changed(tokens)
+}
+
+// think folds in the thinking of a chunk that was delivered (text, a
+// signature, a redacted block, a restart), on the stream's goroutine as
+// update.
+func (c *checkpointer) think(ch *chat.Chunk, tokens int) {
+	c.mu.Lock()
+	c.thinking.Add(ch)
+	c.changed(tokens)
+}
+
+// changed marks the state dirty and kicks a save when enough tokens came
+// since the last; it unlocks mu.
+func (c *checkpointer) changed(tokens int) {
+	c.tokens, c.dirty = tokens, true
 	due := tokens-c.saved >= c.every
 	c.mu.Unlock()
 	if due {
@@ -102,14 +122,41 @@ func (c *checkpointer) save() {
 	// Marked clean before the write: an update during the write is saved
 	// next time. A failed write is not retried at once: the next save (new
 	// text, or the touch) or the turn's final save covers it.
-	content, tokens := c.content, c.tokens
+	content, tokens, blocks := c.content, c.tokens, c.blocks()
 	c.dirty, c.saved, c.lastAt = false, tokens, time.Now()
 	c.mu.Unlock()
+	thinking := thinkingJSON(blocks)
 	// Not the request's context: a checkpoint is wanted even as the client
 	// leaves; its own timeout keeps a slow database from holding stop.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c.st.CheckpointMessage(ctx, c.id, content, tokens, time.Now().UTC())
+	c.st.CheckpointMessage(ctx, c.id, content, thinking, tokens, time.Now().UTC())
+}
+
+// blocks is the thinking so far (nil: none); mu is held.
+func (c *checkpointer) blocks() []chat.ThinkingBlock {
+	if c.thinking.Empty() {
+		return nil
+	}
+	return c.thinking.Blocks()
+}
+
+// delivered returns the thinking delivered; call it after stop.
+func (c *checkpointer) delivered() []chat.ThinkingBlock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blocks()
+}
+
+// thinkingJSON is the stored form of a message's thinking
+// (store.Message.Thinking): nil for none.
+func thinkingJSON(blocks []chat.ThinkingBlock) []byte {
+	if len(blocks) == 0 {
+		return nil
+	}
+	// Cannot fail: strings only.
+	b, _ := json.Marshal(blocks)
+	return b
 }
 
 // stop ends the background saver and waits for it; the final state is

@@ -213,10 +213,11 @@ func (g *fakeGuard) Check(ctx context.Context, text, user string) (Verdict, erro
 
 // checkpoint is one CheckpointMessage call.
 type checkpoint struct {
-	ID      string
-	Content string
-	Tokens  int
-	At      time.Time
+	ID       string
+	Content  string
+	Tokens   int
+	At       time.Time
+	Thinking string
 }
 
 // fakeStore keeps conversations and messages in memory, with failures to
@@ -321,16 +322,16 @@ func (s *fakeStore) LastMessages(ctx context.Context, tenantID, conversationID s
 	return out[max(len(out)-n, 0):], nil
 }
 
-func (s *fakeStore) CheckpointMessage(_ context.Context, id, content string, tokens int, at time.Time) error {
+func (s *fakeStore) CheckpointMessage(_ context.Context, id, content string, thinking []byte, tokens int, at time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.checkpoints = append(s.checkpoints, checkpoint{id, content, tokens, at})
+	s.checkpoints = append(s.checkpoints, checkpoint{id, content, tokens, at, string(thinking)})
 	if s.errCheckpoint != nil {
 		return s.errCheckpoint
 	}
 	for _, m := range s.msgs {
 		if m.ID == id && m.Status == store.StatusStreaming {
-			m.Content, m.OutputTokens, m.UpdatedAt = content, tokens, at
+			m.Content, m.Thinking, m.OutputTokens, m.UpdatedAt = content, thinking, tokens, at
 		}
 	}
 	return nil

@@ -23,12 +23,17 @@ var errBlocked = errors.New("blocked by the guardrail")
 // ShutdownCode is the error code of a turn cut by the server's shutdown.
 const ShutdownCode = string(chat.CategoryShuttingDown)
 
-// Event is one event of a turn after meta: a delta, then done or error.
+// Event is one event of a turn after meta: thinking and deltas, then done
+// or error.
 type Event struct {
-	Kind  string // "delta", "done" or "error"
-	Text  string
-	Done  *Done
-	Error *ErrorEvent
+	Kind string // "thinking", "delta", "done" or "error"
+	Text string
+	// A thinking event carries Text, or one of: Restart (drop the
+	// thinking shown so far: a new attempt's follows) and Redacted (a
+	// redacted block, whose data is kept for the model, not shown).
+	Restart, Redacted bool
+	Done              *Done
+	Error             *ErrorEvent
 }
 
 // ErrorEvent ends a turn that failed. The partial answer is kept.
@@ -173,7 +178,8 @@ type run struct {
 	// Everything below is written on Run's goroutine only; the remote
 	// guard's goroutine only reads cancel (it writes to the budget recorder,
 	// which locks, and cancels runCtx).
-	text       string // delivered
+	text       string               // delivered
+	thinking   []chat.ThinkingBlock // delivered, with signatures
 	sentTokens chat.TokenCount
 	err        error
 	gone       bool // the client refused an event
@@ -252,10 +258,11 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 	return rv
 }
 
-// stream sends the prompt to the router and the answer's text to the
-// client, checkpointing it, then ends the turn. While the remote guard's
-// verdict is pending (parallel mode) the text is held back: nothing
-// reaches the client before the guard has passed the message.
+// stream sends the prompt to the router and the answer's thinking and
+// text to the client, checkpointing them, then ends the turn. While the
+// remote guard's verdict is pending (parallel mode) the model's output is
+// held back: nothing reaches the client before the guard has passed the
+// message.
 func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	t, s := r.t, r.t.s
 	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
@@ -275,12 +282,12 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 		// the finish reason come in chunks without text.
 		t.in.Call.Deliver(&c)
 		delta := c.Text + c.Refusal
-		if delta == "" {
+		if delta == "" && !c.Thinks() {
 			continue
 		}
-		// Parallel mode: the first text waits here for the verdict, with the
-		// router's stream paused under it; after that, pending is false and
-		// nothing waits.
+		// Parallel mode: the first output (thinking or text) waits here for
+		// the verdict, with the router's stream paused under it; after that,
+		// pending is false and nothing waits.
 		if guard.pending() {
 			if v := guard.wait(); v.Blocked {
 				// Blocked while the model's first text was held back:
@@ -297,7 +304,12 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 			r.cancel(r.err)
 			break
 		}
-		if !r.yield(Event{Kind: "delta", Text: delta}) {
+		// A chunk's thinking comes before its text.
+		ok := !c.Thinks() || r.think(&c, cp)
+		if ok && delta != "" {
+			ok = r.yield(Event{Kind: "delta", Text: delta})
+		}
+		if !ok {
 			r.gone = true
 			// The client refused an event: everything still running for it (the
 			// guard, the model through the break) stops.
@@ -306,6 +318,9 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 		}
 		// After the yield: the first word is when the client got it.
 		t.in.Call.Shown()
+		if delta == "" {
+			continue
+		}
 		sent.WriteString(delta)
 		r.sentTokens.Add(delta)
 		// The checkpoint gets exactly what was delivered, never what the model
@@ -317,8 +332,38 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	// flight, so none runs after the turn (the store also ignores one of a
 	// finished message).
 	cp.stop()
-	r.text = sent.String()
+	r.text, r.thinking = sent.String(), cp.delivered()
 	r.afterStream(ctx, runCtx, guard)
+}
+
+// think sends a chunk's thinking to the client and records what was
+// delivered of it; false if the client refused an event. A restart is
+// sent only if thinking was shown; a signature is kept, not sent.
+func (r *run) think(c *chat.Chunk, cp *checkpointer) bool {
+	th := c.Thought
+	if th != nil && th.Restart && len(cp.delivered()) > 0 {
+		if !r.yield(Event{Kind: "thinking", Restart: true}) {
+			return false
+		}
+		cp.think(&chat.Chunk{Thought: &chat.Thought{Restart: true}}, r.sentTokens.Tokens())
+	}
+	if c.Thinking != "" {
+		if !r.yield(Event{Kind: "thinking", Text: c.Thinking}) {
+			return false
+		}
+		r.sentTokens.Add(c.Thinking) // billed as output, as providers bill it
+		cp.think(&chat.Chunk{Thinking: c.Thinking}, r.sentTokens.Tokens())
+	}
+	if th == nil || th.Signature == "" && th.Redacted == "" {
+		return true
+	}
+	if th.Redacted != "" && !r.yield(Event{Kind: "thinking", Redacted: true}) {
+		return false
+	}
+	end := *th
+	end.Restart = false
+	cp.think(&chat.Chunk{Thought: &end}, r.sentTokens.Tokens())
+	return true
 }
 
 // afterStream ends a turn whose model stream ended. A pending verdict
@@ -442,7 +487,7 @@ func (r *run) message() (m *store.Message, u chat.Usage) {
 	c := r.t.in.Call
 	tally := c.Tally()
 	m = r.t.assistant
-	m.Content = r.text
+	m.Content, m.Thinking = r.text, thinkingJSON(r.thinking)
 	m.Deployment = c.Report().Deployment
 	m.FinishReason = string(tally.Finish)
 	u = c.Usage(r.req())
@@ -634,6 +679,16 @@ func (t *Turn) gather(ctx context.Context, question string) (*gathered, error) {
 	return g, nil
 }
 
+// StoredThinking reads a message's stored thinking (store.Message.Thinking); a
+// column that does not read as blocks is no thinking.
+func StoredThinking(b []byte) []chat.ThinkingBlock {
+	var blocks []chat.ThinkingBlock
+	if len(b) == 0 || json.Unmarshal(b, &blocks) != nil {
+		return nil
+	}
+	return blocks
+}
+
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
 // historyWithin keeps the newest messages before seq until that fit in the
@@ -685,11 +740,14 @@ func (t *Turn) prompt(text string, g *gathered) *chat.Request {
 		msgs = append(msgs, chat.Message{Role: chat.RoleSystem, Content: sys, CacheBreakpoint: true})
 	}
 	for _, m := range g.history {
-		role := chat.RoleUser
+		msg := chat.Message{Role: chat.RoleUser, Content: m.Content}
 		if m.Role == "assistant" {
-			role = chat.RoleAssistant
+			// Its thinking goes back with it: the upstream's encoder sends
+			// the signed blocks to the provider that signed them and drops
+			// the rest.
+			msg.Role, msg.Thinking = chat.RoleAssistant, StoredThinking(m.Thinking)
 		}
-		msgs = append(msgs, chat.Message{Role: role, Content: m.Content})
+		msgs = append(msgs, msg)
 	}
 	if len(g.history) > 0 {
 		msgs[len(msgs)-1].CacheBreakpoint = true

@@ -34,11 +34,14 @@ type setup struct {
 	sources     []Source
 	store       *fakeStore // nil: a new one
 	// existing continues conversation "conv_1" (see seed) rather than
-	// starting one.
-	existing bool
-	timeout  time.Duration // the client's deadline (Input.Timeout)
+	// starting one; seeded, one the test seeded in store.
+	existing, seeded bool
+	timeout          time.Duration // the client's deadline (Input.Timeout)
 	// leaveAt is the delta (1-based) the client does not receive: it left.
 	leaveAt int
+	// leaveAtEvent is the event (1-based, of any kind) the client does
+	// not receive.
+	leaveAtEvent int
 	// cancelAfter cancels the request's ctx with cancelCause (the
 	// client's connection closing, the server shutting down).
 	cancelAfter time.Duration
@@ -91,7 +94,7 @@ func play(t *testing.T, su setup) played {
 	rec := budget.New(p.start)
 	c := newCall(t, su.router, rec, m, su.timeout)
 	in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi", Call: c}
-	if su.existing {
+	if su.existing || su.seeded {
 		in.ConversationID = "conv_1"
 	}
 	ctx, cancel := context.WithCancelCause(t.Context())
@@ -110,6 +113,9 @@ func play(t *testing.T, su setup) played {
 	defer release(nil)
 	turn.Run(cctx, func(ev Event) bool {
 		p.events = append(p.events, ev)
+		if len(p.events) == su.leaveAtEvent {
+			return false
+		}
 		if ev.Kind == "delta" {
 			deltas++
 			return deltas != su.leaveAt

@@ -132,7 +132,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 					if t.Jitter != nil {
 						jitter = *t.Jitter
 					}
-					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2}
+					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2,
+						ThinkingTime: t.ThinkingTime, ThinkingTokensPerSecond: t.ThinkingTokensPerSecond}
 				}
 			}
 			sp := sim.New(sc)
@@ -156,7 +157,11 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 			a.Breaker = router.BreakerConfig{ConsecutiveFailures: b.ConsecutiveFailures, ErrorRate: b.ErrorRate, MinRequests: b.MinRequests, Window: b.Window, Cooldown: b.Cooldown, MaxEjectedShare: b.MaxEjectedShare}
 		}
 		for _, d := range m.Deployments {
-			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: providers[d.Provider], Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
+			p := providers[d.Provider]
+			if d.ThinkingTags {
+				p = provider.ThinkTags(p)
+			}
+			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: p, Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
 		}
 		rc.Aliases = append(rc.Aliases, a)
 	}

@@ -238,6 +238,9 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *G
 		for _, rule := range m.Rules {
 			a.Rules = append(a.Rules, levers.Rule{Name: rule.Name, MaxInputTokens: rule.MaxInputTokens, Keywords: rule.Keywords, Hint: rule.Hint, Route: rule.Route, Use: rule.Use})
 		}
+		if th := m.Thinking; th != nil {
+			a.Thinking = levers.Thinking{Effort: th.Effort, MaxBudgetTokens: th.MaxBudgetTokens, Hide: !config.Optional(th.Show)}
+		}
 		opt.Aliases[name] = a
 	}
 	return levers.New(opt), nil

@@ -32,7 +32,7 @@ type chatRequest struct {
 const ChatProtocol = "1"
 
 // chat serves POST /v1/chat: one turn of a stored conversation as a
-// stream of typed events (meta, delta..., done | error). meta is sent at
+// stream of typed events (meta, thinking and delta..., done | error). meta is sent at
 // once, so the commit point is early by design: every later failure is an
 // error event, and the partial answer is kept. It returns the errors
 // answered before meta.
@@ -148,14 +148,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	defer release(nil)
 	var data []byte
 	turn.Run(ctx, func(ev conversation.Event) bool {
-		switch ev.Kind {
-		case "delta":
+		switch {
+		case ev.Restart:
+			data = append(data[:0], `{"restart":true}`...)
+		case ev.Redacted:
+			data = append(data[:0], `{"redacted":true}`...)
+		case ev.Kind == "delta" || ev.Kind == "thinking":
 			data = append(data[:0], `{"text":`...)
 			data = wire.AppendString(data, ev.Text)
 			data = append(data, '}')
-		case "done":
+		case ev.Kind == "done":
 			data, _ = json.Marshal(ev.Done)
-		case "error":
+		case ev.Kind == "error":
 			data, _ = json.Marshal(ev.Error)
 		}
 		once.Do(sendMeta)

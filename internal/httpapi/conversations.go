@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -34,6 +36,7 @@ type messageJSON struct {
 	Cost         float64         `json:"cost,omitempty"`
 	Timings      json.RawMessage `json:"timings,omitempty"`
 	Meta         json.RawMessage `json:"meta,omitempty"`
+	Thinking     *thinkingJSON   `json:"thinking,omitempty"`
 	Error        *errorJSON      `json:"error,omitempty"`
 	CreatedAt    time.Time       `json:"created_at"`
 	UpdatedAt    time.Time       `json:"updated_at"`
@@ -44,6 +47,33 @@ type usageJSON struct {
 	OutputTokens int  `json:"output_tokens"`
 	CachedTokens int  `json:"cached_tokens"`
 	Estimated    bool `json:"estimated"`
+}
+
+// thinkingJSON is an answer's thinking as the client was shown it: the
+// text (its blocks' joined, as the thinking events came) and how many
+// redacted blocks there were. Signatures and redacted data are for the
+// model alone: they stay in the store.
+type thinkingJSON struct {
+	Text     string `json:"text"`
+	Redacted int    `json:"redacted,omitempty"`
+}
+
+// storedThinking is a message's stored thinking as shown; nil for none.
+func storedThinking(b []byte) *thinkingJSON {
+	blocks := conversation.StoredThinking(b)
+	if len(blocks) == 0 {
+		return nil
+	}
+	var text strings.Builder
+	out := &thinkingJSON{}
+	for _, bl := range blocks {
+		text.WriteString(bl.Text)
+		if bl.Redacted != "" {
+			out.Redacted++
+		}
+	}
+	out.Text = text.String()
+	return out
 }
 
 type errorJSON struct {
@@ -67,6 +97,7 @@ func msgJSON(m *store.Message) messageJSON {
 	if json.Valid(m.Meta) {
 		out.Meta = m.Meta
 	}
+	out.Thinking = storedThinking(m.Thinking)
 	if m.ErrorCode != "" {
 		out.Error = &errorJSON{Code: m.ErrorCode, Message: m.ErrorMessage}
 	}

@@ -303,24 +303,10 @@ func notServed(err error) error {
 }
 
 // commitHeaders are set when the response commits: the route, and the
-// stages completed so far as Server-Timing.
+// stages so far as Server-Timing (see call.Call.ServerTiming).
 func (x *exchange) commitHeaders(h http.Header) {
-	rep := x.call.Report()
-	routeHeaders(h, rep)
-	now := time.Now()
-	st := x.rec.ServerTiming(now)
-	if len(rep.Attempts) > 0 {
-		extra := "route;dur=" + msString(rep.Attempts[0].Start.Sub(x.call.RouteStart()))
-		if !rep.FirstToken.IsZero() {
-			last := rep.Attempts[len(rep.Attempts)-1]
-			extra += ", ttft;dur=" + msString(rep.FirstToken.Sub(last.Start)) + `;desc="` + last.Deployment + `"`
-		}
-		if st != "" {
-			st += ", "
-		}
-		st += extra
-	}
-	if st != "" {
+	routeHeaders(h, x.call.Report())
+	if st := x.call.ServerTiming(time.Now()); st != "" {
 		h.Set("Server-Timing", st)
 	}
 }

@@ -419,7 +419,8 @@ func (s *Server) withoutJournal(w http.ResponseWriter, m *store.Message, after i
 }
 
 // replayStored sends a finished answer whose journal is gone from the
-// store: meta, its whole text as one delta, and its last event.
+// store: meta, its thinking as one thinking event (and one per redacted
+// block), its whole text as one delta, and its last event.
 func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
 	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
@@ -430,8 +431,20 @@ func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
 	meta, _ := json.Marshal(map[string]any{"conversation_id": m.ConversationID, "message_id": m.ID, "model": m.Model, "created": false})
 	text, _ := json.Marshal(map[string]string{"text": m.Content})
 	evs := []journal.Event{{Seq: 0, Kind: journal.KindMeta, Data: meta}}
+	add := func(kind string, data []byte) {
+		evs = append(evs, journal.Event{Seq: int64(len(evs)), Kind: kind, Data: data})
+	}
+	if th := storedThinking(m.Thinking); th != nil {
+		if th.Text != "" {
+			data, _ := json.Marshal(map[string]string{"text": th.Text})
+			add(journal.KindThinking, data)
+		}
+		for range th.Redacted {
+			add(journal.KindThinking, []byte(`{"redacted":true}`))
+		}
+	}
 	if m.Content != "" {
-		evs = append(evs, journal.Event{Seq: 1, Kind: journal.KindDelta, Data: text})
+		add(journal.KindDelta, text)
 	}
 	evs = append(evs, storedEnding(m, int64(len(evs))))
 	var buf []byte

@@ -8,7 +8,9 @@
 // # Ids
 //
 // An answer's events are numbered by Seq: 0 for meta, then one more for
-// each delta, and the terminal done or error event last. A client's
+// each thinking or delta event, and the terminal done or error event
+// last. A journal keeps every kind alike: only the terminal ones mean
+// anything to it. A client's
 // cursor (Last-Event-ID, after) is the Seq of the last event it has;
 // Follow yields exactly the events after it, each once, in order, then
 // the live ones, and ends after the terminal event. A cursor at or past

@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// The kinds of event a /v1/chat answer is made of: one meta, deltas, then
-// exactly one terminal done or error.
+// The kinds of event a /v1/chat answer is made of: one meta, thinking
+// and deltas, then exactly one terminal done or error.
 const (
-	KindMeta  = "meta"
-	KindDelta = "delta"
-	KindDone  = "done"
-	KindError = "error"
+	KindMeta     = "meta"
+	KindThinking = "thinking"
+	KindDelta    = "delta"
+	KindDone     = "done"
+	KindError    = "error"
 )
 
 // Event is one SSE event of an answer.
@@ -22,7 +23,7 @@ type Event struct {
 	// Seq orders the event within its message: 0 for meta, then one more
 	// for each event. It is what the client hands back as its cursor.
 	Seq int64
-	// Kind is the SSE event name: meta, delta, done or error.
+	// Kind is the SSE event name: meta, thinking, delta, done or error.
 	Kind string
 	// Data is the SSE data (JSON). A journal keeps its own copy; an Event
 	// a journal yields shares its Data with the journal and must not be

@@ -86,6 +86,8 @@ func TestKeyCoversTheAnswer(t *testing.T) {
 		{name: "the seed", change: func(r *chat.Request) { r.Seed = new(int64(7)) }},
 		{name: "the response format", change: func(r *chat.Request) { r.ResponseFormat = json.RawMessage(`{"type":"json_object"}`) }},
 		{name: "a sim directive", change: func(r *chat.Request) { r.Hints.Sim = "echo" }},
+		{name: "the thinking asked", change: func(r *chat.Request) { r.Thinking = &chat.ThinkingAsk{Effort: "high"} }},
+		{name: "the thinking shown", change: func(r *chat.Request) { r.Thinking = &chat.ThinkingAsk{Hide: true} }},
 	}
 	l := New(Options{})
 	want, _ := l.key(base(), a)

@@ -1,5 +1,6 @@
 // Package levers applies the lesson's levers between the surfaces and the
-// router: ask for less (answer caps and a brevity instruction), use a
+// router: ask for less (answer caps, a brevity instruction, the thinking
+// asked for and its budget's cap), use a
 // smaller model where it is good enough (routing rules), cache (replay a
 // complete answer as a stream), share identical requests in flight (one
 // upstream stream, many subscribers), and mark the stable prompt prefix for
@@ -60,6 +61,22 @@ type Alias struct {
 	// Rules pick another alias (a smaller tier) for some requests; the
 	// first that matches wins.
 	Rules []Rule
+	// Thinking is the alias's policy for a model's thinking.
+	Thinking Thinking
+}
+
+// Thinking is an alias's thinking policy (config.Thinking).
+type Thinking struct {
+	// Effort is asked when the client asks for none ("": the upstream's
+	// default).
+	Effort string
+	// MaxBudgetTokens caps the thinking budget (0: no cap): a larger
+	// budget is lowered to it, and so is an effort that would buy more
+	// (chat.EffortBudget), which is then asked as this budget.
+	MaxBudgetTokens int
+	// Hide: the thinking is not shown to clients (show: false); it is
+	// still measured and billed (see Report.HideThinking).
+	Hide bool
 }
 
 // Rule routes a request to another alias when all its set conditions hold.
@@ -264,6 +281,7 @@ func (l *Levers) Plan(req *chat.Request, rep *Report) Planned {
 		a = l.opt.Aliases[to]
 	}
 	req = shape(req, a)
+	rep.HideThinking = a.Thinking.Hide
 	key, cacheable := l.key(req, a)
 	return &plan{l: l, rep: rep, req: req, fallback: fallback, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
 }
@@ -353,10 +371,11 @@ func lastUser(req *chat.Request) string {
 	return ""
 }
 
-// shape applies the answer cap, the brevity instruction and the prompt
-// cache breakpoints, on a copy. With prompt caching the breakpoints the
-// request carries (a client's own, or the /v1/chat system prompt's) are
-// kept and markPrefix's are added; without it none is sent.
+// shape applies the answer cap, the brevity instruction, the thinking
+// policy (think) and the prompt cache breakpoints, on a copy. With prompt
+// caching the breakpoints the request carries (a client's own, or the
+// /v1/chat system prompt's) are kept and markPrefix's are added; without
+// it none is sent.
 func shape(req *chat.Request, a Alias) *chat.Request {
 	cap := a.MaxTokens
 	want := req.MaxTokens
@@ -374,11 +393,13 @@ func shape(req *chat.Request, a Alias) *chat.Request {
 	if a.PromptCaching {
 		settled = len(markPrefix(req.Messages, len(req.Tools) > 0)) == 0
 	}
-	if want == req.MaxTokens && a.Brevity == "" && settled {
+	ask := think(req.Thinking, a.Thinking)
+	if want == req.MaxTokens && a.Brevity == "" && settled && ask == req.Thinking {
 		return req
 	}
 	req = req.Clone()
 	req.MaxTokens = want
+	req.Thinking = ask
 	if a.Brevity != "" {
 		i := 0
 		for i < len(req.Messages) && req.Messages[i].Role == chat.RoleSystem {
@@ -403,6 +424,36 @@ func shape(req *chat.Request, a Alias) *chat.Request {
 		req.Messages[i].CacheBreakpoint = true
 	}
 	return req
+}
+
+// think applies an alias's thinking policy to what a request asks of the
+// thinking: ask itself when it has nothing to change, else a new ask. A
+// request that asks neither an effort nor a budget gets the alias's
+// effort (keeping whether it shows the thinking); then the cap lowers a
+// budget over it, and an effort that would buy more than it becomes the
+// cap as a budget. "none" asks for no thinking: nothing to cap.
+func think(ask *chat.ThinkingAsk, p Thinking) *chat.ThinkingAsk {
+	t := chat.ThinkingAsk{}
+	if ask != nil {
+		t = *ask
+	}
+	if t.Effort == "" && t.BudgetTokens == 0 {
+		t.Effort = p.Effort
+	}
+	if limit := p.MaxBudgetTokens; limit > 0 && t.Effort != "none" {
+		t.BudgetTokens = min(t.BudgetTokens, limit)
+		if chat.EffortBudget(t.Effort) > limit {
+			if t.BudgetTokens == 0 {
+				t.BudgetTokens = limit
+			}
+			t.Effort = ""
+		}
+	}
+	switch {
+	case ask != nil && t == *ask, ask == nil && t == chat.ThinkingAsk{}:
+		return ask
+	}
+	return &t
 }
 
 // maxBreakpoints is how many cache breakpoints a request may carry:
@@ -514,8 +565,9 @@ func (l *Levers) key(req *chat.Request, a Alias) (string, bool) {
 		ResponseFormat    json.RawMessage
 		Extra             map[string]json.RawMessage
 		Sim               string
+		Thinking          *chat.ThinkingAsk `json:",omitempty"`
 	}{req.Hints.Tenant, req.Model, req.Messages, req.Tools, req.ToolChoice, req.MaxTokens, req.Temperature, req.TopP,
-		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Hints.Sim}
+		req.Stop, req.Seed, req.ParallelToolCalls, req.ResponseFormat, req.Extra, req.Hints.Sim, req.Thinking}
 	b, err := json.Marshal(k)
 	if err != nil {
 		return "", false
@@ -546,8 +598,11 @@ func (l *Levers) lookup(ctx context.Context, key string) *cache.Entry {
 // answer's ending never waits on the cache. Until the write is done the
 // entry is served from memory, so a request that follows a finished one
 // on this replica finds it. A partial, errored, cancelled or cut answer is
-// never stored.
+// never stored. What is stored is the whole stream, thinking and all, but
+// for the thinking of attempts that failed: what came before the last
+// restart (chat.Thought.Restart).
 func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *router.Report, chunks []chat.Chunk) {
+	chunks = afterRestart(chunks)
 	finished := false
 	for _, c := range chunks {
 		switch c.FinishReason {
@@ -598,8 +653,20 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 	}()
 }
 
-// replay streams a cached answer: immediately, or paced at
-// ReplayTokensPerSecond. It costs no upstream tokens.
+// afterRestart returns the chunks after the last restart: those of the
+// attempt that served.
+func afterRestart(chunks []chat.Chunk) []chat.Chunk {
+	for i := len(chunks) - 1; i >= 0; i-- {
+		if th := chunks[i].Thought; th != nil && th.Restart {
+			return chunks[i+1:]
+		}
+	}
+	return chunks
+}
+
+// replay streams a cached answer, its thinking too: immediately, or
+// paced at ReplayTokensPerSecond (a gap before each chunk of text or
+// thinking after the first). It costs no upstream tokens.
 func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *Report, yield func(chat.Chunk, error) bool) {
 	now := time.Now()
 	rep.Cached = true
@@ -611,7 +678,7 @@ func (l *Levers) replay(ctx context.Context, e *cache.Entry, rep *Report, yield 
 	var t *time.Timer
 	var sent delivered
 	for i, c := range e.Chunks {
-		if gap > 0 && i > 0 && c.Visible() {
+		if gap > 0 && i > 0 && (c.Visible() || c.Thinking != "") {
 			if t == nil {
 				t = time.NewTimer(gap)
 				defer t.Stop()

@@ -22,4 +22,7 @@ type Report struct {
 	// Rule is the routing rule that chose the alias that served ("" if
 	// none); Requested the alias the client asked for, when one did.
 	Rule, Requested string
+	// HideThinking: the alias does not show its thinking (show: false),
+	// which its call then clears from what it delivers (see call.Call).
+	HideThinking bool
 }

@@ -49,6 +49,11 @@ func (p *line) appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 		slog.Bool("usage_missing", rec.UsageMissing), slog.Int("attempts", rec.Attempts),
 		slog.Float64("ttft_ms", msf(rec.TTFT)), slog.Float64("ttfw_ms", msf(rec.TTFW)), slog.Float64("total_ms", msf(rec.Total)),
 	)
+	if rec.TTFThought > 0 || rec.Usage.ReasoningTokens > 0 {
+		// The model thought.
+		attrs = append(attrs, slog.Float64("ttfthought_ms", msf(rec.TTFThought)), slog.Float64("thinking_ms", msf(rec.Thinking)),
+			slog.Int("reasoning_tokens", rec.Usage.ReasoningTokens))
+	}
 	if rec.Route != "" {
 		attrs = append(attrs, slog.String("route", rec.Route))
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/firstword/firstword/internal/budget"
+	"github.com/firstword/firstword/internal/chat"
 )
 
 // TestLogLines checks the request line's fields and timings, line after
@@ -69,5 +71,42 @@ func TestLogDisabled(t *testing.T) {
 	l.Record(context.Background(), &Record{RequestID: "r", Timings: budget.New(time.Now())})
 	if out.Len() != 0 {
 		t.Errorf("wrote %q at level warn", out.String())
+	}
+}
+
+// TestLogThinking: a request whose model thought logs its time to first
+// thought, thinking time and reasoning tokens; one that did not, none.
+func TestLogThinking(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rec  Record
+		want map[string]float64 // nil: none of the fields
+	}{
+		{name: "no thinking", rec: Record{RequestID: "a"}},
+		{name: "thinking", rec: Record{RequestID: "b", TTFThought: 180250 * time.Microsecond, Thinking: 2030 * time.Millisecond, Usage: chat.Usage{OutputTokens: 900, ReasoningTokens: 700}},
+			want: map[string]float64{"ttfthought_ms": 180.25, "thinking_ms": 2030, "reasoning_tokens": 700}},
+		{name: "reasoning tokens only (a complete answer's hidden thinking)", rec: Record{RequestID: "c", Usage: chat.Usage{OutputTokens: 900, ReasoningTokens: 700}},
+			want: map[string]float64{"ttfthought_ms": 0, "thinking_ms": 0, "reasoning_tokens": 700}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			Log{Logger: slog.New(slog.NewJSONHandler(&out, nil))}.Record(context.Background(), &tt.rec)
+			var line map[string]any
+			if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			for _, k := range []string{"ttfthought_ms", "thinking_ms", "reasoning_tokens"} {
+				if v, ok := line[k].(float64); ok {
+					got[k] = v
+				}
+			}
+			if tt.want == nil {
+				tt.want = map[string]float64{}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("fields %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

@@ -60,6 +60,13 @@ type Record struct {
 	Attempts  int           `json:"attempts"`
 	Fallbacks int           `json:"fallbacks,omitempty"`
 	Route     string        `json:"route,omitempty"`
+
+	// TTFThought and Thinking are the time to the model's first thought
+	// and how long it thought before its first answer token (0: it did
+	// not think; see budget.Recorder.Thought).
+	TTFThought time.Duration `json:"ttfthought,omitempty"`
+	Thinking   time.Duration `json:"thinking,omitempty"`
+
 	// Spent are the upstream attempts that were sent and did not give the
 	// answer (a hedge that lost, one abandoned at its first-token timeout,
 	// one that failed after the upstream took it), each billed as the

@@ -22,9 +22,10 @@ type Prices map[string]Price
 // SimPrices are the built-in sim tiers' prices, so costs are visible out
 // of the box. They are illustrative, in the proportions of real tiers.
 var SimPrices = Prices{
-	"small":  {Input: 0.15, Output: 0.60},
-	"medium": {Input: 1.00, Output: 4.00},
-	"large":  {Input: 5.00, Output: 15.00},
+	"small":    {Input: 0.15, Output: 0.60},
+	"medium":   {Input: 1.00, Output: 4.00},
+	"large":    {Input: 5.00, Output: 15.00},
+	"reasoner": {Input: 2.00, Output: 8.00},
 }
 
 // Cost prices usage for a deployment: the deployment's own entry, else its

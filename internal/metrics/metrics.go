@@ -1,5 +1,6 @@
 // Package metrics exposes firstword's Prometheus metrics: the latency
-// histograms (TTFT, TTFW, TTC, every stage, inter-token gaps, output rate)
+// histograms (TTFT, TTFW, TTC, the time to first thought and the thinking
+// time, every stage, inter-token gaps, output rate)
 // and the counters of what requests cost and how they ended. Labels are
 // bounded: aliases and deployments come from the config, stages from the
 // pipeline, statuses from a fixed set. It is the only package that imports
@@ -28,6 +29,7 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	ttft, ttfw, ttc *prometheus.HistogramVec
+	thought, think  *prometheus.HistogramVec
 	stage           *prometheus.HistogramVec
 	rate            *prometheus.HistogramVec
 	requests        *prometheus.CounterVec
@@ -49,16 +51,20 @@ func New(health func() []router.Status) *Metrics {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "firstword", Name: name, Help: help, Buckets: LatencyBuckets}, labels)
 	}
 	m := &Metrics{
-		reg:   reg,
-		ttft:  lat("ttft_seconds", "Time from the request's arrival to the upstream's first visible token.", "surface", "alias", "deployment", "status"),
-		ttfw:  lat("ttfw_seconds", "Time to first word: from the request's arrival to the first visible text flushed to the client.", "surface", "alias", "deployment", "status"),
-		ttc:   lat("ttc_seconds", "Time to complete: from the request's arrival to the last byte.", "surface", "alias", "deployment", "status"),
+		reg:  reg,
+		ttft: lat("ttft_seconds", "Time from the request's arrival to the upstream's first visible token.", "surface", "alias", "deployment", "status"),
+		ttfw: lat("ttfw_seconds", "Time to first word: from the request's arrival to the first visible text flushed to the client.", "surface", "alias", "deployment", "status"),
+		ttc:  lat("ttc_seconds", "Time to complete: from the request's arrival to the last byte.", "surface", "alias", "deployment", "status"),
+		thought: lat("time_to_first_thought_seconds", "Time to first thought: from the request's arrival to the model's first thinking flushed to the client (delivered, when not shown), for requests whose model thought.",
+			"surface", "alias", "deployment", "status"),
+		think: lat("thinking_seconds", "Thinking time: from the model's first thought to its first answer token, the part of the time to first word spent thinking.",
+			"surface", "alias", "deployment", "status"),
 		stage: lat("stage_seconds", "Duration of each pipeline stage.", "surface", "alias", "stage"),
 		rate: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "firstword", Name: "output_tokens_per_second", Help: "Output rate between the first and the last visible token.",
 			Buckets: []float64{5, 10, 20, 40, 60, 80, 100, 150, 200, 300, 500, 1000}}, []string{"alias", "deployment"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "requests_total", Help: "Requests by how they ended."}, []string{"surface", "alias", "deployment", "status"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "tokens_total",
-			Help: "Tokens metered, by kind: input, output, cached (cached are included in input); part: answer (the attempt that served) or attempt (attempts sent that did not give the answer: lost hedges, first-token timeouts...)."}, []string{"alias", "deployment", "kind", "part"}),
+			Help: "Tokens metered, by kind: input, output, cached (included in input), reasoning (thinking, included in output); part: answer (the attempt that served) or attempt (attempts sent that did not give the answer: lost hedges, first-token timeouts...)."}, []string{"alias", "deployment", "kind", "part"}),
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "cost_usd_total",
 			Help: "Cost of the metered tokens, in USD; part: answer or attempt, as for tokens_total."}, []string{"alias", "deployment", "part"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "events_total",
@@ -70,7 +76,7 @@ func New(health func() []router.Status) *Metrics {
 		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "firstword", Name: "open_streams", Help: "Streams open now."}, []string{"surface"}),
 		gaps: newGapCollector(),
 	}
-	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.rules, m.ruleFallbacks, m.open, m.gaps,
+	reg.MustRegister(m.ttft, m.ttfw, m.ttc, m.thought, m.think, m.stage, m.rate, m.requests, m.tokens, m.cost, m.events, m.rules, m.ruleFallbacks, m.open, m.gaps,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if health != nil {
 		reg.MustRegister(&healthCollector{health: health})
@@ -116,6 +122,12 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	}
 	if r.TTFW > 0 {
 		m.ttfw.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.TTFW.Seconds())
+	}
+	if r.TTFThought > 0 {
+		m.thought.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.TTFThought.Seconds())
+		if r.Thinking > 0 {
+			m.think.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.Thinking.Seconds())
+		}
 	}
 	if r.Total > 0 && (r.Status == metering.StatusComplete || r.Status == metering.StatusTimeout) {
 		m.ttc.WithLabelValues(r.Surface, r.Alias, dep, status).Observe(r.Total.Seconds())
@@ -175,6 +187,9 @@ func (m *Metrics) bill(alias, dep, part string, u *chat.Usage, cost float64) {
 	m.tokens.WithLabelValues(alias, dep, "output", part).Add(float64(max(u.OutputTokens, 0)))
 	if u.CachedInputTokens > 0 {
 		m.tokens.WithLabelValues(alias, dep, "cached", part).Add(float64(u.CachedInputTokens))
+	}
+	if u.ReasoningTokens > 0 {
+		m.tokens.WithLabelValues(alias, dep, "reasoning", part).Add(float64(u.ReasoningTokens))
 	}
 	if cost > 0 {
 		m.cost.WithLabelValues(alias, dep, part).Add(cost)

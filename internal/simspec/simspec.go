@@ -33,22 +33,46 @@ type Tier struct {
 	// end at a cache breakpoint are cached (the sim's prefixCache); 0 or 1
 	// disables the speedup, not the cached-token counts.
 	CachedPrefixSpeedup float64
+	// ThinkingTime is how long the model thinks before it answers: from
+	// its first thinking delta (at TTFT) to its first answer token. 0: the
+	// tier answers without thinking.
+	ThinkingTime time.Duration
+	// ThinkingTokensPerSecond is the rate of its thinking deltas
+	// (DefaultThinkingRate when 0).
+	ThinkingTokensPerSecond float64
+}
+
+// DefaultThinkingRate is the thinking rate of a tier that sets none, and
+// of any tier a directive makes think.
+const DefaultThinkingRate = 100
+
+// ThinkingRate is the tier's thinking rate, DefaultThinkingRate when unset.
+func (t *Tier) ThinkingRate() float64 {
+	if t.ThinkingTokensPerSecond > 0 {
+		return t.ThinkingTokensPerSecond
+	}
+	return DefaultThinkingRate
 }
 
 // Tiers are the built-in tiers. medium follows the lesson: TTFT about
 // 600 ms and 80 tokens a second, so a 300-token answer takes about 4.4 s;
-// small writes the same answer in about 2.3 s.
+// small writes the same answer in about 2.3 s. reasoner starts as soon as
+// medium but thinks for 1.5 s (about 150 thinking tokens) before its first
+// answer token.
 var Tiers = map[string]Tier{
 	"small":  {TTFT: 300 * time.Millisecond, TokensPerSecond: 150, Jitter: 0.2, AnswerTokens: 200, CachedPrefixSpeedup: 2},
 	"medium": {TTFT: 600 * time.Millisecond, TokensPerSecond: 80, Jitter: 0.2, AnswerTokens: 200, CachedPrefixSpeedup: 2},
 	"large":  {TTFT: 1200 * time.Millisecond, TokensPerSecond: 40, Jitter: 0.2, AnswerTokens: 200, CachedPrefixSpeedup: 2},
+	"reasoner": {TTFT: 600 * time.Millisecond, TokensPerSecond: 80, Jitter: 0.2, AnswerTokens: 200, CachedPrefixSpeedup: 2,
+		ThinkingTime: 1500 * time.Millisecond, ThinkingTokensPerSecond: 100},
 }
 
 // Fault is a failure the sim injects.
 type Fault struct {
 	// Mode is one of the Fault* constants; empty means none.
 	Mode string `yaml:"mode" json:"mode"`
-	// After is the number of tokens sent before a mid-stream fault.
+	// After is the number of tokens sent before a mid-stream fault
+	// (thinking tokens for error_thinking).
 	After int `yaml:"after" json:"after"`
 	// Probability is the chance the fault applies to a request; 0 means 1.
 	Probability float64 `yaml:"probability" json:"probability"`
@@ -69,9 +93,13 @@ const (
 	FaultStallMid    = "stall_mid" // goes silent after After tokens
 	FaultSlow        = "slow"      // TTFT and gaps multiplied by Factor
 	FaultTruncateMid = "truncate"  // the stream ends after After tokens with no finish
+	// FaultErrorThinking is an error event after After thinking tokens,
+	// before the first answer token (or, when the model does not think,
+	// before any token).
+	FaultErrorThinking = "error_thinking"
 )
 
-var faultModes = []string{Fault429, Fault500, Fault503, FaultHang, FaultErrorMid, FaultStallMid, FaultSlow, FaultTruncateMid}
+var faultModes = []string{Fault429, Fault500, Fault503, FaultHang, FaultErrorMid, FaultStallMid, FaultSlow, FaultTruncateMid, FaultErrorThinking}
 
 // Validate reports an unknown mode or out-of-range numbers.
 func (f *Fault) Validate() error {

@@ -61,7 +61,7 @@ const (
 	ConversationColumns = `id, tenant_id, user_id, title, model, created_at, updated_at`
 	MessageColumns      = `id, conversation_id, tenant_id, seq, role, content, status, finish_reason,
 	model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost, timings, meta,
-	error_code, error_message, created_at, updated_at`
+	error_code, error_message, created_at, updated_at, thinking`
 	IdempotencyColumns = `tenant_id, scope, key, request_hash, conversation_id, message_id, created_at, expires_at`
 	UsageColumns       = `request_id, tenant_id, user_id, created_at, surface, model, deployment, status,
 	input_tokens, output_tokens, cached_tokens, estimated, cost, ttft_ms, total_ms,

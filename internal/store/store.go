@@ -62,7 +62,8 @@ type Store interface {
 	AddMessages(ctx context.Context, ms ...*Message) error
 	// CheckpointMessage saves the text of a message that is still
 	// streaming. It only changes rows whose status is streaming.
-	CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error
+	// thinking is its Thinking so far (nil: none).
+	CheckpointMessage(ctx context.Context, id, content string, thinking []byte, outputTokens int, at time.Time) error
 	// FinishMessage writes a message's final state: status, content,
 	// finish reason, model, deployment, usage, cost, timings, error.
 	FinishMessage(ctx context.Context, m *Message) error
@@ -85,7 +86,8 @@ type Store interface {
 	StaleStreaming(ctx context.Context, staleBefore time.Time, limit int) ([]string, error)
 	// InterruptMessage marks message id interrupted, stamping it at, if
 	// it is still streaming, and reports whether it was. A non-nil
-	// content replaces the last checkpoint's text (with outputTokens).
+	// content replaces the last checkpoint's text (with outputTokens);
+	// the thinking is the last checkpoint's.
 	InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error)
 
 	// RecordUsage inserts usage rows, one per request, in one transaction.
@@ -274,7 +276,11 @@ type Message struct {
 	// Timings is the message's stage timings as JSON (see budget).
 	Timings []byte
 	// Meta is other JSON the surface wants kept (attempts, sources...).
-	Meta         []byte
+	Meta []byte
+	// Thinking is an assistant message's thinking as JSON: the blocks
+	// (chat.ThinkingBlock) the client was shown, with their signatures
+	// and redacted data, for the next turn's history. Nil: none.
+	Thinking     []byte
 	ErrorCode    string
 	ErrorMessage string
 	CreatedAt    time.Time

@@ -94,9 +94,9 @@ func (s *timeoutStore) AddMessages(ctx context.Context, ms ...*Message) error {
 	return bound0(s, ctx, func(ctx context.Context) error { return s.st.AddMessages(ctx, ms...) })
 }
 
-func (s *timeoutStore) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
+func (s *timeoutStore) CheckpointMessage(ctx context.Context, id, content string, thinking []byte, outputTokens int, at time.Time) error {
 	return bound0(s, ctx, func(ctx context.Context) error {
-		return s.st.CheckpointMessage(ctx, id, content, outputTokens, at)
+		return s.st.CheckpointMessage(ctx, id, content, thinking, outputTokens, at)
 	})
 }
 

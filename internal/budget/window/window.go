@@ -1,5 +1,6 @@
 // Package window keeps the latency budget's live picture: percentiles of
-// every stage, TTFW and TTC over the last minutes, from mergeable DDSketch
+// every stage, TTFW and TTC (and, for models that think, the time to the
+// first thought and the thinking time) over the last minutes, from mergeable DDSketch
 // quantile sketches (1% relative error), the critical paths requests took,
 // and the last requests' waterfalls. It compares them with the configured
 // targets and names the stage that most overspends its budget.
@@ -49,8 +50,26 @@ type slot struct {
 	n      int
 	ttfw   *ddsketch.DDSketch
 	ttc    *ddsketch.DDSketch
+	think  *thinkStats // nil until a request thought
 	stages map[string]*stageStats
 	paths  map[string]int
+}
+
+// thinkStats are the requests whose model thought: the time to the first
+// thought, the thinking time and, per request with a first word, the
+// thinking's share of the wait for it.
+type thinkStats struct {
+	ttfthought, thinking, share *ddsketch.DDSketch
+}
+
+func newThinkStats() *thinkStats {
+	return &thinkStats{ttfthought: newSketch(), thinking: newSketch(), share: newSketch()}
+}
+
+func (t *thinkStats) merge(o *thinkStats) {
+	t.ttfthought.MergeWith(o.ttfthought)
+	t.thinking.MergeWith(o.thinking)
+	t.share.MergeWith(o.share)
 }
 
 type stageStats struct {
@@ -74,6 +93,8 @@ type Request struct {
 	Model        string               `json:"model"`
 	Status       string               `json:"status"`
 	TTFWMs       float64              `json:"ttfw_ms"`
+	TTFThoughtMs float64              `json:"ttfthought_ms,omitempty"`
+	ThinkingMs   float64              `json:"thinking_ms,omitempty"`
 	TTCMs        float64              `json:"ttc_ms"`
 	Stages       []budget.StageTiming `json:"stages"`
 	CriticalPath []string             `json:"critical_path"`
@@ -122,7 +143,9 @@ type scope struct{ tenant, surface string }
 // TTC counts only requests that completed (or were cut by the timeout).
 func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status string, rec *budget.Recorder) {
 	stages := rec.Stages()
+	timings := rec.Timings()
 	ttfw, ttc := rec.TTFW(), rec.TTC()
+	ttfthought, thinking := rec.TTFThought(), rec.Thinking()
 	path := budget.CriticalPath(stages, ttfw)
 	joined := strings.Join(path, " → ")
 	var buf [16]float64
@@ -143,6 +166,18 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 	if ttc > 0 && (status == "complete" || status == "timeout") {
 		s.ttc.Add(ms(ttc))
 	}
+	if ttfthought > 0 {
+		if s.think == nil {
+			s.think = newThinkStats()
+		}
+		s.think.ttfthought.Add(ms(ttfthought))
+		if thinking > 0 {
+			s.think.thinking.Add(ms(thinking))
+		}
+		if ttfw > 0 {
+			s.think.share.Add(min(float64(thinking)/float64(ttfw), 1))
+		}
+	}
 	for i, st := range stages {
 		ss := s.stages[st.Name]
 		if ss == nil {
@@ -157,7 +192,8 @@ func (w *Window) Observe(now time.Time, id, tenant, user, surface, model, status
 			ss.critical++
 		}
 	}
-	r := Request{ID: id, Tenant: tenant, User: user, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw), TTCMs: ms(ttc), Stages: rec.Timings().Stages, CriticalPath: path}
+	r := Request{ID: id, Tenant: tenant, User: user, Time: now.UTC(), Surface: surface, Model: model, Status: status, TTFWMs: ms(ttfw),
+		TTFThoughtMs: timings.TTFThoughtMs, ThinkingMs: timings.ThinkingMs, TTCMs: ms(ttc), Stages: timings.Stages, CriticalPath: path}
 	if len(w.recent) < w.keep {
 		w.recent = append(w.recent, r)
 	} else {
@@ -227,11 +263,18 @@ type Row struct {
 
 // Report is the window's picture.
 type Report struct {
-	WindowSeconds float64   `json:"window_seconds"`
-	Surface       string    `json:"surface,omitempty"`
-	Requests      int       `json:"requests"`
-	TTFW          Row       `json:"ttfw"`
-	TTC           Row       `json:"ttc"`
+	WindowSeconds float64 `json:"window_seconds"`
+	Surface       string  `json:"surface,omitempty"`
+	Requests      int     `json:"requests"`
+	TTFW          Row     `json:"ttfw"`
+	TTC           Row     `json:"ttc"`
+	// TTFThought is the time to the first thought and Thinking the time
+	// from it to the first answer token, over the requests whose model
+	// thought (Count 0: none did). Thinking's ShareOfTTFW is how much of
+	// the wait for the first word was thinking in a typical one of them:
+	// the time to first word is still what the user feels.
+	TTFThought    Row       `json:"ttfthought"`
+	Thinking      Row       `json:"thinking"`
 	Stages        []Row     `json:"stages"`
 	CriticalPath  string    `json:"critical_path"`
 	CriticalShare float64   `json:"critical_path_share"`
@@ -240,7 +283,7 @@ type Report struct {
 }
 
 // merge adds one scope's slots within the window to a report's sums.
-func (w *Window) merge(now time.Time, slots []*slot, rep *Report, ttfw, ttc *ddsketch.DDSketch, stages map[string]*stageStats, paths map[string]int, words *int) {
+func (w *Window) merge(now time.Time, slots []*slot, rep *Report, ttfw, ttc *ddsketch.DDSketch, think *thinkStats, stages map[string]*stageStats, paths map[string]int, words *int) {
 	for _, s := range slots {
 		if now.Sub(s.start) >= w.width {
 			continue // rotated out at the scope's next request
@@ -248,6 +291,9 @@ func (w *Window) merge(now time.Time, slots []*slot, rep *Report, ttfw, ttc *dds
 		rep.Requests += s.n
 		ttfw.MergeWith(s.ttfw)
 		ttc.MergeWith(s.ttc)
+		if s.think != nil {
+			think.merge(s.think)
+		}
 		for name, ss := range s.stages {
 			agg := stages[name]
 			if agg == nil {
@@ -274,6 +320,7 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 	defer w.mu.Unlock()
 	rep := Report{WindowSeconds: w.width.Seconds(), Surface: surface}
 	ttfw, ttc := newSketch(), newSketch()
+	think := newThinkStats()
 	stages := map[string]*stageStats{}
 	paths := map[string]int{}
 	words := 0
@@ -281,10 +328,13 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 		if tenant != "" && key.tenant != tenant || surface != "" && key.surface != surface {
 			continue
 		}
-		w.merge(now, slots, &rep, ttfw, ttc, stages, paths, &words)
+		w.merge(now, slots, &rep, ttfw, ttc, think, stages, paths, &words)
 	}
 	rep.TTFW = row("ttfw", ttfw, w.targets.TTFW)
 	rep.TTC = row("ttc", ttc, w.targets.TTC)
+	rep.TTFThought = row("ttfthought", think.ttfthought, nil)
+	rep.Thinking = row("thinking", think.thinking, nil)
+	rep.Thinking.ShareOfTTFW = median(think.share)
 	worst := 1.0
 	for name, ss := range stages {
 		var t *Target
@@ -292,12 +342,7 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 			t = &v
 		}
 		r := row(name, ss.sketch, t)
-		if ss.share.GetCount() > 0 {
-			// The sketch's 1% relative error could lift a median of 1
-			// above it.
-			v, _ := ss.share.GetValueAtQuantile(0.5)
-			r.ShareOfTTFW = min(round(v), 1)
-		}
+		r.ShareOfTTFW = median(ss.share)
 		if words > 0 {
 			r.CriticalShare = float64(ss.critical) / float64(words)
 		}
@@ -317,7 +362,10 @@ func (w *Window) Report(now time.Time, tenant, user, surface string, recent int)
 		if (a.ShareOfTTFW > 0) != (b.ShareOfTTFW > 0) {
 			return a.ShareOfTTFW > 0
 		}
-		return a.P50 > b.P50
+		if a.P50 != b.P50 {
+			return a.P50 > b.P50
+		}
+		return a.Name < b.Name // a stable order for equal times
 	})
 	best := 0
 	for p, n := range paths {
@@ -355,6 +403,16 @@ func row(name string, s *ddsketch.DDSketch, t *Target) Row {
 		r.Over = math.Round(v/ms(t.Value)*1000) / 1000
 	}
 	return r
+}
+
+// median is the median of a sketch of shares (0 to 1), 0 if empty.
+func median(s *ddsketch.DDSketch) float64 {
+	if s.GetCount() == 0 {
+		return 0
+	}
+	// The sketch's 1% relative error could lift a median of 1 above it.
+	v, _ := s.GetValueAtQuantile(0.5)
+	return min(round(v), 1)
 }
 
 func round(v float64) float64 { return math.Round(v*1000) / 1000 }

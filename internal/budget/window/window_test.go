@@ -236,3 +236,44 @@ func TestReportCreatesNothing(t *testing.T) {
 		t.Errorf("%d scopes kept after reports alone", n)
 	}
 }
+
+// TestThinking: the time to the first thought and the thinking time are
+// over the requests whose model thought; thinking's share of TTFW is the
+// median of each one's thinking over its TTFW, and a request that did
+// not think counts in neither.
+func TestThinking(t *testing.T) {
+	w := New(time.Minute, Targets{}, 10)
+	now := time.Now()
+	ms := time.Millisecond
+	for i, r := range []struct{ thought, thinking, ttfw time.Duration }{
+		{200 * ms, 600 * ms, 1000 * ms},
+		{300 * ms, 1200 * ms, 2000 * ms},
+		{100 * ms, 300 * ms, 500 * ms},
+		{0, 0, 100 * ms}, // did not think
+	} {
+		start := now.Add(-10 * time.Second)
+		rec := budget.New(start)
+		if r.thought > 0 {
+			rec.Thought(start.Add(r.thought), r.thinking)
+		}
+		rec.FirstWord(start.Add(r.ttfw))
+		w.Observe(now, fmt.Sprint(i), "", "", "chat", "m", "complete", rec)
+	}
+	rep := w.Report(now, "", "", "", 10)
+	approx := cmpopts.EquateApprox(0.011, 0.0005)
+	if rep.TTFThought.Count != 3 || !cmp.Equal(rep.TTFThought.P50, 200.0, approx) {
+		t.Errorf("ttfthought %+v, want 3 requests, p50 200ms", rep.TTFThought)
+	}
+	if rep.Thinking.Count != 3 || !cmp.Equal(rep.Thinking.P50, 600.0, approx) || !cmp.Equal(rep.Thinking.ShareOfTTFW, 0.6, approx) {
+		t.Errorf("thinking %+v, want 3 requests, p50 600ms, 60%% of TTFW", rep.Thinking)
+	}
+	if rep.TTFW.Count != 4 {
+		t.Errorf("ttfw %+v, want all 4 requests", rep.TTFW)
+	}
+	if r := rep.Recent[0]; r.TTFThoughtMs != 200 || r.ThinkingMs != 600 {
+		t.Errorf("recent %+v, want its thought at 200ms, thinking 600ms", r)
+	}
+	if rep := New(time.Minute, Targets{}, 10).Report(now, "", "", "", 0); rep.TTFThought.Count != 0 || rep.Thinking.Count != 0 {
+		t.Errorf("empty window: %+v", rep)
+	}
+}

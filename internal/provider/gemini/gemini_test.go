@@ -99,8 +99,17 @@ func TestStreamToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []chat.Choice{{FinishReason: chat.FinishToolCalls, ToolCalls: []chat.ToolCall{{ID: "call_0", Name: "square_root", Arguments: `{"number":132413}`}}}}
-	if diff := cmp.Diff(want, resp.Choices); diff != "" {
+	// The thinking, both thought parts, closed by the call's signature.
+	raw, _ := os.ReadFile("testdata/gemini_tool_call.sse")
+	_, sig, _ := strings.Cut(string(raw), `"thoughtSignature": "`)
+	sig, _, _ = strings.Cut(sig, `"`)
+	thinking := []chat.ThinkingBlock{{
+		Text:      "**Calculating Square Root**\n\nI've determined I need to find the square root of 132413.0, and the tool to use is \"square_root,\" which takes a floating-point number. I'm ready to call the tool with the provided number. No further complexities have emerged, and I am prepared to deliver the result once available.\n\n\n**Refining Result Delivery**\n\nI've decided to refine the output delivery. Since the user specifically requested *only* the result and no explanation, I'll extract the 'response' directly from the tool's output and return that value. This is a streamlined approach to meet the user's specific requirement for a minimal response.\n\n\n",
+		Signature: sig,
+		Format:    chat.ThinkingGemini,
+	}}
+	want := []chat.Choice{{FinishReason: chat.FinishToolCalls, ToolCalls: []chat.ToolCall{{ID: "call_0", Name: "square_root", Arguments: `{"number":132413}`}}, Thinking: thinking}}
+	if diff := cmp.Diff(want, resp.Choices); diff != "" || len(sig) != 712 {
 		t.Errorf("choices (-want +got):\n%s", diff)
 	}
 }

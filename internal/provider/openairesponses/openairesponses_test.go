@@ -96,8 +96,14 @@ func TestStream(t *testing.T) {
 	want := &chat.Response{Model: "gpt-5.1-codex-max", Choices: []chat.Choice{{FinishReason: chat.FinishToolCalls,
 		ToolCalls: []chat.ToolCall{{ID: "call_AB6AaRZ1FYZB2RwS6A5vbdqn", Name: "calculator", Arguments: `{"a":12,"b":7,"op":"add"}`}}}},
 		Usage: &chat.Usage{InputTokens: 134, OutputTokens: 28}}
-	if diff := cmp.Diff(want, resp); diff != "" {
+	if diff := cmp.Diff(want, resp, cmpopts.IgnoreFields(chat.Choice{}, "Thinking")); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
+	}
+	// The reasoning summary, signed by the item's encrypted_content
+	// (checked byte for byte in the wire package's tests).
+	if th := resp.Choices[0].Thinking; len(th) != 1 || !strings.HasPrefix(th[0].Text, "**Calculating step-by-step using calculator**\n\nI'll compute 12 plus 7") ||
+		!strings.HasPrefix(th[0].Signature, "gAAAAABpPDIVOKrs") || th[0].Format != chat.ThinkingResponses || th[0].ID != "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9" {
+		t.Errorf("thinking = %+v", th)
 	}
 	if got.path != "/v1/responses" || got.auth != "Bearer sk-test-key" || got.org != "org-1" ||
 		got.accept != "text/event-stream" || got.ctype != "application/json" {
@@ -125,8 +131,9 @@ func TestStreamFixtures(t *testing.T) {
 			Choices: []chat.Choice{{Text: "Got it\n\nHere are a few **AI", FinishReason: chat.FinishStop}},
 			Usage:   &chat.Usage{InputTokens: 7112, OutputTokens: 463, CachedInputTokens: 3072, ReasoningTokens: 64}}},
 		{file: "constructed_reasoning_incomplete.sse", want: &chat.Response{Model: "gpt-5-mini-2025-08-07",
-			Choices: []chat.Choice{{Text: "Grüße aus 東京 🗼 — the \"quick\" answer is: Tokyo's population is about 14\u00a0million, and", FinishReason: chat.FinishLength}},
-			Usage:   &chat.Usage{InputTokens: 2213, OutputTokens: 64, CachedInputTokens: 2048, ReasoningTokens: 38}}},
+			Choices: []chat.Choice{{Text: "Grüße aus 東京 🗼 — the \"quick\" answer is: Tokyo's population is about 14\u00a0million, and", FinishReason: chat.FinishLength,
+				Thinking: []chat.ThinkingBlock{{Text: "**Planning a Grüße reply**\n\nKeep it short."}}}},
+			Usage: &chat.Usage{InputTokens: 2213, OutputTokens: 64, CachedInputTokens: 2048, ReasoningTokens: 38}}},
 		{file: "upstream_error_quota.sse", want: &chat.Response{Model: "gpt-5-nano-2025-08-07"}, err: chat.CategoryRateLimited},
 	} {
 		t.Run(tt.file, func(t *testing.T) {

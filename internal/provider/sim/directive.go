@@ -15,13 +15,18 @@ import (
 //	[sim fault=error_mid after=20 tokens=50 ttft=2s tps=40 echo]
 //
 // gap=5ms sets the time between tokens exactly; tps=N is gap=1s/N.
+// think=2s makes any tier think for exactly that long before answering
+// (think=0: not at all), whatever the request's thinking effort;
+// think_tps=N sets the rate of the thinking deltas.
 type Directive struct {
-	Fault  Fault
-	Tokens int            // answer length
-	TTFT   *time.Duration // time to first token, exactly (no jitter)
-	Gap    *time.Duration // time between tokens, exactly (no jitter)
-	Echo   bool           // answer with the user's message (tag removed)
-	Tool   string         // answer with a call of this tool
+	Fault    Fault
+	Tokens   int            // answer length
+	TTFT     *time.Duration // time to first token, exactly (no jitter)
+	Gap      *time.Duration // time between tokens, exactly (no jitter)
+	Think    *time.Duration // thinking time, exactly (no jitter)
+	ThinkTPS float64        // thinking deltas a second (0: the tier's)
+	Echo     bool           // answer with the user's message (tag removed)
+	Tool     string         // answer with a call of this tool
 }
 
 var tagRE = regexp.MustCompile(`\[sim(?:\s+[^\]]*)?\]`)
@@ -60,6 +65,15 @@ func ParseDirective(s string) (Directive, error) {
 				g := time.Duration(float64(time.Second) / tps)
 				d.Gap = &g
 			}
+		case "think":
+			var t time.Duration
+			t, err = time.ParseDuration(v)
+			d.Think = &t
+		case "think_tps":
+			d.ThinkTPS, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(d.ThinkTPS > 0 && d.ThinkTPS <= 1e6) {
+				err = fmt.Errorf("%q is not a rate between 0 and 1e6", v)
+			}
 		case "echo":
 			d.Echo = true
 		case "tool":
@@ -71,7 +85,7 @@ func ParseDirective(s string) (Directive, error) {
 			return d, fmt.Errorf("sim directive %s: %v", k, err)
 		}
 	}
-	if d.Tokens < 0 || (d.Gap != nil && *d.Gap < 0) || (d.TTFT != nil && *d.TTFT < 0) {
+	if d.Tokens < 0 || (d.Gap != nil && *d.Gap < 0) || (d.TTFT != nil && *d.TTFT < 0) || (d.Think != nil && *d.Think < 0) {
 		return d, fmt.Errorf("sim directive: negative value")
 	}
 	return d, d.Fault.Validate()

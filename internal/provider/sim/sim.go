@@ -74,11 +74,17 @@ func (p *Provider) tier(model string) (Tier, bool) {
 
 // plan is everything decided about one request before it starts.
 type plan struct {
-	choices   [][]string // tokens per choice
-	tool      string
-	toolArgs  []string
-	ttft      time.Duration
-	gaps      func() time.Duration
+	choices  [][]string // tokens per choice
+	tool     string
+	toolArgs []string
+	ttft     time.Duration
+	gaps     func() time.Duration
+	// thinking is played before the answer, one token every thinkGap
+	// from the first at ttft, then thought (its signature) ends the
+	// block; the first answer token comes one thinkGap later.
+	thinking  []string
+	thinkGap  time.Duration
+	thought   *chat.Thought
 	fault     Fault
 	usage     chat.Usage
 	finish    chat.FinishReason
@@ -115,7 +121,8 @@ type reader struct {
 	pl    *plan
 	timer *time.Timer
 
-	state   int // stateNew, stateTokens, stateFinish
+	state   int // stateNew, stateThinking, stateTokens, stateFinish
+	ti      int // the next thinking token (len(thinking): the signature)
 	total   int // tokens in the longest choice (or the tool call)
 	i, ci   int // the token being played and the next choice to send it for
 	atToken bool
@@ -130,6 +137,7 @@ type reader struct {
 
 const (
 	stateNew = iota
+	stateThinking
 	stateTokens
 	stateFinish
 )
@@ -146,6 +154,15 @@ func (r *reader) Next() (*chat.Chunk, error) {
 			return nil, err
 		}
 		r.state = stateTokens
+		if len(r.pl.thinking) > 0 {
+			r.state = stateThinking
+		}
+	}
+	if r.state == stateThinking {
+		if err := r.think(); err != nil {
+			return nil, err
+		}
+		return r.emit(), nil
 	}
 	for r.state == stateTokens {
 		if r.i >= r.total {
@@ -253,16 +270,52 @@ func (r *reader) begin() error {
 	return nil
 }
 
+// think sets r.c to the next piece of thinking at its time: a thinking
+// token, or the signature that ends the block (and the thinking) at once
+// after the last. A fault due then is played instead.
+func (r *reader) think() error {
+	pl := r.pl
+	if r.ti > 0 && r.ti < len(pl.thinking) && !r.wait(pl.thinkGap) {
+		return r.cancelled()
+	}
+	if f := pl.fault; f.Mode == FaultErrorThinking && r.ti == min(f.After, len(pl.thinking)) {
+		return r.fail(r.thinkingError())
+	}
+	if r.ti < len(pl.thinking) {
+		r.c = chat.Chunk{Thinking: pl.thinking[r.ti]}
+		r.ti++
+		return nil
+	}
+	r.c = chat.Chunk{Thought: pl.thought}
+	r.state = stateTokens
+	return nil
+}
+
+func (r *reader) thinkingError() *chat.Error {
+	return &chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: r.p.cfg.Name, Message: fmt.Sprintf("simulated error after %d thinking tokens", r.ti), Retryable: true}
+}
+
 // token waits for token i's time and plays a fault due then.
 func (r *reader) token() error {
 	r.atToken = true
-	if r.i > 0 && !r.wait(r.pl.gaps()) {
-		return r.cancelled()
+	if r.i > 0 || r.pl.thought != nil {
+		gap := r.pl.thinkGap // after the last of the thinking
+		if r.i > 0 {
+			gap = r.pl.gaps()
+		}
+		if !r.wait(gap) {
+			return r.cancelled()
+		}
 	}
-	if f := r.pl.fault; f.Mode == FaultNone || r.i != f.After {
+	f := r.pl.fault
+	if f.Mode == FaultErrorThinking && r.i == 0 && r.pl.thought == nil {
+		// A model that does not think fails before its first token.
+		return r.fail(r.thinkingError())
+	}
+	if f.Mode == FaultNone || r.i != f.After {
 		return nil
 	}
-	switch r.pl.fault.Mode {
+	switch f.Mode {
 	case FaultErrorMid:
 		return r.fail(&chat.Error{Category: chat.CategoryUpstreamUnavailable, Provider: r.p.cfg.Name, Message: fmt.Sprintf("simulated error after %d tokens", r.sent), Retryable: true})
 	case FaultStallMid:
@@ -346,7 +399,10 @@ func (r *reader) fail(err *chat.Error) error {
 func (p *Provider) plan(req *chat.Request) (*plan, error) {
 	tier, ok := p.tier(req.Model)
 	if !ok {
-		return nil, &chat.Error{Category: chat.CategoryNotFound, Provider: p.cfg.Name, Message: fmt.Sprintf("the sim has no model %q (tiers: small, medium, large)", req.Model)}
+		return nil, &chat.Error{Category: chat.CategoryNotFound, Provider: p.cfg.Name, Message: fmt.Sprintf("the sim has no model %q (tiers: small, medium, large, reasoner)", req.Model)}
+	}
+	if err := checkThinking(req); err != nil {
+		return nil, &chat.Error{Category: chat.CategoryInvalidRequest, Status: 400, Provider: p.cfg.Name, Message: err.Error(), ClientInduced: true}
 	}
 	var user string
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -425,6 +481,8 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 		pl.ttft = time.Duration(float64(pl.ttft) * (1 - f + f/tier.CachedPrefixSpeedup))
 	}
 
+	p.planThinking(pl, req, &tier, &d, timing, jitter, slow, h)
+
 	want := d.Tokens
 	if want == 0 {
 		base := tier.AnswerTokens
@@ -446,7 +504,7 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 		pl.tool = tool
 		pl.toolArgs = splitArgs(string(args))
 		pl.finish = chat.FinishToolCalls
-		pl.usage.OutputTokens = len(pl.toolArgs)
+		pl.usage.OutputTokens += len(pl.toolArgs)
 		return pl, nil
 	}
 	for c := 0; c < req.Choices(); c++ {
@@ -468,6 +526,62 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 		pl.usage.OutputTokens += len(toks)
 	}
 	return pl, nil
+}
+
+// maxThinkingTokens bounds one answer's thinking, whatever its time.
+const maxThinkingTokens = 1 << 16
+
+// planThinking decides the thinking: the tier's time, scaled by the
+// request's effort ("none" turns it off) and jittered, or a directive's
+// exact time; at the tier's rate (or the directive's), capped by the
+// request's budget. The text is drawn from the prompt's hash, apart from
+// the answer's, so thinking does not change the answer.
+func (p *Provider) planThinking(pl *plan, req *chat.Request, tier *Tier, d *Directive, timing *rand.Rand, jitter func(time.Duration) time.Duration, slow float64, h uint64) {
+	think, rate := tier.ThinkingTime, tier.ThinkingRate()
+	if d.ThinkTPS > 0 {
+		rate = d.ThinkTPS
+	}
+	if d.Think != nil {
+		think = *d.Think
+	} else if think > 0 {
+		think = time.Duration(float64(jitter(effortTime(think, req.Thinking))) * slow)
+	}
+	if think <= 0 {
+		return
+	}
+	n := int(math.Min(think.Seconds()*rate+0.5, maxThinkingTokens))
+	if req.Thinking != nil && req.Thinking.BudgetTokens > 0 {
+		n = min(n, req.Thinking.BudgetTokens)
+	}
+	n = max(n, 1)
+	pl.thinkGap = think / time.Duration(n)
+	pl.thinking = thinking(rand.New(rand.NewPCG(p.cfg.Seed^thinkingSeed, h)), n)
+	pl.thought = &chat.Thought{Signature: Signature(strings.Join(pl.thinking, "")), Format: chat.ThinkingAnthropic}
+	pl.usage.OutputTokens += len(pl.thinking)
+	pl.usage.ReasoningTokens = len(pl.thinking)
+}
+
+// thinkingSeed sets the thinking text's generator apart from the answer's.
+const thinkingSeed = 0x7468696e6b696e67
+
+// effortTime scales a tier's thinking time by the effort asked: none is
+// no thinking, minimal a quarter, low half, high twice; medium, none
+// given, or a budget alone, the tier's time.
+func effortTime(t time.Duration, ask *chat.ThinkingAsk) time.Duration {
+	if ask == nil {
+		return t
+	}
+	switch ask.Effort {
+	case "none":
+		return 0
+	case "minimal":
+		return t / 4
+	case "low":
+		return t / 2
+	case "high":
+		return 2 * t
+	}
+	return t
 }
 
 // splitArgs cuts a JSON argument string into small pieces, as providers

@@ -360,7 +360,7 @@ func TestPrefixCacheRules(t *testing.T) {
 }
 
 func TestDirectiveErrors(t *testing.T) {
-	for _, d := range []string{"fault=nope", "after=x", "wat=1", "tokens=-1", "p=2 fault=429"} {
+	for _, d := range []string{"fault=nope", "after=x", "wat=1", "tokens=-1", "p=2 fault=429", "think=-1s", "think=x", "think_tps=0", "think_tps=NaN", "think_tps=1e9"} {
 		if _, err := ParseDirective(d); err == nil {
 			t.Errorf("ParseDirective(%q) succeeded", d)
 		}
@@ -378,12 +378,12 @@ func TestDirectiveErrors(t *testing.T) {
 }
 
 func FuzzDirective(f *testing.F) {
-	for _, s := range []string{"fault=error_mid after=20", "ttft=2s gap=5ms tokens=50 echo", "tps=80", "p=0.5 fault=429 retry_after=1s"} {
+	for _, s := range []string{"fault=error_mid after=20", "ttft=2s gap=5ms tokens=50 echo", "tps=80", "p=0.5 fault=429 retry_after=1s", "think=2s think_tps=50 fault=error_thinking after=3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := ParseDirective(s)
-		if err == nil && (d.Tokens < 0 || (d.Gap != nil && *d.Gap < 0)) {
+		if err == nil && (d.Tokens < 0 || (d.Gap != nil && *d.Gap < 0) || (d.Think != nil && *d.Think < 0) || d.ThinkTPS < 0) {
 			t.Errorf("accepted negative values: %+v", d)
 		}
 	})
@@ -418,7 +418,7 @@ func TestStatsCountOnce(t *testing.T) {
 // (chat.Error.ClientInduced), so the router does not hold it against the
 // deployment; the same fault from the config is not.
 func TestClientInducedFaults(t *testing.T) {
-	for _, directive := range []string{"fault=500", "fault=429 retry_after=1s", "fault=hang", "fault=error_mid after=2", "fault=stall_mid after=2", "fault=truncate after=2", "fault=slow factor=100"} {
+	for _, directive := range []string{"fault=500", "fault=429 retry_after=1s", "fault=hang", "fault=error_mid after=2", "fault=stall_mid after=2", "fault=truncate after=2", "fault=slow factor=100", "fault=error_thinking after=2"} {
 		d, err := ParseDirective(directive)
 		if err != nil {
 			t.Fatal(err)

@@ -131,3 +131,46 @@ func tokenize(s string) []string {
 func isWord(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80 || c == '\''
 }
+
+// thoughts is the bank thinking is drawn from: a model working out how to
+// answer, in the first person, as thinking summaries read.
+var thoughts = []string{
+	"Let me work out what is really being asked here.",
+	"The question is mostly about where the time goes before the first word appears.",
+	"I should check whether streaming alone answers it, or whether the answer also needs to be shorter.",
+	"First, the stages: the input check, the context, the model's time to first token, then the writing.",
+	"The model's writing dominates the total, but the first word is what the reader feels.",
+	"Maybe a smaller model would do; I should weigh that against the quality needed.",
+	"Hmm, the percentile matters more than the mean, so I will frame the numbers at p95.",
+	"A cached prompt prefix would shorten the start; worth a sentence.",
+	"I need to keep the answer short, since every extra token is time the reader waits for the end.",
+	"Wait, the timeout question is separate: a first-token timeout catches a stuck call early.",
+	"Let me order the levers from the largest saving to the smallest.",
+	"Parallel steps cost only the slowest of them, so that goes near the top.",
+	"I think a short list followed by one example reads best.",
+	"Let me double-check that nothing here contradicts the budget I set out first.",
+	"Okay, I have enough to answer plainly.",
+}
+
+// thinking returns exactly n tokens of readable thinking, drawn from rng.
+func thinking(rng *rand.Rand, n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	var b strings.Builder
+	tokens := 0
+	for i := 0; tokens < n; i++ {
+		s := thoughts[rng.IntN(len(thoughts))]
+		switch {
+		case i == 0:
+		case rng.IntN(4) == 0:
+			b.WriteString("\n\n")
+		default:
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+		tokens += len(tokenize(s))
+	}
+	toks := tokenize(b.String())
+	return toks[:min(n, len(toks))]
+}

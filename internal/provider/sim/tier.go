@@ -34,6 +34,8 @@ const (
 	FaultStallMid    = simspec.FaultStallMid
 	FaultSlow        = simspec.FaultSlow
 	FaultTruncateMid = simspec.FaultTruncateMid
+
+	FaultErrorThinking = simspec.FaultErrorThinking
 )
 
 // LookupTier returns the tier for a model name: a tier name, optionally

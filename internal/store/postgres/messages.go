@@ -22,7 +22,7 @@ const addMessage = `WITH c AS (
 	WHERE id = $2 AND tenant_id = $3 RETURNING last_seq)
 INSERT INTO messages (` + store.MessageColumns + `)
 SELECT $1, $2, $3, c.last_seq, $4, $5, $6, $7, $8, $9, $10::bigint, $11::bigint, $12::bigint,
-	$13::boolean, $14::double precision, $15::json, $16::json, $17, $18, $19, $20::timestamptz
+	$13::boolean, $14::double precision, $15::json, $16::json, $17, $18, $19, $20::timestamptz, $21::json
 FROM c RETURNING seq`
 
 // AddMessage appends m to its conversation, which must be m.TenantID's, or
@@ -52,7 +52,7 @@ func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
 		if err := q.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
 			string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
 			m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
-			m.ErrorMessage, created, updated).Scan(&seq); err != nil {
+			m.ErrorMessage, created, updated, jsonArg(m.Thinking)).Scan(&seq); err != nil {
 			return fmt.Errorf("postgres: add message %s: %w", m.ID, store.NotFound(err))
 		}
 		m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
@@ -60,12 +60,12 @@ func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
 	return nil
 }
 
-// CheckpointMessage saves content and outputTokens of a message that is
+// CheckpointMessage saves content, thinking and outputTokens of a message that is
 // still streaming; for one that is not, it does nothing. ErrNotFound if
 // there is no message id.
-func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
-	err := affected(s.pool.Exec(ctx, `UPDATE messages SET content = $1, output_tokens = $2, updated_at = $3
-		WHERE id = $4 AND status = 'streaming'`, content, outputTokens, store.Stamp(at), id))
+func (s *Store) CheckpointMessage(ctx context.Context, id, content string, thinking []byte, outputTokens int, at time.Time) error {
+	err := affected(s.pool.Exec(ctx, `UPDATE messages SET content = $1, output_tokens = $2, updated_at = $3,
+		thinking = $5 WHERE id = $4 AND status = 'streaming'`, content, outputTokens, store.Stamp(at), id, jsonArg(thinking)))
 	if errors.Is(err, store.ErrNotFound) {
 		// Rare: a late checkpoint after the finish (fine) or a bad ID.
 		err = store.NotFound(s.pool.QueryRow(ctx, `SELECT 1 FROM messages WHERE id = $1`, id).Scan(new(int)))
@@ -85,10 +85,10 @@ func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
 	if err := affected(s.pool.Exec(ctx, `UPDATE messages SET status = $1, content = $2,
 		finish_reason = $3, model = $4, deployment = $5, input_tokens = $6, output_tokens = $7,
 		cached_tokens = $8, estimated = $9, cost = $10, timings = $11, meta = $12, error_code = $13,
-		error_message = $14, updated_at = $15 WHERE id = $16 AND tenant_id = $17`,
+		error_message = $14, updated_at = $15, thinking = $18 WHERE id = $16 AND tenant_id = $17`,
 		string(m.Status), m.Content, m.FinishReason, m.Model, m.Deployment, m.InputTokens,
 		m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta),
-		m.ErrorCode, m.ErrorMessage, updated, m.ID, m.TenantID)); err != nil {
+		m.ErrorCode, m.ErrorMessage, updated, m.ID, m.TenantID, jsonArg(m.Thinking))); err != nil {
 		return fmt.Errorf("postgres: finish message %s: %w", m.ID, err)
 	}
 	m.UpdatedAt = updated
@@ -128,7 +128,7 @@ func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]sto
 		err := row.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
 			&m.Status, &m.FinishReason, &m.Model, &m.Deployment, &m.InputTokens, &m.OutputTokens,
 			&m.CachedTokens, &m.Estimated, &m.Cost, &m.Timings, &m.Meta, &m.ErrorCode,
-			&m.ErrorMessage, &m.CreatedAt, &m.UpdatedAt)
+			&m.ErrorMessage, &m.CreatedAt, &m.UpdatedAt, &m.Thinking)
 		return m, err
 	})
 	if len(ms) == 0 {

@@ -38,7 +38,7 @@ func (s *Store) addMessages(ctx context.Context, tx *sql.Tx, ms []*store.Message
 				m.ID, m.ConversationID, m.TenantID, seq, m.Role, m.Content, string(m.Status), m.FinishReason,
 				m.Model, m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
 				jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage,
-				created.UnixMicro(), updated.UnixMicro())
+				created.UnixMicro(), updated.UnixMicro(), jsonText(m.Thinking))
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: add message %s: %w", m.ID, err)
@@ -48,11 +48,11 @@ func (s *Store) addMessages(ctx context.Context, tx *sql.Tx, ms []*store.Message
 	return nil
 }
 
-// CheckpointMessage saves content and outputTokens of a message that is
+// CheckpointMessage saves content, thinking and outputTokens of a message that is
 // still streaming; for one that is not, it does nothing. ErrNotFound if
 // there is no message id.
-func (s *Store) CheckpointMessage(ctx context.Context, id, content string, outputTokens int, at time.Time) error {
-	err := affected(s.checkpoint.ExecContext(ctx, content, outputTokens, store.Stamp(at).UnixMicro(), id))
+func (s *Store) CheckpointMessage(ctx context.Context, id, content string, thinking []byte, outputTokens int, at time.Time) error {
+	err := affected(s.checkpoint.ExecContext(ctx, content, jsonText(thinking), outputTokens, store.Stamp(at).UnixMicro(), id))
 	if errors.Is(err, store.ErrNotFound) {
 		// Rare: a late checkpoint after the finish (fine) or a bad ID.
 		err = store.NotFound(s.r.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE id = ?`, id).Scan(new(int)))
@@ -71,7 +71,7 @@ func (s *Store) FinishMessage(ctx context.Context, m *store.Message) error {
 	updated := store.Stamp(m.UpdatedAt)
 	if err := affected(s.finish.ExecContext(ctx, string(m.Status), m.Content, m.FinishReason, m.Model,
 		m.Deployment, m.InputTokens, m.OutputTokens, m.CachedTokens, m.Estimated, m.Cost,
-		jsonText(m.Timings), jsonText(m.Meta), m.ErrorCode, m.ErrorMessage, updated.UnixMicro(),
+		jsonText(m.Timings), jsonText(m.Meta), jsonText(m.Thinking), m.ErrorCode, m.ErrorMessage, updated.UnixMicro(),
 		m.ID, m.TenantID)); err != nil {
 		return fmt.Errorf("sqlite: finish message %s: %w", m.ID, err)
 	}
@@ -111,7 +111,7 @@ func queryMessages(rows *sql.Rows, err error) ([]store.Message, error) {
 		err := sc.Scan(&m.ID, &m.ConversationID, &m.TenantID, &m.Seq, &m.Role, &m.Content,
 			&status, &m.FinishReason, &m.Model, &m.Deployment, &m.InputTokens, &m.OutputTokens,
 			&m.CachedTokens, &m.Estimated, &m.Cost, &m.Timings, &m.Meta, &m.ErrorCode,
-			&m.ErrorMessage, &created, &updated)
+			&m.ErrorMessage, &created, &updated, &m.Thinking)
 		m.Status = store.Status(status)
 		m.CreatedAt, m.UpdatedAt = fromMicros(created), fromMicros(updated)
 		return m, err

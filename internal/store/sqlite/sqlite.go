@@ -180,12 +180,12 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.bumpConversation, s.w, `UPDATE conversations SET last_seq = last_seq + 1, updated_at = max(updated_at, ?)
 			WHERE id = ? AND tenant_id = ? RETURNING last_seq`},
 		{&s.insertMessage, s.w, `INSERT INTO messages (` + store.MessageColumns + `)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&s.checkpoint, s.w, `UPDATE messages SET content = ?, output_tokens = ?, updated_at = ?
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.checkpoint, s.w, `UPDATE messages SET content = ?, thinking = ?, output_tokens = ?, updated_at = ?
 			WHERE id = ? AND status = 'streaming'`},
 		{&s.finish, s.w, `UPDATE messages SET status = ?, content = ?, finish_reason = ?, model = ?,
 			deployment = ?, input_tokens = ?, output_tokens = ?, cached_tokens = ?, estimated = ?,
-			cost = ?, timings = ?, meta = ?, error_code = ?, error_message = ?, updated_at = ?
+			cost = ?, timings = ?, meta = ?, thinking = ?, error_code = ?, error_message = ?, updated_at = ?
 			WHERE id = ? AND tenant_id = ?`},
 		{&s.insertUsage, s.w, insertUsageSQL + usageValues},
 		{&s.insertUsages, s.w, insertUsageSQL + strings.Repeat(usageValues+", ", usageRows-1) + usageValues},

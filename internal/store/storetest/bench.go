@@ -37,7 +37,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 					return err
 				}
 			}
-			return c.s.CheckpointMessage(b.Context(), c.m.ID, answer[:len(answer)/2], 200, time.Now())
+			return c.s.CheckpointMessage(b.Context(), c.m.ID, answer[:len(answer)/2], nil, 200, time.Now())
 		})
 	})
 	b.Run("FinishMessage", func(b *testing.B) {
@@ -141,7 +141,7 @@ func (c *chat) turn(b *testing.B) error {
 		return err
 	}
 	for _, n := range []int{len(answer) / 3, 2 * len(answer) / 3} {
-		if err := c.s.CheckpointMessage(ctx, c.m.ID, answer[:n], n/5, time.Now()); err != nil {
+		if err := c.s.CheckpointMessage(ctx, c.m.ID, answer[:n], nil, n/5, time.Now()); err != nil {
 			return err
 		}
 	}

@@ -464,11 +464,12 @@ func testCheckpointMessage(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	seed(t, s)
 	m := add(t, s, streamingMsg("m1", "acme-c1", "acme", at(time.Second)))
-	if err := s.CheckpointMessage(ctx, "m1", "Hel", 1, at(2*time.Second)); err != nil {
+	thinking := []byte(`[{"text":"Greet them."}]`)
+	if err := s.CheckpointMessage(ctx, "m1", "Hel", thinking, 1, at(2*time.Second)); err != nil {
 		t.Fatalf("CheckpointMessage = %v", err)
 	}
 	want := m
-	want.Content, want.OutputTokens, want.UpdatedAt = "Hel", 1, at(2*time.Second)
+	want.Content, want.Thinking, want.OutputTokens, want.UpdatedAt = "Hel", thinking, 1, at(2*time.Second)
 	if diff := cmp.Diff([]store.Message{want}, messages(t, s, "acme", "acme-c1")); diff != "" {
 		t.Errorf("after CheckpointMessage (-want +got):\n%s", diff)
 	}
@@ -479,7 +480,7 @@ func testCheckpointMessage(t *testing.T, s store.Store) {
 		t.Fatalf("FinishMessage = %v", err)
 	}
 	// A checkpoint that arrives after the finish is dropped, without error.
-	if err := s.CheckpointMessage(ctx, "m1", "Hello", 1, at(3*time.Second)); err != nil {
+	if err := s.CheckpointMessage(ctx, "m1", "Hello", nil, 1, at(3*time.Second)); err != nil {
 		t.Errorf("CheckpointMessage after FinishMessage = %v, want nil", err)
 	}
 	if diff := cmp.Diff([]store.Message{m}, messages(t, s, "acme", "acme-c1")); diff != "" {
@@ -492,7 +493,7 @@ func testFinishMessage(t *testing.T, s store.Store) {
 	seed(t, s)
 	u := add(t, s, userMsg("m1", "acme-c1", "acme", "Tell me a story", at(time.Second)))
 	a := add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
-	if err := s.CheckpointMessage(ctx, "m2", "Once", 1, at(3*time.Second)); err != nil {
+	if err := s.CheckpointMessage(ctx, "m2", "Once", []byte(`[{"text":"A sto"}]`), 1, at(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -506,12 +507,13 @@ func testFinishMessage(t *testing.T, s store.Store) {
 			// JSON keeps its bytes: key order and spacing included.
 			m.Timings = []byte(`{"ttft_ms": 210, "total_ms": 900.25}`)
 			m.Meta = []byte(`{"z":1,"a":[{"attempt":1,"deployment":"openai-eu"}]}`)
+			m.Thinking = []byte(`[{"text":"A story.","signature":"c2ln","format":"anthropic"},{"redacted":"cmVk","format":"anthropic"}]`)
 			m.UpdatedAt = at(4 * time.Second)
 		}},
 		{"error", func(m *store.Message) {
 			m.Status, m.Content, m.FinishReason = store.StatusError, "Once upon", ""
 			m.OutputTokens, m.Estimated, m.Cost = 2, true, 0.0001
-			m.Timings, m.Meta = nil, nil
+			m.Timings, m.Meta, m.Thinking = nil, nil, nil
 			m.ErrorCode, m.ErrorMessage = "upstream_error", "provider returned 503"
 			m.UpdatedAt = at(5 * time.Second)
 		}},
@@ -558,8 +560,8 @@ func testLastMessages(t *testing.T, s store.Store) {
 }
 
 // seedStreaming seeds s, then adds to acme-c1 the user message m1 (at
-// 1s) and the answer m2 (2s), checkpointed with "Half an ans" and 3
-// tokens (4s), and to globex-c1 the answer g1 (3s), never checkpointed;
+// 1s) and the answer m2 (2s), checkpointed with "Half an ans", the
+// thinking "Hmm" and 3 tokens (4s), and to globex-c1 the answer g1 (3s), never checkpointed;
 // it returns the three as added.
 func seedStreaming(t *testing.T, s store.Store) (m1, m2, g1 store.Message) {
 	t.Helper()
@@ -567,7 +569,7 @@ func seedStreaming(t *testing.T, s store.Store) (m1, m2, g1 store.Message) {
 	m1 = add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
 	m2 = add(t, s, streamingMsg("m2", "acme-c1", "acme", at(2*time.Second)))
 	g1 = add(t, s, streamingMsg("g1", "globex-c1", "globex", at(3*time.Second)))
-	if err := s.CheckpointMessage(t.Context(), "m2", "Half an ans", 3, at(4*time.Second)); err != nil {
+	if err := s.CheckpointMessage(t.Context(), "m2", "Half an ans", []byte(`[{"text":"Hmm"}]`), 3, at(4*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	return m1, m2, g1
@@ -585,8 +587,8 @@ func testInterruptStreaming(t *testing.T, s store.Store) {
 	if err != nil || n != 2 {
 		t.Fatalf("InterruptStreaming = %d, %v, want 2, nil", n, err)
 	}
-	partial.Status, partial.Content, partial.OutputTokens, partial.UpdatedAt =
-		store.StatusInterrupted, "Half an ans", 3, at(time.Minute)
+	partial.Status, partial.Content, partial.Thinking, partial.OutputTokens, partial.UpdatedAt =
+		store.StatusInterrupted, "Half an ans", []byte(`[{"text":"Hmm"}]`), 3, at(time.Minute)
 	empty.Status, empty.UpdatedAt = store.StatusInterrupted, at(time.Minute)
 	if diff := cmp.Diff([]store.Message{done, partial}, messages(t, s, "acme", "acme-c1")); diff != "" {
 		t.Errorf("acme-c1 after InterruptStreaming (-want +got):\n%s", diff)
@@ -622,7 +624,7 @@ func testInterruptMessage(t *testing.T, s store.Store) {
 			t.Errorf("InterruptMessage(%s) = %v, %v, want %v", c.id, ok, err, c.want)
 		}
 	}
-	kept.Status, kept.Content, kept.OutputTokens, kept.UpdatedAt = store.StatusInterrupted, "Half an ans", 3, at(time.Minute)
+	kept.Status, kept.Content, kept.Thinking, kept.OutputTokens, kept.UpdatedAt = store.StatusInterrupted, "Half an ans", []byte(`[{"text":"Hmm"}]`), 3, at(time.Minute)
 	journaled.Status, journaled.Content, journaled.OutputTokens, journaled.UpdatedAt = store.StatusInterrupted, text, 4, at(time.Minute)
 	if diff := cmp.Diff([]store.Message{done, kept}, messages(t, s, "acme", "acme-c1")); diff != "" {
 		t.Errorf("acme-c1 after InterruptMessage (-want +got):\n%s", diff)

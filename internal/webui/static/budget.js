@@ -67,7 +67,10 @@
     $("summary").textContent = `${rep.requests} requests in the last ${win} min · TTFW p50 ${fwStages.ms(rep.ttfw.p50_ms)}, p95 ${fwStages.ms(rep.ttfw.p95_ms)} · TTC p95 ${fwStages.ms(rep.ttc.p95_ms)}`;
     const tbody = $("stages").querySelector("tbody");
     tbody.replaceChildren();
-    const rows = [...(rep.stages || []), { ...rep.ttfw, name: "time to first word", total: true }, { ...rep.ttc, name: "time to complete", total: true }];
+    // A thinking model's rows, before the first word they are part of.
+    const thought = rep.ttfthought && rep.ttfthought.count > 0
+      ? [{ ...rep.ttfthought, name: "time to first thought", total: true }, { ...rep.thinking, name: "thinking", total: true }] : [];
+    const rows = [...(rep.stages || []), ...thought, { ...rep.ttfw, name: "time to first word", total: true }, { ...rep.ttc, name: "time to complete", total: true }];
     const max = Math.max(1, ...rows.map(r => Math.max(r.p99_ms || 0, r.target_ms || 0)).filter(v => v < 1e7));
     for (const r of rows) {
       const tr = document.createElement("tr");

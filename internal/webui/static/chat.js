@@ -75,6 +75,56 @@
     return m;
   }
 
+  // ---- the thinking ---------------------------------------------------------
+
+  // thinkingBox returns the answer's "Thinking…" section, made (open,
+  // above the answer) if it has none.
+  function thinkingBox(m) {
+    let box = m.querySelector(".thinking");
+    if (box) return box;
+    box = el("details", "thinking");
+    box.open = true;
+    box.appendChild(el("summary", "", "Thinking…"));
+    box.appendChild(el("div", "thought"));
+    m.querySelector(".body").before(box);
+    return box;
+  }
+
+  // showThinking fills the section of a stored answer, collapsed.
+  function showThinking(m, th, ms) {
+    if (!th || (!th.text && !th.redacted)) return;
+    const box = thinkingBox(m);
+    box.querySelector(".thought").textContent = th.text || "";
+    showRedacted(box, th.redacted || 0);
+    thought(box, ms);
+  }
+
+  // showRedacted says how many blocks of the thinking the provider
+  // redacted (their text is never shown, only passed back to the model).
+  function showRedacted(box, n) {
+    let r = box.querySelector(".redacted");
+    if (!n) { if (r) r.remove(); return; }
+    if (!r) { r = el("p", "redacted"); box.appendChild(r); }
+    r.textContent = n === 1 ? "One part of the thinking was redacted by the provider." : n + " parts of the thinking were redacted by the provider.";
+  }
+
+  // thought ends the live part of a thinking section: collapsed, with how
+  // long the model thought (ms; unknown when not a number).
+  function thought(box, ms) {
+    delete box.dataset.live;
+    box.open = false;
+    box.querySelector("summary").textContent = typeof ms === "number" && ms > 0 ? "Thought for " + (ms / 1000).toFixed(1) + " s" : "Thought";
+  }
+
+  // storedThinkingMs is how long a stored answer thought: its timings'
+  // thinking_ms, else its thinking stage.
+  function storedThinkingMs(t) {
+    if (!t) return undefined;
+    if (typeof t.thinking_ms === "number") return t.thinking_ms;
+    const s = (t.stages || []).find((x) => x.name === "thinking");
+    return s ? s.end_ms - s.start_ms : undefined;
+  }
+
   function scrollDown() {
     const box = $("messages");
     if (box.scrollHeight - box.scrollTop - box.clientHeight < 200) box.scrollTop = box.scrollHeight;
@@ -177,6 +227,7 @@
     if (info.fallback) badge("fallback", "fallback");
     const t = info.timings || {};
     const part = (text) => meta.appendChild(el("span", "", text));
+    if (t.ttfthought_ms) part("first thought " + fwStages.ms(t.ttfthought_ms));
     if (t.ttfw_ms) part("first word " + fwStages.ms(t.ttfw_ms));
     if (t.ttc_ms) part("total " + fwStages.ms(t.ttc_ms));
     const u = info.usage;
@@ -261,6 +312,10 @@
     return {
       abort: new AbortController(), m, body: m.querySelector(".body"), retry,
       text: "", pending: "", frame: 0, floor: 0,
+      // The thinking: what arrived since the last frame, when the first
+      // thought came (performance.now()), redacted blocks, and whether the
+      // answer began (the section is then collapsed, with its duration).
+      thinkPending: "", thinkAt: 0, redacted: 0, answered: false,
       conv: "", msgId: "", seq: -1, lastId: "", retryMs: 1000,
       live: false,    // a stream is being read
       stopped: false, // the user asked to stop
@@ -275,7 +330,16 @@
   // paints at most once a frame, and only this message.
   function paint(turn) {
     turn.frame = 0;
+    if (turn.thinkPending) {
+      const t = thinkingBox(turn.m).querySelector(".thought");
+      t.appendChild(document.createTextNode(turn.thinkPending));
+      turn.thinkPending = "";
+      t.scrollTop = t.scrollHeight;
+      scrollDown();
+    }
     if (!turn.pending) return;
+    // The thinking collapses in the frame the answer's first text shows.
+    if (!turn.answered) answerBegins(turn);
     turn.text += turn.pending;
     turn.pending = "";
     if (turn.text.length < turn.floor) return;
@@ -315,6 +379,8 @@
         loadConversations();
       }
       if (turn.stopped) postStop(turn);
+    } else if (ev.event === "thinking") {
+      think(turn, d);
     } else if (ev.event === "delta") {
       turn.pending += d.text;
       turn.m.dataset.streaming = "1";
@@ -325,6 +391,36 @@
       return Object.assign({ retry: turn.retry }, d, { error: { code: d.code, message: d.message }, status: d.status || "error" });
     }
     return null;
+  }
+
+  // think takes a thinking event: text fills the section (once a frame,
+  // like the answer), a restart empties it (the model's new attempt thinks
+  // from its start), a redacted block is counted. The duration shown is
+  // from the first thought: what the reader waited.
+  function think(turn, d) {
+    const box = thinkingBox(turn.m);
+    if (!turn.thinkAt) {
+      turn.thinkAt = performance.now();
+      if (!turn.answered) box.dataset.live = "1";
+    }
+    if (d.restart) {
+      turn.thinkPending = "";
+      turn.redacted = 0;
+      box.querySelector(".thought").replaceChildren();
+      showRedacted(box, 0);
+      return;
+    }
+    if (d.redacted) { showRedacted(box, ++turn.redacted); return; }
+    if (!d.text) return;
+    turn.thinkPending += d.text;
+    if (!turn.frame) turn.frame = requestAnimationFrame(() => paint(turn));
+  }
+
+  // answerBegins collapses the thinking, if any, with how long it took.
+  function answerBegins(turn) {
+    turn.answered = true;
+    const box = turn.m.querySelector(".thinking");
+    if (box && turn.thinkAt) thought(box, performance.now() - turn.thinkAt);
   }
 
   // follow reads a stream into the turn. It returns the turn's end, or
@@ -448,6 +544,11 @@
     const c = await resp.json().catch(() => null);
     const msg = c && (c.messages || []).find((x) => x.id === turn.msgId);
     if (!msg || msg.status === "streaming") return null;
+    turn.thinkPending = "";
+    const box = turn.m.querySelector(".thinking");
+    if (box) box.remove();
+    showThinking(turn.m, msg.thinking, storedThinkingMs(msg.timings));
+    turn.answered = true;
     turn.pending = msg.content || "";
     turn.text = "";
     turn.floor = 0;
@@ -529,6 +630,7 @@
     if (turn.frame) cancelAnimationFrame(turn.frame);
     if (info.left) return;
     paint(turn);
+    if (!turn.answered) answerBegins(turn);
     const { m, body } = turn;
     if (!turn.text && !turn.floor && !info.error && info.status !== "cancelled") body.replaceChildren();
     info.requestId = turn.requestId;
@@ -692,6 +794,8 @@
       if (msg.role === "user") { addUser(msg.content); lastUser = msg.content; return; }
       const m = addAssistant();
       m.dataset.messageId = msg.id;
+      // A live answer's thinking comes again with its replay.
+      if (msg.status !== "streaming") showThinking(m, msg.thinking, storedThinkingMs(msg.timings));
       if (msg.content) fwMarkdown.render(m.querySelector(".body"), msg.content);
       // The answer still being written is followed live.
       if (msg.status === "streaming" && i === c.messages.length - 1) live = [m, msg, lastUser];

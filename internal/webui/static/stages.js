@@ -9,6 +9,7 @@ window.fwStages = {
     if (name.startsWith("store")) return "st-store";
     if (name === "route" || name === "prompt" || name === "auth" || name === "parse") return "st-route";
     if (name === "ttft") return "st-ttft";
+    if (name === "first_thought" || name === "thinking") return "st-thinking";
     if (name === "generation") return "st-generation";
     if (name === "persist") return "st-persist";
     if (name.startsWith("wait ")) return "st-wait";

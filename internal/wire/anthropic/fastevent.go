@@ -95,14 +95,18 @@ func (s *eventScanner) delta(d *eventDelta) error {
 			return s.StrOrNull(&d.Text)
 		case "partial_json":
 			return s.StrOrNull(&d.PartialJSON)
+		case "thinking":
+			return s.StrOrNull(&d.Thinking)
+		case "signature":
+			return s.StrOrNull(&d.Signature)
 		}
-		return s.Other(key, "type", "text", "partial_json", "stop_reason")
+		return s.Other(key, "type", "text", "partial_json", "thinking", "signature", "stop_reason")
 	})
 }
 
 // symbols are the type names a stream repeats: StrOrNull decodes them to
 // these constants without allocating.
 var symbols = []string{
-	"content_block_delta", "text_delta", "input_json_delta", "content_block_stop",
-	"thinking_delta", "signature_delta", "citations_delta", "ping", "message_stop",
+	"content_block_delta", "text_delta", "thinking_delta", "input_json_delta",
+	"content_block_stop", "signature_delta", "citations_delta", "ping", "message_stop",
 }

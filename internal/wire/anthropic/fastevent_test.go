@@ -22,6 +22,11 @@ var eventSeeds = []string{
 	`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"city\": \"Sa"}}`,
 	`{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Hé \"q\" \\ \n\t \u00e9 \ud83d\ude00 \ud800 x / \/"}}`,
 	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds..."}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":null,"signature":null,"Thinking":"x"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","SIGNATURE":"x"}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"a","signature":"s"}}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwK"}}`,
+	`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":120,"output_tokens_details":{"thinking_tokens":67}}}`,
 	`{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","start_char_index":0,"end_char_index":1.5e3,"ok":[true,false,null]}}}`,
 	`{"type":"content_block_stop","index":0     }`,
 	`{"type": "ping"}`,
@@ -124,15 +129,29 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			json.Unmarshal(data, &e)
 		}
 	})
-	b.Run("ReadStream", func(b *testing.B) {
-		const deltas = 1000
-		var buf bytes.Buffer
-		buf.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n")
-		buf.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
-		for i := range deltas {
-			fmt.Fprintf(&buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" word%d\"}}\n\n", i%10)
+	thinking := []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":" current weather"}  }`)
+	b.Run("decodeEvent/thinking", func(b *testing.B) {
+		b.ReportAllocs()
+		var e event
+		for b.Loop() {
+			decodeEvent(thinking, &e)
 		}
-		buf.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1000}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
-		wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
 	})
+	// A thinking stream costs what a text stream does per delta.
+	for _, kind := range []struct{ name, block, delta, field string }{
+		{"ReadStream", "text", "text_delta", "text"},
+		{"ReadStream/thinking", "thinking", "thinking_delta", "thinking"},
+	} {
+		b.Run(kind.name, func(b *testing.B) {
+			const deltas = 1000
+			var buf bytes.Buffer
+			buf.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"m\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n")
+			fmt.Fprintf(&buf, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":%q,%q:\"\"}}\n\n", kind.block, kind.field)
+			for i := range deltas {
+				fmt.Fprintf(&buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":%q,%q:\" word%d\"}}\n\n", kind.delta, kind.field, i%10)
+			}
+			buf.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1000}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+			wiretest.BenchmarkStream(b, buf.Bytes(), func(r io.Reader) chat.Stream { return pull(r, 0) })
+		})
+	}
 }

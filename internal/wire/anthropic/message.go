@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -39,6 +40,11 @@ type EncodeOptions struct {
 // tool_use blocks, tool messages tool_result blocks in a user turn, and
 // consecutive turns of the same role are merged, as the API wants user and
 // assistant to alternate. req.Extra and req.Hints are never sent.
+//
+// req.Thinking asks for thinking in the form the model takes (see
+// thinkingForms), with max_tokens the answer cap plus the thinking budget.
+// An assistant message's signed Anthropic thinking blocks go back first in
+// its turn, unchanged; other thinking is not sent.
 func EncodeRequest(req *chat.Request, opts EncodeOptions) ([]byte, error) {
 	// Built apart from the encoding: building takes a 1.4 KiB frame, the
 	// encoder's reflection a deep stack, and a request is encoded under
@@ -83,7 +89,7 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 			blocks = contentBlocks(m, true)
 		case chat.RoleAssistant:
 			role = "assistant"
-			blocks = contentBlocks(m, false)
+			blocks = append(thinkingBlocks(m.Thinking), contentBlocks(m, false)...)
 			for j, tc := range m.ToolCalls {
 				if tc.ID == "" || tc.Name == "" {
 					return nil, fmt.Errorf("messages[%d].tool_calls[%d]: a tool call needs an id and a name", i, j)
@@ -204,7 +210,212 @@ func buildRequest(req *chat.Request, opts EncodeOptions) (*Request, error) {
 	if req.User != "" {
 		out.Metadata = &Metadata{UserID: req.User}
 	}
+	askThinking(out, req.Thinking)
+	if n := len(out.Messages); out.Thinking == nil && n > 0 && out.Messages[n-1].Role == "assistant" {
+		// Without thinking the API refuses thinking blocks in a final
+		// assistant turn (a prefill); earlier turns may keep theirs.
+		last := &out.Messages[n-1]
+		last.Content = slices.DeleteFunc(last.Content, func(b Block) bool {
+			return b.Type == "thinking" || b.Type == "redacted_thinking"
+		})
+		if len(last.Content) == 0 {
+			out.Messages = out.Messages[:n-1]
+		}
+	}
 	return out, nil
+}
+
+// thinkingBlocks returns an assistant message's thinking as content
+// blocks: only blocks signed by Anthropic go back, unchanged (a signed
+// block with no text too), as the API checks the signature and requires
+// the blocks of a turn with tool use. Unsigned thinking and other
+// providers' signatures mean nothing to it and are dropped.
+func thinkingBlocks(tb []chat.ThinkingBlock) []Block {
+	var blocks []Block
+	for i := range tb {
+		b := &tb[i]
+		switch {
+		case b.Format != chat.ThinkingAnthropic:
+		case b.Redacted != "":
+			blocks = append(blocks, Block{Type: "redacted_thinking", Data: b.Redacted})
+		case b.Signature != "":
+			blocks = append(blocks, Block{Type: "thinking", Thinking: &b.Text, Signature: b.Signature})
+		}
+	}
+	return blocks
+}
+
+// Thinking forms a model takes.
+const (
+	noThinking       = iota // the model cannot think: nothing is asked
+	budgetThinking          // {type: enabled, budget_tokens}
+	adaptiveThinking        // {type: adaptive} and output_config.effort; enabled is refused or deprecated
+)
+
+// thinkingForms is how each Claude model asks for thinking: the first row
+// whose prefix begins the model's name from "claude-" on wins (so
+// "anthropic.claude-opus-4-6-v1" is claude-opus-4-6). maxOutput bounds
+// max_tokens (0: unknown, not bounded). display: the model's default
+// display may be "omitted", so "summarized" is asked for when thinking is
+// shown; older models show thinking by default. A Claude name of no row
+// is adaptive from version 4.6 on and takes a budget before; any other
+// name (an Anthropic-compatible server's own model) takes a budget.
+var thinkingForms = []struct {
+	prefix    string
+	form      int
+	maxOutput int
+	display   bool
+}{
+	{"claude-opus-4-7", adaptiveThinking, 128000, true},
+	{"claude-opus-4-6", adaptiveThinking, 128000, true},
+	{"claude-sonnet-4-6", adaptiveThinking, 64000, true},
+	{"claude-mythos", adaptiveThinking, 128000, true},
+	{"claude-opus-4-5", budgetThinking, 64000, false},
+	{"claude-sonnet-4-5", budgetThinking, 64000, false},
+	{"claude-haiku-4-5", budgetThinking, 64000, false},
+	{"claude-opus-4-1", budgetThinking, 32000, false},
+	// Claude 4.0, by date or alias; a later claude-opus-4-8 is not it.
+	{"claude-opus-4-0", budgetThinking, 32000, false},
+	{"claude-opus-4-2025", budgetThinking, 32000, false},
+	{"claude-opus-4@", budgetThinking, 32000, false},
+	{"claude-sonnet-4-0", budgetThinking, 64000, false},
+	{"claude-sonnet-4-2025", budgetThinking, 64000, false},
+	{"claude-sonnet-4@", budgetThinking, 64000, false},
+	{"claude-3-7-sonnet", budgetThinking, 64000, false},
+	{"claude-3", noThinking, 0, false},
+	{"claude-2", noThinking, 0, false},
+	{"claude-instant", noThinking, 0, false},
+}
+
+// thinkingForm looks model up in thinkingForms.
+func thinkingForm(model string) (form, maxOutput int, display bool) {
+	i := strings.Index(model, "claude-")
+	if i < 0 {
+		return budgetThinking, 0, false
+	}
+	name := model[i:]
+	for _, r := range thinkingForms {
+		if strings.HasPrefix(name, r.prefix) {
+			return r.form, r.maxOutput, r.display
+		}
+	}
+	if major, minor, ok := claudeVersion(name); ok && (major > 4 || major == 4 && minor >= 6) {
+		return adaptiveThinking, 0, true
+	}
+	return budgetThinking, 0, false
+}
+
+// claudeVersion reads the version of a name such as claude-sonnet-5 or
+// claude-fable-5-1-20260101: its first number and the one after it (not
+// a date).
+func claudeVersion(name string) (major, minor int, ok bool) {
+	var nums []int
+	for _, f := range strings.Split(name, "-") {
+		n, err := strconv.Atoi(f)
+		if err != nil || len(f) >= 8 {
+			if len(nums) > 0 {
+				break
+			}
+			continue
+		}
+		nums = append(nums, n)
+		if len(nums) == 2 {
+			break
+		}
+	}
+	if len(nums) == 0 {
+		return 0, 0, false
+	}
+	if len(nums) == 2 {
+		minor = nums[1]
+	}
+	return nums[0], minor, true
+}
+
+// minThinkingBudget is the least budget_tokens the API takes.
+const minThinkingBudget = 1024
+
+// adaptiveEfforts maps firstword's efforts onto output_config.effort.
+var adaptiveEfforts = map[string]string{"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+
+// askThinking asks for the thinking ask wants, in the model's form. The
+// answer cap applies to the answer: max_tokens, which counts thinking
+// too, becomes the cap plus the thinking budget (for adaptive thinking,
+// the budget the effort would buy).
+func askThinking(out *Request, ask *chat.ThinkingAsk) {
+	if ask == nil || ask.Effort == "none" {
+		return
+	}
+	if tc := out.ToolChoice; tc != nil && (tc.Type == "any" || tc.Type == "tool") {
+		// Thinking takes only tool_choice auto or none: a forced tool
+		// call, which the client asked for, wins.
+		return
+	}
+	if lastToolTurnUnsigned(out.Messages) {
+		// With thinking on, the assistant turn a tool result answers
+		// must begin with its thinking; it was not kept (it came from
+		// another provider), so this turn is asked without thinking.
+		return
+	}
+	form, maxOutput, display := thinkingForm(out.Model)
+	effort := ask.Effort
+	if effort == "" {
+		effort = chat.BudgetEffort(ask.BudgetTokens)
+	}
+	budget := ask.BudgetTokens
+	if budget <= 0 {
+		budget = chat.EffortBudget(effort)
+	}
+	switch form {
+	case noThinking:
+		return
+	case adaptiveThinking:
+		out.Thinking = &ThinkingParam{Type: "adaptive"}
+		if e := adaptiveEfforts[effort]; e != "" {
+			out.OutputConfig = &OutputConfig{Effort: e}
+		}
+		if budget <= 0 {
+			budget = chat.EffortBudget("high") // the API's default effort
+		}
+	default:
+		if budget <= 0 {
+			budget = chat.EffortBudget("medium")
+		}
+		budget = max(budget, minThinkingBudget)
+		out.Thinking = &ThinkingParam{Type: "enabled"}
+	}
+	if display && !ask.Hide {
+		out.Thinking.Display = "summarized"
+	}
+	answer := out.MaxTokens
+	if maxOutput > 0 && answer+budget > maxOutput {
+		// The model's output limit: the thinking budget gives way, down
+		// to the least the API takes, then the answer cap.
+		budget = max(maxOutput-answer, minThinkingBudget)
+		answer = min(answer, maxOutput-budget)
+	}
+	out.MaxTokens = answer + budget
+	if out.Thinking.Type == "enabled" {
+		out.Thinking.BudgetTokens = budget
+	}
+	// Thinking refuses a changed temperature (and top_k), and takes
+	// top_p only from 0.95 to 1: the client's sampling gives way.
+	out.Temperature = nil
+	if p := out.TopP; p != nil && *p < 0.95 {
+		out.TopP = nil
+	}
+}
+
+// lastToolTurnUnsigned reports whether the conversation ends with tool
+// results answering an assistant turn that does not begin with thinking.
+func lastToolTurnUnsigned(msgs []MessageParam) bool {
+	n := len(msgs)
+	if n < 2 || msgs[n-1].Role != "user" || msgs[n-2].Role != "assistant" {
+		return false
+	}
+	results := slices.ContainsFunc(msgs[n-1].Content, func(b Block) bool { return b.Type == "tool_result" })
+	a := msgs[n-2].Content
+	return results && len(a) > 0 && a[0].Type != "thinking" && a[0].Type != "redacted_thinking"
 }
 
 // contentBlocks encodes a message's text and (when images is set) image

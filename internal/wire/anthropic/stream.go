@@ -18,6 +18,10 @@ import (
 // with server tools and citations use a few dozen.
 const maxBlocks = 4096
 
+// maxSignature bounds a thinking block's signature, joined from its
+// deltas (Anthropic's are a few KiB).
+const maxSignature = 1 << 20
+
 // noIndex marks an event without an index field.
 const noIndex = -1
 
@@ -47,6 +51,10 @@ type startBlock struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// thinking and redacted_thinking
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+	Data      string `json:"data"`
 }
 
 // eventDelta is the delta of content_block_delta and of message_delta.
@@ -54,6 +62,8 @@ type eventDelta struct {
 	Type        string  `json:"type"`
 	Text        string  `json:"text"`
 	PartialJSON string  `json:"partial_json"`
+	Thinking    string  `json:"thinking"`
+	Signature   string  `json:"signature"`
 	StopReason  *string `json:"stop_reason"`
 }
 
@@ -65,6 +75,11 @@ type streamUsage struct {
 	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
 	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
 	OutputTokens             *int `json:"output_tokens"`
+	// OutputTokensDetails.ThinkingTokens is the part of OutputTokens
+	// spent thinking (newer API versions).
+	OutputTokensDetails *struct {
+		ThinkingTokens *int `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
 }
 
 // NormalizeStopReason maps an Anthropic stop_reason onto firstword's
@@ -92,7 +107,8 @@ const (
 	blockUnused blockKind = iota
 	blockText
 	blockTool
-	blockOther // thinking, server tools, citations, kinds yet to come
+	blockThinking
+	blockOther // redacted thinking, server tools, citations, kinds yet to come
 )
 
 // block is the state of one content block of the stream.
@@ -102,7 +118,8 @@ type block struct {
 	tool int  // ordinal among the stream's tool_use blocks
 	args bool // a non-empty input_json_delta arrived
 	// input is content_block_start's input when it was not empty: sent as
-	// the arguments at message_stop if no delta came.
+	// the arguments at message_stop if no delta came. For a thinking
+	// block it is the signature so far, sent when the block stops.
 	input string
 }
 
@@ -119,6 +136,7 @@ type streamState struct {
 	cacheR   int
 	cacheW   int
 	out      int
+	thought  int // output_tokens_details.thinking_tokens
 	events   int
 }
 
@@ -129,7 +147,10 @@ type streamState struct {
 // whose Index is the block's ordinal among the stream's tool_use blocks,
 // the first carrying ID and Name and the others Arguments (a call whose
 // input came in no delta gets {}, or the start's input, with the finish).
-// Thinking and other blocks are skipped. The finish reason and the usage
+// A thinking block's text becomes Chunk.Thinking, and its signature a
+// Chunk.Thought when the block stops (a signed block without text is
+// still one); a redacted_thinking block is a Thought with its data.
+// Other blocks are skipped. The finish reason and the usage
 // (input tokens include the cache's) are held back
 // until message_stop, so that a stream that breaks after message_delta is
 // still reported as broken: a stream that ends without message_stop, or
@@ -240,6 +261,17 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			b.kind = blockText
 			c.Text = cb.Text
 			return c.Text != "", false, nil
+		case "thinking":
+			b.kind, b.input = blockThinking, cb.Signature
+			c.Thinking = cb.Thinking
+			return c.Thinking != "", false, nil
+		case "redacted_thinking":
+			b.kind = blockOther
+			if cb.Data == "" {
+				return false, false, nil
+			}
+			c.Thought = &chat.Thought{Redacted: cb.Data, Format: chat.ThinkingAnthropic}
+			return true, false, nil
 		case "tool_use":
 			if s.tools >= chat.MaxToolCalls {
 				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))
@@ -270,6 +302,16 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			b.args = true
 			c.ToolCalls = []chat.ToolCallDelta{{Index: b.tool, Arguments: d.PartialJSON}}
 			return true, false, nil
+		case b.kind == blockThinking && d.Type == "thinking_delta":
+			c.Thinking = d.Thinking
+			return c.Thinking != "", false, nil
+		case b.kind == blockThinking && d.Type == "signature_delta":
+			// Held until the block stops: Anthropic's SDKs append a
+			// block's signature deltas, so the last is not the whole.
+			if len(b.input)+len(d.Signature) > maxSignature {
+				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent a thinking signature over %d bytes", maxSignature))
+			}
+			b.input += d.Signature
 		}
 	case "content_block_stop":
 		b, err := s.block(e.Index, "content_block_stop")
@@ -280,6 +322,11 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 			return false, false, chat.ProtocolError(fmt.Errorf("upstream stopped content block %d twice", e.Index))
 		}
 		b.open = false
+		if b.kind == blockThinking && b.input != "" {
+			c.Thought = &chat.Thought{Signature: b.input, Format: chat.ThinkingAnthropic}
+			b.input = ""
+			return true, false, nil
+		}
 	case "message_delta":
 		if r := e.Delta.StopReason; r != nil && *r != "" {
 			s.finish = NormalizeStopReason(*r)
@@ -349,6 +396,9 @@ func (s *streamState) addUsage(u *streamUsage) {
 	set(&s.cacheR, u.CacheReadInputTokens)
 	set(&s.cacheW, u.CacheCreationInputTokens)
 	set(&s.out, u.OutputTokens)
+	if d := u.OutputTokensDetails; d != nil {
+		set(&s.thought, d.ThinkingTokens)
+	}
 }
 
 // usage returns the totals: firstword's input tokens include the cache's.
@@ -361,6 +411,7 @@ func (s *streamState) usage() *chat.Usage {
 		OutputTokens:      s.out,
 		CachedInputTokens: s.cacheR,
 		CacheWriteTokens:  s.cacheW,
+		ReasoningTokens:   s.thought,
 	}
 }
 

@@ -32,6 +32,9 @@ type result struct {
 	Tools  []chat.ToolCall
 	Finish chat.FinishReason
 	Usage  *chat.Usage
+	// Thinking is the choice's thinking blocks, as chat.Collector
+	// assembles them from Chunk.Thinking and Chunk.Thought.
+	Thinking []chat.ThinkingBlock
 	// Err is set when the stream ended in an error.
 	Err *errWant
 }
@@ -91,6 +94,7 @@ func run(t testing.TB, r io.Reader, maxEventSize int) result {
 		res.Text = resp.Choices[0].Text
 		res.Tools = resp.Choices[0].ToolCalls
 		res.Finish = resp.Choices[0].FinishReason
+		res.Thinking = resp.Choices[0].Thinking
 	}
 	return res
 }
@@ -189,7 +193,8 @@ var fixtures = []struct {
 		want: result{
 			Model:  "claude-opus-4-7",
 			Finish: chat.FinishContentFilter,
-			Usage:  &chat.Usage{InputTokens: 20, OutputTokens: 120},
+			// output_tokens_details.thinking_tokens, recorded.
+			Usage: &chat.Usage{InputTokens: 20, OutputTokens: 120, ReasoningTokens: 67},
 		},
 	},
 	{
@@ -202,13 +207,72 @@ var fixtures = []struct {
 		},
 	},
 	{
-		// Thinking is neither text nor counted; this stream reports no
-		// usage at all.
+		// Thinking is read byte for byte, apart from the text, with its
+		// signature; this stream reports no usage at all.
 		file: "docs_thinking_stream.sse",
 		want: result{
 			Model:  "claude-opus-5-5",
 			Text:   "The greatest common divisor of 1071 and 462 is **21**.",
 			Finish: chat.FinishStop,
+			Thinking: []chat.ThinkingBlock{{
+				Text:      "I need to find the GCD of 1071 and 462 using the Euclidean algorithm.\n\n1071 = 2 × 462 + 147\n462 = 3 × 147 + 21\n147 = 7 × 21 + 0\nThe remainder is 0, so GCD(1071, 462) = 21.",
+				Signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds...",
+				Format:    chat.ThinkingAnthropic,
+			}},
+		},
+	},
+	{
+		// The start's thinking text is the block's first.
+		file: "sdk_go_thinking_block.sse",
+		want: result{
+			Finish: chat.FinishStop,
+			Thinking: []chat.ThinkingBlock{{
+				Text:      "Let me think...\nFirst, let's try this...\nTherefore, the answer is...",
+				Signature: "ThinkingSignature",
+				Format:    chat.ThinkingAnthropic,
+			}},
+		},
+	},
+	{
+		file: "sdk_go_redacted_thinking_block.sse",
+		want: result{
+			Finish:   chat.FinishStop,
+			Thinking: []chat.ThinkingBlock{{Redacted: "Redacted", Format: chat.ThinkingAnthropic}},
+		},
+	},
+	{
+		file: "sdk_go_interleaved_thinking.sse",
+		want: result{
+			Text:     "Hello world!",
+			Tools:    []chat.ToolCall{{ID: "toolu_id", Name: "get_weather", Arguments: `{"city": "Los Angeles"}`}},
+			Finish:   chat.FinishStop,
+			Thinking: []chat.ThinkingBlock{{Text: "Let me think.", Signature: "sig123", Format: chat.ThinkingAnthropic}},
+		},
+	},
+	{
+		// An unsigned thinking block between text and a tool call: its
+		// text is thinking, left open (unsigned) at the end.
+		file: "sdk_go_multiple_blocks_unsigned_thinking.sse",
+		want: result{
+			Text:     "Let me look up the weather for you.The weather in Los Angeles is 85 degrees Fahrenheit!",
+			Tools:    []chat.ToolCall{{ID: "toolu_id", Name: "get_weather", Arguments: `{"city": "Los Angeles"}`}},
+			Finish:   chat.FinishStop,
+			Thinking: []chat.ThinkingBlock{{Text: "I can look this up using a tool."}},
+		},
+	},
+	{
+		// A signed block with no text (display omitted) is kept, its
+		// signature joined from two deltas; then a redacted block.
+		file: "constructed_omitted_thinking_tool.sse",
+		want: result{
+			Model:  "claude-opus-4-7",
+			Tools:  []chat.ToolCall{{ID: "toolu_constructed_T", Name: "get_weather", Arguments: `{"city": "Paris"}`}},
+			Finish: chat.FinishToolCalls,
+			Usage:  &chat.Usage{InputTokens: 412, OutputTokens: 187, ReasoningTokens: 141},
+			Thinking: []chat.ThinkingBlock{
+				{Signature: "EuYBCkQYAiJAk3s0bW9pdHRlZC10aGlua2luZy1jb25zdHJ1Y3RlZC1zaWduYXR1cmU=", Format: chat.ThinkingAnthropic},
+				{Redacted: "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pabVS5xuX4jSrmhIBGgw=", Format: chat.ThinkingAnthropic},
+			},
 		},
 	},
 	{
@@ -377,6 +441,34 @@ func TestReadStreamChunks(t *testing.T) {
 	}
 }
 
+// TestReadStreamThinkingChunks checks the exact chunks of the documented
+// thinking stream: each thinking_delta is a thinking chunk as it comes,
+// the signature a Thought when the block stops, and only then the text.
+func TestReadStreamThinkingChunks(t *testing.T) {
+	raw := readFixture(t, "docs_thinking_stream.sse", false)
+	var got []chat.Chunk
+	for c, err := range pull(bytes.NewReader(raw), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.More = false
+		got = append(got, c)
+	}
+	want := []chat.Chunk{
+		{Model: "claude-opus-5-5"},
+		{Thinking: "I need to find the GCD of 1071 and 462 using the Euclidean algorithm.\n\n1071 = 2 × 462 + 147"},
+		{Thinking: "\n462 = 3 × 147 + 21"},
+		{Thinking: "\n147 = 7 × 21 + 0"},
+		{Thinking: "\nThe remainder is 0, so GCD(1071, 462) = 21."},
+		{Thought: &chat.Thought{Signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds...", Format: chat.ThinkingAnthropic}},
+		{Text: "The greatest common divisor of 1071 and 462 is **21**."},
+		{FinishReason: chat.FinishStop},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("chunks (-want +got):\n%s", diff)
+	}
+}
+
 // TestReadStreamDoesNotHold checks that a chunk is yielded as soon as its
 // event arrives, without waiting for the next one, even when it arrived
 // together with events that produce nothing.
@@ -489,6 +581,8 @@ var garbage = []struct {
 	{"unknown error type", ok + errEvent("brand_new_error", "?"), chat.CategoryUpstreamUnavailable},
 	{"error event that is not JSON", ok + "event: error\ndata: upstream exploded\n\n", chat.CategoryUpstreamUnavailable},
 	{"error type without the event name", ok + "data: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"x\"}}\n\n", chat.CategoryRateLimited},
+	{"endless signature", ok + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
+		strings.Repeat(delta("1", "signature_delta", "signature", strings.Repeat("s", 400<<10)), 3), chat.CategoryProtocol},
 }
 
 func TestReadStreamGarbage(t *testing.T) {
@@ -551,7 +645,7 @@ func TestReadStreamEdges(t *testing.T) {
 			want: result{Model: "m", Tools: []chat.ToolCall{{ID: "t0", Name: "now", Arguments: "{}"}, {ID: "t1", Name: "f", Arguments: `{"a": 1}`}}, Finish: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 9}},
 		},
 		{
-			name: "unknown events, blocks and deltas are skipped",
+			name: "unknown events, blocks and deltas are skipped; a redacted block is thinking",
 			in: ": comment\n\n" + start +
 				"event: future_event\ndata: {\"type\":\"future_event\",\"index\":99}\n\n" +
 				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\n\n" +
@@ -564,7 +658,7 @@ func TestReadStreamEdges(t *testing.T) {
 				delta("2", "text_delta", "text", "fix") +
 				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n" +
 				mdelta + mstop,
-			want: result{Model: "m", Text: "prefix", Finish: chat.FinishStop, Usage: okUsage},
+			want: result{Model: "m", Text: "prefix", Finish: chat.FinishStop, Usage: okUsage, Thinking: []chat.ThinkingBlock{{Redacted: "xyz", Format: chat.ThinkingAnthropic}}},
 		},
 		{
 			name: "CRLF line endings and no space after the colon",

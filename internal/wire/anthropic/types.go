@@ -37,6 +37,23 @@ type Request struct {
 	StopSequences []string       `json:"stop_sequences,omitempty"`
 	Metadata      *Metadata      `json:"metadata,omitempty"`
 	Stream        bool           `json:"stream"`
+	Thinking      *ThinkingParam `json:"thinking,omitempty"`
+	OutputConfig  *OutputConfig  `json:"output_config,omitempty"`
+}
+
+// ThinkingParam is a request's thinking object: Type "enabled" with
+// BudgetTokens (older models) or "adaptive" (newer ones, whose depth
+// OutputConfig.Effort steers). Display is "summarized" or "omitted".
+type ThinkingParam struct {
+	Type         string `json:"type"`
+	BudgetTokens int    `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
+}
+
+// OutputConfig is a request's output_config: Effort is low, medium,
+// high, xhigh or max.
+type OutputConfig struct {
+	Effort string `json:"effort,omitempty"`
 }
 
 // Metadata is the request's metadata object.
@@ -65,6 +82,11 @@ type Block struct {
 	ToolUseID    string          `json:"tool_use_id,omitempty"`
 	Content      json.RawMessage `json:"content,omitempty"`
 	CacheControl *CacheControl   `json:"cache_control,omitempty"`
+	// thinking (Thinking is sent even when empty: the API requires it)
+	// and redacted_thinking (Data), sent back as they came.
+	Thinking  *string `json:"thinking,omitempty"`
+	Signature string  `json:"signature,omitempty"`
+	Data      string  `json:"data,omitempty"`
 }
 
 // ImageSource is an image block's source: base64 data or a URL.

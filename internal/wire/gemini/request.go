@@ -110,11 +110,12 @@ type GenerationConfig struct {
 	Seed               *int64          `json:"seed,omitempty"`
 	ResponseMimeType   string          `json:"responseMimeType,omitempty"`
 	ResponseJSONSchema json.RawMessage `json:"responseJsonSchema,omitempty"`
+	ThinkingConfig     *ThinkingConfig `json:"thinkingConfig,omitempty"`
 }
 
 // SkipThoughtSignature is the sentinel the Gemini API documents for function
-// calls replayed without their original thought signature. chat.ToolCall
-// does not carry signatures, so every replayed call gets it; without it
+// calls replayed without their original thought signature: a turn with no
+// recorded signature (see modelParts) gets it on every call; without it
 // Gemini 3 models answer 400 "Function call is missing a thought_signature".
 const SkipThoughtSignature = "skip_thought_signature_validator"
 
@@ -193,20 +194,20 @@ func EncodeRequest(req *chat.Request) ([]byte, error) {
 		out.ToolConfig = &ToolConfig{FunctionCallingConfig: cfg}
 	}
 	gc := GenerationConfig{
-		MaxOutputTokens: req.MaxTokens,
-		Temperature:     req.Temperature,
-		TopP:            req.TopP,
-		StopSequences:   req.Stop,
-		Seed:            req.Seed,
+		Temperature:   req.Temperature,
+		TopP:          req.TopP,
+		StopSequences: req.Stop,
+		Seed:          req.Seed,
 	}
 	if req.N > 1 {
 		gc.CandidateCount = req.N
 	}
+	gc.ThinkingConfig, gc.MaxOutputTokens = thinkingConfig(req.Model, req.Thinking, req.MaxTokens)
 	if err := responseFormat(req.ResponseFormat, &gc); err != nil {
 		return nil, err
 	}
 	if gc.MaxOutputTokens > 0 || gc.Temperature != nil || gc.TopP != nil || len(gc.StopSequences) > 0 ||
-		gc.Seed != nil || gc.CandidateCount > 0 || gc.ResponseMimeType != "" {
+		gc.Seed != nil || gc.CandidateCount > 0 || gc.ResponseMimeType != "" || gc.ThinkingConfig != nil {
 		out.GenerationConfig = &gc
 	}
 	return json.Marshal(out)
@@ -266,20 +267,36 @@ func mediaType(mt string) string {
 	return mt
 }
 
+// modelParts encodes an assistant turn. Its recorded thought signatures go
+// back on the parts Gemini puts them on: the first on the first function
+// call (the others, in order, on the calls after it), or on the text when
+// the turn has no call. chat.Message does not say which part a signature
+// came with; this is where Gemini attaches them (on the first of parallel
+// calls, and on the last part of an answer, which firstword sends as one
+// text part). Without a recorded signature every call gets
+// SkipThoughtSignature.
 func modelParts(m *chat.Message) ([]Part, error) {
+	sigs := signatures(m.Thinking)
 	var parts []Part
 	if text := upstream.MessageText(m); text != "" {
 		parts = append(parts, Part{Text: text})
+		if len(m.ToolCalls) == 0 && len(sigs) > 0 {
+			parts[0].ThoughtSignature = sigs[0]
+		}
 	}
 	for j, tc := range m.ToolCalls {
 		args, err := upstream.ArgsObject(tc.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("tool_calls[%d].arguments: %w", j, err)
 		}
-		parts = append(parts, Part{
-			FunctionCall:     &FunctionCall{Name: tc.Name, Args: args},
-			ThoughtSignature: SkipThoughtSignature,
-		})
+		p := Part{FunctionCall: &FunctionCall{Name: tc.Name, Args: args}}
+		switch {
+		case j < len(sigs):
+			p.ThoughtSignature = sigs[j]
+		case len(sigs) == 0:
+			p.ThoughtSignature = SkipThoughtSignature
+		}
+		parts = append(parts, p)
 	}
 	return parts, nil
 }

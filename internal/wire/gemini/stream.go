@@ -82,8 +82,10 @@ func NormalizeFinishReason(s string) chat.FinishReason {
 // response from r (chat.Pull makes it a chat.Stream).
 //
 // Each event is a GenerateContentResponse. Candidate i becomes Chunk.Choice
-// i; its text parts become Text (thought parts are skipped: they are not
-// the answer) and each functionCall part a complete ToolCallDelta, indexed
+// i; its text parts become Text, its thought parts Thinking (never the
+// answer), a part's thoughtSignature a Thought (Format chat.ThinkingGemini)
+// on the chunk of that part, and each functionCall part a complete
+// ToolCallDelta, indexed
 // by its order among the candidate's calls, with the call's id or, when
 // Gemini gives none (it usually does not), a generated "call_<n>" that is
 // unique within the stream. Other parts (inline data, executable code and
@@ -230,22 +232,36 @@ func (s *StreamReader) event() error {
 		}
 		ch := chat.Chunk{Choice: idx}
 		if c.Content != nil {
-			var text strings.Builder
-			for _, p := range c.Content.Parts {
-				if p.FunctionCall != nil {
+			var text, thinking joiner
+			for i := range c.Content.Parts {
+				p := &c.Content.Parts[i]
+				if ch.Thought != nil && (p.Thought || p.ThoughtSignature != "") {
+					// A second signature, or thinking after one, in the
+					// same event: the chunk so far goes first, so that
+					// each signature closes the thinking before it.
+					ch.Text, ch.Thinking = text.String(), thinking.String()
+					s.queue = append(s.queue, ch)
+					ch = chat.Chunk{Choice: idx}
+					text, thinking = joiner{}, joiner{}
+				}
+				if p.ThoughtSignature != "" {
+					ch.Thought = &chat.Thought{Signature: p.ThoughtSignature, Format: chat.ThinkingGemini}
+				}
+				switch {
+				case p.FunctionCall != nil:
 					if st.calls >= chat.MaxToolCalls {
 						return chat.ProtocolError(fmt.Errorf("upstream sent more than %d function calls", chat.MaxToolCalls))
 					}
 					ch.ToolCalls = append(ch.ToolCalls, upstream.ToolCall(st.calls, s.calls, p.FunctionCall.ID, p.FunctionCall.Name, p.FunctionCall.Args))
 					st.calls++
 					s.calls++
-					continue
-				}
-				if !p.Thought {
-					text.WriteString(p.Text)
+				case p.Thought:
+					thinking.add(p.Text)
+				default:
+					text.add(p.Text)
 				}
 			}
-			ch.Text = text.String()
+			ch.Text, ch.Thinking = text.String(), thinking.String()
 		}
 		if c.FinishReason == "MALFORMED_FUNCTION_CALL" || c.FinishReason == "UNEXPECTED_TOOL_CALL" {
 			// The model failed to call a tool: there is no answer, and
@@ -262,7 +278,7 @@ func (s *StreamReader) event() error {
 			// Gemini may name it again in a later event.
 			s.held = upstream.Hold(s.held, idx, fr)
 		}
-		if ch.Visible() {
+		if ch.Visible() || ch.Thinks() {
 			s.queue = append(s.queue, ch)
 		}
 	}
@@ -310,6 +326,33 @@ func (s *StreamReader) allFinished() bool {
 		}
 	}
 	return len(s.perChoice) > 0
+}
+
+// joiner joins the texts of an event's parts: one part's text is used as
+// decoded, without a copy (an event almost always has one).
+type joiner struct {
+	first string
+	rest  strings.Builder
+}
+
+func (j *joiner) add(s string) {
+	switch {
+	case s == "":
+	case j.first == "":
+		j.first = s
+	default:
+		if j.rest.Len() == 0 {
+			j.rest.WriteString(j.first)
+		}
+		j.rest.WriteString(s)
+	}
+}
+
+func (j *joiner) String() string {
+	if j.rest.Len() > 0 {
+		return j.rest.String()
+	}
+	return j.first
 }
 
 type choiceState struct {

@@ -62,6 +62,12 @@ func chunks(s chat.Stream) ([]chat.Chunk, error) {
 	return out, nil
 }
 
+// The thoughtSignatures of the recorded streams, copied from their bytes.
+const (
+	sigSquareRoot  = "Ci8BDDnWx3Ks3sk6UrIpsLS78V1SY5Qpg/t/K/dxXlmkPkWFIVKbXPI9nbG5GO3DCApbAQw51sf7vD57cjm0ihpJamf+HACa/aOkWpwK/9i4xSbfeChM2asAYO6WY6kkMlLa3+50ls14nX4wgc5fOpDVn4emE3CHZTTf9b5BYvU8GIqomm6B/eWHp0q/oAq9AQEMOdbH7zpeLT/xqUuq4lzyDiCT9Uh9QNhTUMINSC+okVXuUN60b8qpnv5pQHSel84dK4qiMEhREVbcvgW6njx8QflBNQwtQGX9f+Iz06+5yer9IUQFDrRUiKgKCO2x3IH0fHkTeYffmt2Ml6o4XfNk3Cq1NW3R5U3jgLVwHdL7hTvefrMqXP3uaFSm94z6FFmpnjDbk78TwE9U5ACu4PhH/wM7M66LSZYTIZpCxBdaOXRHzRywc6lrq5r/+QrFAQEMOdbHy0VC10Q7ScsGAnudGXbqSIxNGtMb6ocixxtGdS80nU4jZhurfTaG9R2QCkoJc44hfGsQU93TQVmCDyrlCuWwxei22hJzRN+Q17uCSu09GH4wz/tIWD4MAolDTHQjHuH46JKzREX1XyK6ztgExRouf4Sy7e+qF1YFG6A15fFhDb9tHkERuRpzl/dyBh2aY73FIg0sJBrwQaoiFl1L5+sUitIxK5ASaGloi3XeQSkzwXY/+LmYc52qeC6qeQjtYESE"
+	sigBestCountry = "CiYBDDnWx+WsNzMAjdK2V8+R4pVWFPc9sPq5R+MFwnkF1Arsw843NAp3AQw51sdZDRzKN7Z2/rZrq2vSOdQQrDwWyFsnY4xbAPAAbRVNM29dhWyFuJPRt6dGc6NABD6G6PpHP2OPntseg6uf2vpK2ThbhGxKV455TSd5C+oAax6xA3amKVhRYTz4qu/9RYv6qAXVZupDUqHFv7AWnpFqFDUK8QEBDDnWx8OXTWygkDuqb6Y0OcZmNdpYEoFZh2SFbReFModbNQf4gFGGvL5z4j504FtnBwfexlB5B533pXxwphQ0P5Uwg5uAP5pLqktS9PctpNvQmN+Wyrokqq8L6CIYO/daeXq1Gf9+HJXf0hsAUcpUDmAwqQri4Xeg31EfKbEowux0RlPk+06qIIFSFpQHqzq1EnfCPUi1DeG7ifH9OwnG8ycxWjcTLd1u+VUi9b2fHxZQxjh56tPY0nVzTxZzWifmrCjZJwc3k/Jdx3N7Afrt/HnkPOmxcswn8ALoIEvT56dsy+/P2HnNpAw1TyPefo5eCuEBAQw51se1zUPJd+G3d9KHPois4F8PAKUO2gEhnjJ6oP+i8+W2wAWtJgeqlE8OKaLlDDAkdSmmQWVZRBlE4QCZO/JlQG1F0oOrov+eY1lx6KG3fXH8zG5YXWJMwmNUqMlzbWEcUz7a33dBu3fSxCXYzGQKnmjxD4yoDCV9fAnU9hZy68H76e3Z9J0xPVfL53uyr+sUvPqHOpellPOK/c8nmiE9Lhr52x4e7rHGj8BXBekneZNP/K+PCJwx0I1ratGLkNuwYYQzU2RPuL9pZJWFF1Mxnw2lv6ET9poURza8UEYECv8BAQw51sc+E44R/+D+ujcdmfE18DrOT/An50zcEby4rs1VCK5BiTwnBWvb98P8ntToNOTlH75cV/PjXBUJ4jVdrv49V7bNWfzG119HHjjmiQ8xcEPi67jkDRpS/FjcjtzgBdSWr/kkPYQ8BSOJ6uJA52AWlFRZ/1NqzPyYqScif5TuOVdX/R9lbkvJ5jk3B9yzkgo7auqYTeoYTEXiuS3ZYe4eXbM5Hp0DiVe7BBNEYBpG2Y/b5atj9vaXWpu+uSyVw1MOjEOFRl2/0d/JzEckqPbxWSixtLTjiT8X7VVcaXP7bJR9W1I6/SyKt7IKZaAqjsDL+sqhgOUmt69nvC5NCtwBAQw51seh6CARvaAYeTKSeFKKJiGk+OjDFFOH8iCTSKrSnoyMwNZycT8Ct6blCKgx+KdkZL0lYnFBJvyuseT/5MBsh9aG1DkFJOFfCBWiVHNWbv6FE8cF/uy/lca2vdRZsWysBTLH+90LPwvFJ+EOzHyUlEneg+qIJZExN9RurBQAnEg9aTSqJGHcvf593xJLJaaRsB4SVhO4frrTEuRhdap+4FT/qAgKLjD/4hEzKJFfnHGlV1zvsNDMWgpHBeDRAeCtKcsq6hn6VgkfKuNAikBaggE7GtcAV7G97QruAQEMOdbHPP5fIU43PIixsIIZB1u9j/7HDZokn0t6JHGlynsstrkgWWB1zNJVRhrBTykGZ5+BTUWqq8qXQPS83TH+pp+F/bUErJoPoVWac2luxzOkJE3nzk9RrgfVvJCY9/r4Cgn+0ie8q2HdM9XBUH72TqSuNUhXAcoX6P3PCxFulGcBRCpsxJXguqAVnJA5uQsMAWDOX3CToeRhVKtbR+RhzMr0fjj2Rgqco+4iC2+EmmmppSScpwIpbdTzcowoS/oC8P17v0CfmYXKXjhZyYWB12pcSgkGdZwBpgBs2UN74jaOGz0g06CAQuwLeFcKswEBDDnWx21axXbhcnyGm8ZKpBjDOP/w8oo4SCmpIH1ZlSOKAHOSzgMHX2HdKVhaB3LEvORPhNW+kl3MDIKbTfmBcybdGBSCmxgJbkB4VouAD/vFPLbkpsjeG0CW/X2KhLyH9I4gQu6FrV0+rEWtE73fVdzbpQiBC+J5JRUsEiVF7DH2gkaM6Q6ACOKVNHiVoi1wSk8u7PisDzpL3XF6XaXSIKWM2aSVVXQbXxcVeQO7V5py2A=="
+)
+
 var streamRows = []struct {
 	name string
 	file string // or in
@@ -82,7 +88,7 @@ var streamRows = []struct {
 		name: "thinking then text",
 		file: "gemini_thinking_text.sse",
 		want: []chat.Chunk{
-			{Model: "gemini-2.5-flash-lite"},
+			{Model: "gemini-2.5-flash-lite", Thinking: "**Considering Single-Word Greetings**\n\nI've determined the simplest way to fulfill this request is to utilize the single-word greeting \"Hello\". This seems the most direct way to get the job done.\n\n\n"},
 			{Text: "Hello."},
 			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 9, OutputTokens: 29, ReasoningTokens: 28}},
 		},
@@ -91,7 +97,7 @@ var streamRows = []struct {
 		name: "max tokens spent thinking",
 		file: "gemini_thinking_max_tokens.sse",
 		want: []chat.Chunk{
-			{Model: "gemini-2.5-flash-lite"},
+			{Model: "gemini-2.5-flash-lite", Thinking: "**Initiating Explanations**\n\nMy initial focus is on outlining a process for creating a comprehensive explanation. I'm starting with a high-level approach, aiming to break down the complex concept into manageable steps. The goal is to develop a structured methodology that addresses all key aspects thoroughly.\n\n\n"},
 			{FinishReason: chat.FinishLength, Usage: &chat.Usage{InputTokens: 10, OutputTokens: 13, ReasoningTokens: 13}},
 		},
 	},
@@ -99,8 +105,9 @@ var streamRows = []struct {
 		name: "function call",
 		file: "gemini_tool_call.sse",
 		want: []chat.Chunk{
-			{Model: "gemini-2.5-flash-lite"},
-			{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_0", Name: "square_root", Arguments: `{"number":132413}`}}},
+			{Model: "gemini-2.5-flash-lite", Thinking: "**Calculating Square Root**\n\nI've determined I need to find the square root of 132413.0, and the tool to use is \"square_root,\" which takes a floating-point number. I'm ready to call the tool with the provided number. No further complexities have emerged, and I am prepared to deliver the result once available.\n\n\n"},
+			{Thinking: "**Refining Result Delivery**\n\nI've decided to refine the output delivery. Since the user specifically requested *only* the result and no explanation, I'll extract the 'response' directly from the tool's output and return that value. This is a streamlined approach to meet the user's specific requirement for a minimal response.\n\n\n"},
+			{ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_0", Name: "square_root", Arguments: `{"number":132413}`}}, Thought: &chat.Thought{Signature: sigSquareRoot, Format: chat.ThinkingGemini}},
 			{FinishReason: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 117, OutputTokens: 123, ReasoningTokens: 105}},
 		},
 	},
@@ -108,12 +115,44 @@ var streamRows = []struct {
 		name: "parallel function calls",
 		file: "gemini_parallel_tool_calls.sse",
 		want: []chat.Chunk{
-			{Model: "gemini-2.5-flash-lite"},
+			{Model: "gemini-2.5-flash-lite", Thinking: "**Considering Country Comparison**\n\nI'm currently focused on determining how to utilize the \"best_country\" tool. It seems this tool is relevant to compare Canada and the USA. I have identified a parameter requirement: \"country\".\n\n\n"},
+			{Thinking: "**Assessing Tool Limitations**\n\nI realize the `best_country` tool, while seemingly relevant, doesn't directly support the user's need for a side-by-side comparison. It only accepts one country at a time, making a direct \"better than\" analysis impossible. I'm focusing on how to communicate this limitation effectively to the user, perhaps suggesting alternative strategies to achieve the desired comparison if possible.\n\n\n"},
 			{ToolCalls: []chat.ToolCallDelta{
 				{Index: 0, ID: "call_0", Name: "best_country", Arguments: `{"country":"Canada"}`},
 				{Index: 1, ID: "call_1", Name: "best_country", Arguments: `{"country":"USA"}`},
-			}},
+			}, Thought: &chat.Thought{Signature: sigBestCountry, Format: chat.ThinkingGemini}},
 			{FinishReason: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 115, OutputTokens: 321, ReasoningTokens: 293}},
+		},
+	},
+	{
+		// Synthetic, from the documented types: a Gemini 3 answer without
+		// function calls carries its signature on a text part, here an
+		// empty one in the last event.
+		name: "signature on an empty text part",
+		in: "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Weighing é\", \"thought\": true}],\"role\": \"model\"}}],\"modelVersion\": \"gemini-3-pro-preview\"}\n\n" +
+			"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Yes.\"}],\"role\": \"model\"}}]}\n\n" +
+			"data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\", \"thoughtSignature\": \"EqQBsig3\"}],\"role\": \"model\"},\"finishReason\": \"STOP\"}]," +
+			"\"usageMetadata\": {\"promptTokenCount\": 5,\"candidatesTokenCount\": 1,\"thoughtsTokenCount\": 40,\"totalTokenCount\": 46}}\n\n",
+		want: []chat.Chunk{
+			{Model: "gemini-3-pro-preview", Thinking: "Weighing é"},
+			{Text: "Yes."},
+			{Thought: &chat.Thought{Signature: "EqQBsig3", Format: chat.ThinkingGemini}},
+			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 41, ReasoningTokens: 40}},
+		},
+	},
+	{
+		// Synthetic: two signed parts in one event, thinking between
+		// them: each signature closes the thinking before it, so the
+		// event is split into chunks at the second.
+		name: "two signatures in one event",
+		in: "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"a\", \"thought\": true}, {\"text\": \"A\", \"thoughtSignature\": \"s1\"}, " +
+			"{\"text\": \"b\", \"thought\": true}, {\"functionCall\": {\"name\": \"f\", \"args\": {}}, \"thoughtSignature\": \"s2\"}, {\"functionCall\": {\"name\": \"g\"}}],\"role\": \"model\"},\"finishReason\": \"STOP\"}]," +
+			"\"usageMetadata\": {\"promptTokenCount\": 1,\"candidatesTokenCount\": 2,\"totalTokenCount\": 3}}\n\n",
+		want: []chat.Chunk{
+			{Thinking: "a", Text: "A", Thought: &chat.Thought{Signature: "s1", Format: chat.ThinkingGemini}},
+			{Thinking: "b", ToolCalls: []chat.ToolCallDelta{{Index: 0, ID: "call_0", Name: "f", Arguments: "{}"}, {Index: 1, ID: "call_1", Name: "g", Arguments: "{}"}},
+				Thought: &chat.Thought{Signature: "s2", Format: chat.ThinkingGemini}},
+			{FinishReason: chat.FinishToolCalls, Usage: &chat.Usage{InputTokens: 1, OutputTokens: 2}},
 		},
 	},
 	{
@@ -487,6 +526,7 @@ var responseSeeds = []string{
 	`{"candidates":[{"content":{"parts":[{"text":"a"}]},"content":{"role":"model"}}]}`,
 	`{"candidates":[{"content":{"parts":[{"text":"a"}]},"content":null,"content":{"role":"x"}}],"candidates":[{"index":1}]}`,
 	`{"candidates":[{"CONTENT":{"Parts":[{"Text":"a","thought":true}]}}],"promptFeedback":{"blockReason":"SAFETY"}}`,
+	`{"candidates":[{"content":{"parts":[{"text":"t","thought":true,"thoughtSignature":"s"},{"functionCall":{"name":"f"},"ThoughtSignature":"x","thought_signature":"y"}]}}]}`,
 	`{"candidates":[{"content":5}]}`,
 	`{"candidates":[{"content":{"parts":"x"}}]}`,
 	`{"candidates":null,"error":{"code":500,"message":"boom","status":"INTERNAL"}}`,

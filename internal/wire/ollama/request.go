@@ -26,6 +26,9 @@ type Request struct {
 	Tools    []Tool          `json:"tools,omitempty"`
 	Format   json.RawMessage `json:"format,omitempty"`
 	Options  *Options        `json:"options,omitempty"`
+	// Think is true, false or a level ("low", "medium", "high"); nil
+	// leaves the model's default (see think).
+	Think any `json:"think,omitempty"`
 }
 
 // Message is a chat message. ToolName names the tool whose result a "tool"
@@ -124,6 +127,7 @@ func EncodeRequest(req *chat.Request) ([]byte, error) {
 		return nil, err
 	}
 	out.Format = format
+	out.Think = think(req.Model, req.Thinking)
 	opts := Options{NumPredict: req.MaxTokens, Temperature: req.Temperature, TopP: req.TopP, Stop: req.Stop, Seed: req.Seed}
 	if opts.NumPredict > 0 || opts.Temperature != nil || opts.TopP != nil || len(opts.Stop) > 0 || opts.Seed != nil {
 		out.Options = &opts
@@ -131,6 +135,36 @@ func EncodeRequest(req *chat.Request) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// think is the think member for what a request asks of the thinking:
+// false for effort "none", a level for gpt-oss (the one family Ollama
+// gives levels, and only low, medium and high: minimal is sent as low),
+// true otherwise. Levels go to gpt-oss only: Ollama versions before
+// levels refuse a string, and some later ones refuse it for models
+// without levels.
+func think(model string, t *chat.ThinkingAsk) any {
+	if t == nil {
+		return nil
+	}
+	effort := t.Effort
+	if effort == "" {
+		effort = chat.BudgetEffort(t.BudgetTokens)
+	}
+	switch {
+	case effort == "none":
+		return false
+	case !strings.Contains(model, "gpt-oss"):
+		return true
+	case effort == "minimal":
+		return "low"
+	case effort == "low" || effort == "medium" || effort == "high":
+		return effort
+	}
+	return true
+}
+
+// message encodes one message. An assistant message's thinking is not
+// sent: Ollama's chat templates drop earlier turns' thinking, and it
+// carries no signature to keep.
 func message(history []chat.Message, m *chat.Message) (Message, error) {
 	out := Message{Role: string(m.Role)}
 	switch m.Role {

@@ -91,6 +91,46 @@ func TestEncodeRequest(t *testing.T) {
 	}
 }
 
+// TestEncodeRequestThink: think follows the ask (false for "none", a
+// level for gpt-oss only), and an assistant turn's thinking is not sent.
+func TestEncodeRequestThink(t *testing.T) {
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: "q"},
+		{Role: chat.RoleAssistant, Content: "a", Thinking: []chat.ThinkingBlock{{Text: "earlier thought"}}}, {Role: chat.RoleUser, Content: "q2"}}
+	tests := []struct {
+		model string
+		ask   *chat.ThinkingAsk
+		want  string // the think member, "" when absent
+	}{
+		{"qwen3:8b", nil, ""},
+		{"qwen3:8b", &chat.ThinkingAsk{}, "true"},
+		{"qwen3:8b", &chat.ThinkingAsk{Effort: "high"}, "true"},
+		{"deepseek-r1", &chat.ThinkingAsk{Effort: "none"}, "false"},
+		{"gpt-oss:20b", &chat.ThinkingAsk{Effort: "none"}, "false"},
+		{"gpt-oss:20b", &chat.ThinkingAsk{Effort: "high"}, `"high"`},
+		{"gpt-oss:120b", &chat.ThinkingAsk{Effort: "minimal"}, `"low"`},
+		{"gpt-oss:20b", &chat.ThinkingAsk{BudgetTokens: 10000}, `"medium"`},
+		{"gpt-oss:20b", &chat.ThinkingAsk{}, "true"},
+	}
+	for _, tt := range tests {
+		b, err := EncodeRequest(&chat.Request{Model: tt.model, Messages: msgs, Thinking: tt.ask})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Think json.RawMessage `json:"think"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		if string(body.Think) != tt.want {
+			t.Errorf("%s %+v: think = %s, want %s", tt.model, tt.ask, body.Think, tt.want)
+		}
+		if bytes.Contains(b, []byte("earlier thought")) {
+			t.Errorf("an assistant turn's thinking was sent: %s", b)
+		}
+	}
+}
+
 func TestEncodeRequestErrors(t *testing.T) {
 	tests := []struct {
 		name string

@@ -55,8 +55,8 @@ func NormalizeDoneReason(s string) chat.FinishReason {
 // NewStreamReader returns a pull reader of an /api/chat NDJSON stream from
 // r (chat.Pull makes it a chat.Stream).
 //
-// message.content becomes Text; message.thinking is the model's reasoning
-// and is not passed on; each message.tool_calls entry becomes a complete
+// message.content becomes Text and message.thinking (the model's
+// reasoning, sent when the request asked for it) Thinking; each message.tool_calls entry becomes a complete
 // ToolCallDelta, numbered in order of arrival, with Ollama's id or a
 // generated "call_<n>". Blank lines and CRLF line ends are accepted; a line
 // longer than maxLineSize (0: DefaultMaxLineSize) is a protocol error.
@@ -115,7 +115,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 		if err := s.decode(line); err != nil {
 			return nil, err
 		}
-		if s.out.Visible() || s.out.Model != "" {
+		if s.out.Visible() || s.out.Model != "" || s.out.Thinking != "" {
 			s.out.More = s.lr.lineBuffered()
 			return &s.out, nil
 		}
@@ -141,7 +141,7 @@ func (s *StreamReader) decode(line []byte) error {
 	if len(resp.Error) > 0 && string(resp.Error) != "null" {
 		return streamError(resp.Error)
 	}
-	s.out = chat.Chunk{Text: resp.Message.Content}
+	s.out = chat.Chunk{Text: resp.Message.Content, Thinking: resp.Message.Thinking}
 	for _, tc := range resp.Message.ToolCalls {
 		if s.calls >= chat.MaxToolCalls {
 			return chat.ProtocolError(fmt.Errorf("upstream sent more than %d tool calls", chat.MaxToolCalls))

@@ -89,7 +89,8 @@ var streamRows = []struct {
 		name: "thinking and multi-byte text",
 		file: "ollama_thinking_cyrillic.ndjson",
 		want: []chat.Chunk{
-			{Model: "qwen3.6:latest"},
+			{Model: "qwen3.6:latest", Thinking: "Раз"},
+			{Thinking: "мышляю"},
 			{Text: "Ответ"},
 			{Text: ": 4"},
 			{FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 16, OutputTokens: 9}},
@@ -126,6 +127,15 @@ var streamRows = []struct {
 		name: "old server: no done_reason, no counts",
 		in:   "{\"model\":\"llama3.2\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi 👋\"},\"done\":false}\n{\"model\":\"llama3.2\",\"done\":true}\n",
 		want: []chat.Chunk{{Model: "llama3.2", Text: "Hi 👋"}, {FinishReason: chat.FinishStop}},
+	},
+	{
+		// Written from Ollama's docs (api.md, "thinking"): a line may
+		// carry thinking and content both; thinking alone makes a chunk.
+		name: "synthetic: thinking beside content",
+		in: `{"model":"gpt-oss:20b","message":{"role":"assistant","content":"","thinking":"Let me \"see\"\n"},"done":false}` + "\n" +
+			`{"model":"gpt-oss:20b","message":{"role":"assistant","content":"4","thinking":"."},"done":false}` + "\n" +
+			`{"model":"gpt-oss:20b","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}` + "\n",
+		want: []chat.Chunk{{Model: "gpt-oss:20b", Thinking: "Let me \"see\"\n"}, {Text: "4", Thinking: "."}, {FinishReason: chat.FinishStop}},
 	},
 	{
 		name: "load passes through",

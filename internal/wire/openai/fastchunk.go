@@ -99,6 +99,12 @@ func (s *chunkScanner) chunk(c *chunk) error {
 			}
 			return err
 		case "usage":
+			// DeepSeek and others send "usage": null on every chunk:
+			// read here, as encoding/json reads it, without its cost.
+			if s.Null() {
+				c.Usage = nil
+				return nil
+			}
 			// Once a stream (or once a chunk, from some servers), and
 			// nested: not worth a hand-written decoder.
 			return s.Decode(&c.Usage)
@@ -139,8 +145,8 @@ func (s *chunkScanner) choice(ch *chunkChoice) error {
 	})
 }
 
-// delta reads a choice's delta: the text, refusal and tool-call pieces
-// the stream is made of. role is not read: it says "assistant" on the
+// delta reads a choice's delta: the text, thinking, refusal and tool-call
+// pieces the stream is made of. role is not read: it says "assistant" on the
 // first chunk and nothing after, and firstword's chunks have no role.
 func (s *chunkScanner) delta(d *delta) error {
 	return s.Object(func(key []byte) error {
@@ -149,6 +155,10 @@ func (s *chunkScanner) delta(d *delta) error {
 			return s.optStr(&d.Content, &d.content)
 		case "refusal":
 			return s.optStr(&d.Refusal, &d.refusal)
+		case "reasoning_content":
+			return s.optStr(&d.ReasoningContent, &d.reasoningContent)
+		case "reasoning":
+			return s.optStr(&d.Reasoning, &d.reasoning)
 		case "tool_calls":
 			if s.Null() {
 				d.ToolCalls = nil
@@ -166,7 +176,7 @@ func (s *chunkScanner) delta(d *delta) error {
 			}
 			return err
 		}
-		return s.Other(key, "content", "refusal", "tool_calls")
+		return s.Other(key, "content", "refusal", "reasoning_content", "reasoning", "tool_calls")
 	})
 }
 

@@ -30,7 +30,8 @@ func encodeSimpleRequest(req *chat.Request, maxTokensField string) (b []byte, ok
 	}
 	// One allocation: the keys and punctuation fit in the fixed parts,
 	// and strings grow only by their escapes, which are rare in prompts.
-	size := 128 + len(req.Model) + len(req.User)
+	effort := reasoningEffort(req.Thinking)
+	size := 160 + len(req.Model) + len(req.User) + len(effort)
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.Name != "" || m.ToolCallID != "" || len(m.ToolCalls) > 0 || len(m.Parts) > 0 {
@@ -40,8 +41,9 @@ func encodeSimpleRequest(req *chat.Request, maxTokensField string) (b []byte, ok
 	}
 	b = make([]byte, 0, size)
 	// From here on, keys in sorted order, as json.Marshal writes a map:
-	// max_completion_tokens or max_tokens, messages, model, n, seed,
-	// stream, stream_options, temperature, top_p, user.
+	// max_completion_tokens or max_tokens, messages, model, n,
+	// reasoning_effort, seed, stream, stream_options, temperature, top_p,
+	// user.
 	b = append(b, '{')
 	if req.MaxTokens > 0 {
 		b = append(b, '"')
@@ -69,6 +71,10 @@ func encodeSimpleRequest(req *chat.Request, maxTokensField string) (b []byte, ok
 	if req.N > 1 {
 		b = append(b, `,"n":`...)
 		b = strconv.AppendInt(b, int64(req.N), 10)
+	}
+	if effort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = jsonenc.AppendString(b, effort)
 	}
 	if req.Seed != nil {
 		b = append(b, `,"seed":`...)

@@ -35,6 +35,17 @@ func TestEncodeSimpleRequest(t *testing.T) {
 			t.Errorf("the fast path did not take a simple request (%s)", field)
 		}
 	}
+	// Thinking asked for, and an assistant turn's thinking, which is not
+	// sent (reasoningEffort's and fromChat's rules, on both paths).
+	for _, ask := range []*chat.ThinkingAsk{{Effort: "high"}, {BudgetTokens: 3000}, {Effort: "none"}, {}} {
+		req := *simple
+		req.Thinking = ask
+		req.Messages = append(req.Messages[:2:2], chat.Message{Role: chat.RoleAssistant, Content: "a",
+			Thinking: []chat.ThinkingBlock{{Text: "hmm", Signature: "sig", Format: chat.ThinkingAnthropic}}})
+		if !checkSimpleEncode(t, &req, "max_tokens") {
+			t.Errorf("the fast path did not take a request with thinking %+v", ask)
+		}
+	}
 	nan := math.NaN()
 	for _, req := range []*chat.Request{
 		{Model: "m", Messages: []chat.Message{{Role: chat.RoleUser, Content: "x", Name: "n"}}},
@@ -49,11 +60,15 @@ func TestEncodeSimpleRequest(t *testing.T) {
 }
 
 func FuzzEncodeSimpleRequest(f *testing.F) {
-	f.Add("gpt-4o", "user", "hello", "u", 0.7, 64, int64(1), 1, true)
-	f.Add("m<>&", "system", "\xff\u2028", "", 1e-9, 0, int64(-1), 3, false)
-	f.Fuzz(func(t *testing.T, model, role, content, user string, temp float64, maxTokens int, seed int64, n int, withSeed bool) {
+	f.Add("gpt-4o", "user", "hello", "u", 0.7, 64, int64(1), 1, true, "")
+	f.Add("m<>&", "system", "\xff\u2028", "", 1e-9, 0, int64(-1), 3, false, "low")
+	f.Add("o3", "user", "x", "", 1.0, 0, int64(0), 1, false, "none")
+	f.Fuzz(func(t *testing.T, model, role, content, user string, temp float64, maxTokens int, seed int64, n int, withSeed bool, effort string) {
 		req := &chat.Request{Model: model, Messages: []chat.Message{{Role: chat.Role(role), Content: content}, {Role: chat.RoleUser, Content: content + role}},
 			MaxTokens: maxTokens, Temperature: &temp, N: n, User: user}
+		if effort != "" {
+			req.Thinking = &chat.ThinkingAsk{Effort: effort, BudgetTokens: maxTokens}
+		}
 		if withSeed {
 			req.Seed = &seed
 		} else {

@@ -20,6 +20,12 @@ type Message struct {
 	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
 	Refusal    *string         `json:"refusal,omitempty"`
+	// ReasoningContent is an answer's thinking (DeepSeek's name, which
+	// the OpenAI-compatible ecosystem reads); Reasoning the same at
+	// OpenRouter, Groq and newer vLLM. Read from an upstream's whole
+	// completion; never sent upstream (see fromChat).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	Reasoning        string `json:"reasoning,omitempty"`
 }
 
 // ToolCall is a complete tool call.
@@ -142,6 +148,12 @@ func (m *Message) toChat() (chat.Message, error) {
 // fromChat encodes a message for an upstream: content as a string when
 // it is text only (what every server takes), as parts when it has
 // images.
+//
+// An assistant message's thinking is not sent: Chat Completions has no
+// field for it that servers agree on, DeepSeek answers 400 to
+// reasoning_content in the input, and no OpenAI-compatible server checks
+// a signature, so nothing is lost that the model needs (its chat template
+// drops earlier turns' thinking anyway).
 func fromChat(m *chat.Message) Message {
 	out := Message{Role: string(m.Role), Name: m.Name, ToolCallID: m.ToolCallID}
 	for _, tc := range m.ToolCalls {
@@ -230,6 +242,22 @@ func EncodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 	return encodeRequest(req, maxTokensField)
 }
 
+// reasoningEffort is the reasoning_effort sent for what a request asks of
+// the model's thinking: its effort, or the effort nearest its budget. ""
+// sends none: nothing was asked, or "none", which OpenAI takes only from
+// gpt-5.1 on (where it is the default) and older models refuse with a
+// 400; a model that always thinks then thinks at its default.
+// Servers that do not know the field (most DeepSeek-style ones) ignore it.
+func reasoningEffort(t *chat.ThinkingAsk) string {
+	if t == nil || t.Effort == "none" {
+		return ""
+	}
+	if t.Effort != "" {
+		return t.Effort
+	}
+	return chat.BudgetEffort(t.BudgetTokens)
+}
+
 // encodeRequest is EncodeRequest for any request.
 //
 // The body is a map, not a struct: Extra carries members of the client's
@@ -254,6 +282,9 @@ func encodeRequest(req *chat.Request, maxTokensField string) ([]byte, error) {
 	}
 	if req.N > 1 {
 		body["n"] = req.N
+	}
+	if e := reasoningEffort(req.Thinking); e != "" {
+		body["reasoning_effort"] = e
 	}
 	if len(req.Stop) > 0 {
 		body["stop"] = req.Stop

@@ -78,12 +78,31 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Content   *string         `json:"content"`
-	Refusal   *string         `json:"refusal"`
-	ToolCalls []toolCallDelta `json:"tool_calls"`
-	// What Content and Refusal point to, from the fast decoder: kept in
-	// the reused chunk rather than allocated per chunk.
-	content, refusal string
+	Content *string `json:"content"`
+	Refusal *string `json:"refusal"`
+	// The model's thinking: reasoning_content at DeepSeek, vLLM (before
+	// 0.10), llama.cpp and most servers that copied DeepSeek; reasoning at
+	// OpenRouter, Groq and newer vLLM. OpenRouter's reasoning_details
+	// repeats reasoning's text (or carries encrypted data only an
+	// upstream of the same family can read) and is not read.
+	ReasoningContent *string         `json:"reasoning_content"`
+	Reasoning        *string         `json:"reasoning"`
+	ToolCalls        []toolCallDelta `json:"tool_calls"`
+	// What the pointers point to, from the fast decoder: kept in the
+	// reused chunk rather than allocated per chunk.
+	content, refusal, reasoningContent, reasoning string
+}
+
+// thinking is the delta's thinking text: reasoning_content, or reasoning
+// when that is empty (a server that sends both sends the same text).
+func (d *delta) thinking() string {
+	if d.ReasoningContent != nil && *d.ReasoningContent != "" {
+		return *d.ReasoningContent
+	}
+	if d.Reasoning != nil {
+		return *d.Reasoning
+	}
+	return ""
 }
 
 type toolCallDelta struct {
@@ -211,6 +230,7 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			if ch.Delta.Refusal != nil {
 				out.Refusal = *ch.Delta.Refusal
 			}
+			out.Thinking = ch.Delta.thinking()
 			for _, tc := range ch.Delta.ToolCalls {
 				if tc.Index < 0 || tc.Index >= chat.MaxToolCalls {
 					return nil, chat.ProtocolError(fmt.Errorf("upstream sent tool call index %d", tc.Index))
@@ -223,8 +243,8 @@ func (s *StreamReader) next() (*chat.Chunk, error) {
 			}
 			// A choice with nothing visible (a role-only delta, a bare
 			// finish reason, now held) yields no chunk, unless it is the
-			// first to carry the model.
-			if out.Visible() || out.Model != "" {
+			// first to carry the model or it carries thinking.
+			if out.Visible() || out.Model != "" || out.Thinking != "" {
 				// More: the next chunk is already here, either another
 				// choice of this event or the next event, buffered.
 				out.More = s.more || s.choice < len(s.c.Choices)
@@ -439,6 +459,10 @@ func CompletionChunks(r io.Reader) ([]chat.Chunk, error) {
 			_ = json.Unmarshal(ch.Message.Content, &text)
 		}
 		out.Text = text
+		out.Thinking = ch.Message.ReasoningContent
+		if out.Thinking == "" {
+			out.Thinking = ch.Message.Reasoning
+		}
 		if ch.Message.Refusal != nil {
 			out.Refusal = *ch.Message.Refusal
 		}

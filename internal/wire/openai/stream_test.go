@@ -209,6 +209,12 @@ func FuzzReadStream(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("data: {\"choices\":[{\"index\":-1,\"delta\":{\"tool_calls\":[{\"index\":-5}]}}]}\n\ndata: [DONE]\n\n"))
+	// Thinking: reasoning_content, reasoning, both, and one that is not
+	// a string.
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"a\",\"content\":null}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":1,\"delta\":{\"reasoning\":\"b\",\"reasoning_details\":[]}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"c\",\"reasoning\":\"c\",\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":7}}]}\n\ndata: [DONE]\n\n"))
 	for _, name := range endingFiles {
 		b, _ := os.ReadFile("testdata/" + name)
 		f.Add(b)

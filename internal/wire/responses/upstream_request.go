@@ -37,6 +37,7 @@ type upRequest struct {
 	TopP              *float64        `json:"top_p,omitempty"`
 	Text              *upText         `json:"text,omitempty"`
 	Reasoning         *upReasoning    `json:"reasoning,omitempty"`
+	Include           []string        `json:"include,omitempty"`
 	User              string          `json:"user,omitempty"`
 	ServiceTier       string          `json:"service_tier,omitempty"`
 	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
@@ -44,22 +45,27 @@ type upRequest struct {
 	Metadata          json.RawMessage `json:"metadata,omitempty"`
 }
 
-// upItem is an input item: a message, a function call the model made, or
-// a call's output.
+// upItem is an input item: a message, a function call the model made, a
+// call's output, or a reasoning item the model made.
 type upItem struct {
-	Type      string `json:"type"`
-	Role      string `json:"role,omitempty"`
-	Content   []any  `json:"content,omitempty"` // upText parts and upImage parts
-	CallID    string `json:"call_id,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
+	Type string `json:"type"`
+	// A reasoning item's id, encrypted_content and summary (which the
+	// API requires, [] at least).
+	ID               string        `json:"id,omitempty"`
+	EncryptedContent string        `json:"encrypted_content,omitempty"`
+	Summary          *[]upTextPart `json:"summary,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          []any         `json:"content,omitempty"` // upText parts and upImage parts
+	CallID           string        `json:"call_id,omitempty"`
+	Name             string        `json:"name,omitempty"`
+	Arguments        string        `json:"arguments,omitempty"`
 	// Output is a function_call_output's: a JSON string, or an array of
 	// parts when the tool returned images.
 	Output json.RawMessage `json:"output,omitempty"`
 }
 
 type upTextPart struct {
-	Type string `json:"type"` // input_text or output_text
+	Type string `json:"type"` // input_text, output_text or summary_text
 	Text string `json:"text"`
 }
 
@@ -91,7 +97,8 @@ type upText struct {
 }
 
 type upReasoning struct {
-	Effort string `json:"effort"`
+	Effort  string `json:"effort,omitempty"`
+	Summary string `json:"summary,omitempty"`
 }
 
 // EncodeUpstreamRequest encodes req as a streaming Responses API request
@@ -112,7 +119,11 @@ type upReasoning struct {
 // does not take, is dropped (it is a best-effort hint); more than one
 // choice and stop sequences, which it cannot honour, are errors.
 // CacheBreakpoint and Name are not sent: OpenAI caches prefixes by
-// itself, and input messages have no participant names.
+// itself, and input messages have no participant names. A thinking ask
+// becomes reasoning (effort, summary "auto") and includes the reasoning
+// items' encrypted_content (askReasoning); an assistant turn's thinking
+// blocks signed by a Responses API go back as reasoning items before it
+// (appendReasoning).
 func EncodeUpstreamRequest(req *chat.Request) ([]byte, error) {
 	// Built apart from the encoding: a request is encoded under the
 	// frames of a stream, and encoding/json's reflection is deep.
@@ -156,6 +167,8 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 		case chat.RoleUser:
 			out.Input = append(out.Input, upItem{Type: "message", Role: "user", Content: inputParts(m)})
 		case chat.RoleAssistant:
+			// The turn's reasoning first, as the model made it.
+			out.Input = appendReasoning(out.Input, m.Thinking)
 			// Assistant content takes output_text parts only (the API
 			// refuses input_text there); an assistant turn has no images.
 			if text := upstream.MessageText(m); text != "" {
@@ -209,7 +222,49 @@ func buildUpstreamRequest(req *chat.Request) (*upRequest, error) {
 	if err := extras(req.Extra, out); err != nil {
 		return nil, err
 	}
+	askReasoning(req.Thinking, out)
 	return out, nil
+}
+
+// askReasoning sets what a request asks of the thinking, over what
+// reasoning_effort in Extra set: the effort (or the effort nearest the
+// budget), summaries of the reasoning streamed ("auto": the most detailed
+// the model gives), and the items' encrypted_content, which is what lets
+// a reasoning item go back in the next turn with store false. Effort
+// "none" changes nothing: OpenAI takes it only from gpt-5.1 on, where it
+// is the default, and older models refuse it.
+func askReasoning(t *chat.ThinkingAsk, out *upRequest) {
+	if t == nil || t.Effort == "none" {
+		return
+	}
+	effort := t.Effort
+	if effort == "" {
+		effort = chat.BudgetEffort(t.BudgetTokens)
+	}
+	if effort == "" && out.Reasoning != nil {
+		effort = out.Reasoning.Effort
+	}
+	out.Reasoning = &upReasoning{Effort: effort, Summary: "auto"}
+	out.Include = []string{"reasoning.encrypted_content"}
+}
+
+// appendReasoning appends an assistant turn's reasoning items: the
+// thinking blocks a Responses API signed (their encrypted_content), with
+// their ids and summaries. Other blocks are dropped: another provider's
+// signature means nothing here, and reasoning without encrypted content
+// cannot be sent back with store false.
+func appendReasoning(in []upItem, blocks []chat.ThinkingBlock) []upItem {
+	for _, b := range blocks {
+		if b.Format != chat.ThinkingResponses || b.Signature == "" {
+			continue
+		}
+		summary := []upTextPart{}
+		if b.Text != "" {
+			summary = append(summary, upTextPart{Type: "summary_text", Text: b.Text})
+		}
+		in = append(in, upItem{Type: "reasoning", ID: b.ID, EncryptedContent: b.Signature, Summary: &summary})
+	}
+	return in
 }
 
 // inputParts are a user or tool message's input_text and input_image parts.

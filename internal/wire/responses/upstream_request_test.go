@@ -111,6 +111,29 @@ func TestEncodeUpstreamRequestGolden(t *testing.T) {
 			},
 		},
 		{
+			// A thinking ask: reasoning with its effort and summary
+			// "auto", and the items' encrypted_content included. The
+			// assistant turn's blocks signed by a Responses API go back as
+			// reasoning items before its message and calls, summary []
+			// when the block had no text; an Anthropic block and an
+			// unsigned one are dropped.
+			name: "upstream_request_thinking.json",
+			req: chat.Request{
+				Model: "gpt-5.1",
+				Messages: []chat.Message{
+					{Role: chat.RoleUser, Content: "12 + 7?"},
+					{Role: chat.RoleAssistant, Thinking: []chat.ThinkingBlock{
+						{Text: "**Adding**\n\nUse the tool.", Signature: "gAAAAABp+enc/1==", Format: chat.ThinkingResponses, ID: "rs_01"},
+						{Signature: "gAAAAABp+enc/2==", Format: chat.ThinkingResponses, ID: "rs_02"},
+						{Text: "claude's", Signature: "EqQBCkYI", Format: chat.ThinkingAnthropic},
+						{Text: "unsigned"},
+					}, ToolCalls: []chat.ToolCall{{ID: "call_1", Name: "add", Arguments: `{"a":12,"b":7}`}}},
+					{Role: chat.RoleTool, ToolCallID: "call_1", Content: "19"},
+				},
+				Thinking: &chat.ThinkingAsk{Effort: "high"},
+			},
+		},
+		{
 			// response_format json_schema becomes text.format, flattened.
 			name: "upstream_request_json_schema.json",
 			req: chat.Request{
@@ -130,6 +153,94 @@ func TestEncodeUpstreamRequestGolden(t *testing.T) {
 			}
 			goldenJSON(t, tt.name, got)
 		})
+	}
+}
+
+// TestReasoningRoundTrip: the recorded stream's reasoning item, collected
+// as a thinking block, goes back in the next turn's request as the same
+// item: its id and encrypted_content byte for byte, its summary text.
+func TestReasoningRoundTrip(t *testing.T) {
+	raw, err := os.ReadFile("testdata/upstream_reasoning_tool_call.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := chat.Collect(pullUpstream(bytes.NewReader(raw), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := resp.Choices[0]
+	if len(ch.Thinking) != 1 || ch.Thinking[0].Signature == "" {
+		t.Fatalf("thinking = %+v, want one signed block", ch.Thinking)
+	}
+	b, err := EncodeUpstreamRequest(&chat.Request{Model: "m", Thinking: &chat.ThinkingAsk{Effort: "low"}, Messages: []chat.Message{
+		{Role: chat.RoleUser, Content: "12+7"},
+		{Role: chat.RoleAssistant, Thinking: ch.Thinking, ToolCalls: ch.ToolCalls},
+		{Role: chat.RoleTool, ToolCallID: ch.ToolCalls[0].ID, Content: "19"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Input []struct {
+			Type             string
+			ID               string
+			EncryptedContent string `json:"encrypted_content"`
+			Summary          []upTextPart
+		}
+	}
+	if err := json.Unmarshal(b, &body); err != nil {
+		t.Fatal(err)
+	}
+	in := body.Input[1]
+	if in.Type != "reasoning" || in.ID != "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9" || in.EncryptedContent != ch.Thinking[0].Signature ||
+		!bytes.Contains(raw, []byte(`"encrypted_content":"`+in.EncryptedContent+`"`)) ||
+		len(in.Summary) != 1 || in.Summary[0] != (upTextPart{Type: "summary_text", Text: ch.Thinking[0].Text}) {
+		t.Errorf("input[1] = %+v, want the recorded reasoning item", in)
+	}
+	if body.Input[2].Type != "function_call" {
+		t.Errorf("input[2] is %s, want the function call after its reasoning", body.Input[2].Type)
+	}
+}
+
+// TestEncodeUpstreamRequestReasoning: the thinking ask wins over
+// reasoning_effort in Extra, a budget is sent as the nearest effort,
+// "none" leaves what Extra says, and no ask sends no summary.
+func TestEncodeUpstreamRequestReasoning(t *testing.T) {
+	extra := map[string]json.RawMessage{"reasoning_effort": json.RawMessage(`"low"`)}
+	tests := []struct {
+		name      string
+		ask       *chat.ThinkingAsk
+		extra     map[string]json.RawMessage
+		reasoning string // the reasoning member, "" when absent
+		include   bool
+	}{
+		{"no ask", nil, nil, "", false},
+		{"no ask, extra", nil, extra, `{"effort":"low"}`, false},
+		{"effort over extra", &chat.ThinkingAsk{Effort: "medium"}, extra, `{"effort":"medium","summary":"auto"}`, true},
+		{"budget", &chat.ThinkingAsk{BudgetTokens: 1024}, nil, `{"effort":"minimal","summary":"auto"}`, true},
+		{"default effort, extra's", &chat.ThinkingAsk{}, extra, `{"effort":"low","summary":"auto"}`, true},
+		{"default effort", &chat.ThinkingAsk{Hide: true}, nil, `{"summary":"auto"}`, true},
+		{"none", &chat.ThinkingAsk{Effort: "none"}, nil, "", false},
+		{"none, extra", &chat.ThinkingAsk{Effort: "none"}, extra, `{"effort":"low"}`, false},
+	}
+	for _, tt := range tests {
+		b, err := EncodeUpstreamRequest(&chat.Request{Model: "m", Messages: []chat.Message{{Role: chat.RoleUser, Content: "x"}}, Thinking: tt.ask, Extra: tt.extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Reasoning json.RawMessage `json:"reasoning"`
+			Include   []string        `json:"include"`
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		if string(body.Reasoning) != tt.reasoning {
+			t.Errorf("%s: reasoning = %s, want %s", tt.name, body.Reasoning, tt.reasoning)
+		}
+		if got := len(body.Include) == 1 && body.Include[0] == "reasoning.encrypted_content"; got != tt.include || len(body.Include) > 1 {
+			t.Errorf("%s: include = %q, want encrypted content %v", tt.name, body.Include, tt.include)
+		}
 	}
 }
 

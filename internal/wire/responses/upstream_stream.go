@@ -24,12 +24,17 @@ const maxItems = 4096
 // content), and encoding/json's recursion costs about 0.9 KiB of stack a
 // level under every frame of a stream.
 type upEvent struct {
-	Type        string          `json:"type"`
-	OutputIndex *int            `json:"output_index"`
-	Delta       string          `json:"delta"`
-	Arguments   *string         `json:"arguments"`
-	Item        json.RawMessage `json:"item"`
-	Response    json.RawMessage `json:"response"`
+	Type        string `json:"type"`
+	OutputIndex *int   `json:"output_index"`
+	// SummaryIndex and ContentIndex name the part of a reasoning item a
+	// reasoning delta belongs to (summary_index for a summary's text,
+	// content_index for raw reasoning text).
+	SummaryIndex *int            `json:"summary_index"`
+	ContentIndex *int            `json:"content_index"`
+	Delta        string          `json:"delta"`
+	Arguments    *string         `json:"arguments"`
+	Item         json.RawMessage `json:"item"`
+	Response     json.RawMessage `json:"response"`
 	// An error event's error: OpenAI nests it in "error"; its SDKs'
 	// types put code and message at the top. Both are read.
 	Error   json.RawMessage `json:"error"`
@@ -44,13 +49,18 @@ func (e *upEvent) reset() {
 }
 
 // upOutItem is an output item, as output_item.added and .done carry it;
-// a message's content is not read (its text comes in deltas).
+// a message's content is not read (its text comes in deltas), nor a
+// reasoning item's summary unless no delta brought it.
 type upOutItem struct {
 	Type      string `json:"type"`
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// A reasoning item's: its opaque state, when the request included
+	// reasoning.encrypted_content, and its summary parts.
+	EncryptedContent string       `json:"encrypted_content"`
+	Summary          []upTextPart `json:"summary"`
 }
 
 // upResponse is the response object of response.created and of the
@@ -90,7 +100,8 @@ const (
 	itemUnused itemKind = iota
 	itemMessage
 	itemCall
-	itemOther // reasoning, hosted tools' calls, kinds yet to come
+	itemReasoning
+	itemOther // hosted tools' calls, kinds yet to come
 )
 
 // itemState is what the stream said so far of one output item.
@@ -98,8 +109,9 @@ type itemState struct {
 	kind itemKind
 	call int  // ordinal among the stream's function calls
 	args bool // some of its arguments were sent
-	text bool // some of its text was sent
+	text bool // some of its text (a reasoning item's: thinking) was sent
 	done bool // output_item.done came
+	part int  // a reasoning item's: 1 + the index of the part last sent
 }
 
 // upState decodes one stream's events into chunks.
@@ -120,16 +132,19 @@ type upState struct {
 //
 // output_text deltas become Chunk.Text (a message item after another
 // starts with a blank line: a chat answer has one text) and refusal
-// deltas Chunk.Refusal. A function_call item becomes tool-call deltas whose Index is the item's
+// deltas Chunk.Refusal. Reasoning summary deltas (and raw reasoning text
+// deltas) become Chunk.Thinking, a summary part after another of the same
+// item starting with a blank line; a reasoning item's output_item.done
+// ends its thinking block with a chat.Thought whose Signature is the
+// item's encrypted_content (when the request included it) and ID its id.
+// A function_call item becomes tool-call deltas whose Index is the item's
 // ordinal among the stream's function calls (not its output_index, which
 // reasoning and message items share), the first (at output_item.added)
 // carrying ID (the call_id, which a function_call_output answers) and
 // Name, the others Arguments; a call whose arguments came in no delta
-// gets them, or {}, from its .done events. Reasoning items and their
-// summaries are skipped, as the other adapters skip thinking: the chat
-// vocabulary has no place for them, and their tokens are counted in
+// gets them, or {}, from its .done events. Reasoning tokens are counted in
 // Usage.ReasoningTokens. Hosted tools' items and events yet to come are
-// skipped too.
+// skipped.
 //
 // The stream ends at its terminal event: response.completed (finish stop,
 // or tool_calls when the answer called a function), response.incomplete
@@ -244,6 +259,12 @@ func (s *upState) apply(typ string, e *upEvent, data []byte, c *chat.Chunk) (emi
 	case "response.refusal.delta":
 		c.Refusal = e.Delta
 		return c.Refusal != "", false, nil
+	case "response.reasoning_summary_text.delta":
+		return s.thinking(e, e.SummaryIndex, c)
+	case "response.reasoning_text.delta":
+		// Raw reasoning, from the servers that show it (gpt-oss behind
+		// vLLM or Ollama); OpenAI's own models send summaries only.
+		return s.thinking(e, e.ContentIndex, c)
 	case "response.output_item.added", "response.output_item.done":
 		return s.itemEvent(typ, e, c)
 	case "response.function_call_arguments.delta", "response.function_call_arguments.done":
@@ -273,10 +294,32 @@ func (s *upState) apply(typ string, e *upEvent, data []byte, c *chat.Chunk) (emi
 	case "response.failed":
 		return false, false, failed(e)
 	}
-	// Reasoning summaries, content parts, .done events whose deltas came,
-	// annotations, hosted tools' progress, keep-alives and event types
-	// yet to come.
+	// Summary and content parts' boundaries, .done events whose deltas
+	// came, annotations, hosted tools' progress, keep-alives and event
+	// types yet to come.
 	return false, false, nil
+}
+
+// thinking applies a reasoning delta: a summary's text or raw reasoning
+// text, of part *part of its item. The parts of one item are a
+// paragraph apart, as a chat answer's messages are.
+func (s *upState) thinking(e *upEvent, part *int, c *chat.Chunk) (emit, done bool, err error) {
+	if e.Delta == "" {
+		return false, false, nil
+	}
+	c.Thinking = e.Delta
+	if i := e.OutputIndex; i != nil && *i >= 0 && *i < len(s.items) && s.items[*i].kind == itemReasoning {
+		it := &s.items[*i]
+		p := 0
+		if part != nil {
+			p = *part
+		}
+		if it.part != 0 && it.part != p+1 {
+			c.Thinking = "\n\n" + c.Thinking
+		}
+		it.part, it.text = p+1, true
+	}
+	return true, false, nil
 }
 
 // item returns the state of the output item at *index for an event of
@@ -338,10 +381,18 @@ func (s *upState) itemEvent(typ string, e *upEvent, c *chat.Chunk) (emit, done b
 			return true, false, nil
 		case "message":
 			it.kind = itemMessage
+		case "reasoning":
+			it.kind = itemReasoning
+			if !added {
+				return s.reasoningDone(it, &item, c)
+			}
 		default:
 			it.kind = itemOther
 		}
 		return false, false, nil
+	}
+	if it.kind == itemReasoning && !added {
+		return s.reasoningDone(it, &item, c)
 	}
 	if it.kind == itemCall && !it.args {
 		// A call whose arguments came in no delta: the item has them.
@@ -354,6 +405,30 @@ func (s *upState) itemEvent(typ string, e *upEvent, c *chat.Chunk) (emit, done b
 		return true, false, nil
 	}
 	return false, false, nil
+}
+
+// reasoningDone applies a reasoning item's output_item.done: its
+// encrypted_content ends the thinking block as its signature, with the
+// item's id, so that the block can go back upstream in the next turn
+// (see EncodeUpstreamRequest). Its summary is sent here only when no
+// delta sent it (a server that sends the item whole).
+func (s *upState) reasoningDone(it *itemState, item *upOutItem, c *chat.Chunk) (emit, done bool, err error) {
+	if !it.text {
+		for i, p := range item.Summary {
+			if p.Text == "" {
+				continue
+			}
+			if c.Thinking != "" {
+				c.Thinking += "\n\n"
+			}
+			c.Thinking += p.Text
+			it.part, it.text = i+1, true
+		}
+	}
+	if item.EncryptedContent != "" {
+		c.Thought = &chat.Thought{Signature: item.EncryptedContent, Format: chat.ThinkingResponses, ID: item.ID}
+	}
+	return c.Thinks(), false, nil
 }
 
 // finish applies a terminal event: the finish reason and the usage.

@@ -110,6 +110,8 @@ type goldenChunk struct {
 	Model        string            `json:"model,omitempty"`
 	Text         string            `json:"text,omitempty"`
 	Refusal      string            `json:"refusal,omitempty"`
+	Thinking     string            `json:"thinking,omitempty"`
+	Thought      *chat.Thought     `json:"thought,omitempty"`
 	ToolCalls    []goldenCall      `json:"tool_calls,omitempty"`
 	FinishReason chat.FinishReason `json:"finish_reason,omitempty"`
 	Usage        *chat.Usage       `json:"usage,omitempty"`
@@ -140,7 +142,7 @@ func render(t *testing.T, chunks []chat.Chunk, err error) []byte {
 		if c.Choice != 0 {
 			t.Fatalf("chunk of choice %d", c.Choice)
 		}
-		g := goldenChunk{Model: c.Model, Text: c.Text, Refusal: c.Refusal, FinishReason: c.FinishReason, Usage: c.Usage}
+		g := goldenChunk{Model: c.Model, Text: c.Text, Refusal: c.Refusal, Thinking: c.Thinking, Thought: c.Thought, FinishReason: c.FinishReason, Usage: c.Usage}
 		for _, d := range c.ToolCalls {
 			g.ToolCalls = append(g.ToolCalls, goldenCall(d))
 		}
@@ -266,8 +268,66 @@ func TestReadUpstreamStreamAnswers(t *testing.T) {
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+			// The thinking is TestReadUpstreamThinkingRecorded's.
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(chat.Choice{}, "Thinking")); diff != "" {
 				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReadUpstreamThinkingRecorded: the reasoning summaries of the
+// recorded (and constructed) streams are read whole, as thinking and not
+// text, and a reasoning item's encrypted_content (the .done event's,
+// which differs from the .added one's) signs its block with the item's
+// id. What the thinking must be is read from the stream's own
+// reasoning_summary_text.done and output_item.done events.
+func TestReadUpstreamThinkingRecorded(t *testing.T) {
+	for _, file := range []string{"upstream_reasoning_tool_call.sse", "constructed_reasoning_incomplete.sse"} {
+		t.Run(file, func(t *testing.T) {
+			raw, err := os.ReadFile("testdata/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want chat.ThinkingBlock
+			for _, line := range strings.Split(string(raw), "\n") {
+				d, ok := strings.CutPrefix(line, "data: ")
+				if !ok {
+					continue
+				}
+				var e struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+					Item struct {
+						Type, ID         string
+						EncryptedContent string `json:"encrypted_content"`
+					} `json:"item"`
+				}
+				if err := json.Unmarshal([]byte(d), &e); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case e.Type == "response.reasoning_summary_text.done":
+					want.Text = e.Text
+				case e.Type == "response.output_item.done" && e.Item.Type == "reasoning" && e.Item.EncryptedContent != "":
+					want.Signature, want.Format, want.ID = e.Item.EncryptedContent, chat.ThinkingResponses, e.Item.ID
+				}
+			}
+			if want.Text == "" {
+				t.Fatal("the stream has no reasoning summary")
+			}
+			for name, mk := range splits(raw) {
+				got, _ := chat.Collect(pullUpstream(mk(), 0))
+				if len(got.Choices) != 1 {
+					t.Fatalf("%s: %d choices", name, len(got.Choices))
+				}
+				ch := got.Choices[0]
+				if diff := cmp.Diff([]chat.ThinkingBlock{want}, ch.Thinking); diff != "" {
+					t.Errorf("%s: thinking (-want +got):\n%s", name, diff)
+				}
+				if strings.Contains(ch.Text, "**") {
+					t.Errorf("%s: thinking in the text: %q", name, ch.Text)
+				}
 			}
 		})
 	}
@@ -398,7 +458,44 @@ var upstreamRows = []struct {
 			ev(`{"type":"response.web_search_call.searching","output_index":0,"item_id":"ws_1"}`) +
 			ev(`{"type":"response.output_text.annotation.added","output_index":0,"annotation":{"type":"url_citation","url":"https://example.com"}}`) +
 			ev(`{"type":"response.reasoning_text.delta","output_index":0,"delta":"hmm"}`) + ev(evHi) + ev(evDone),
-		want: []chat.Chunk{{Model: "gpt-x"}, {Text: "hi"}, {FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 1}}},
+		want: []chat.Chunk{{Model: "gpt-x"}, {Thinking: "hmm"}, {Text: "hi"}, {FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 1}}},
+	},
+	{
+		// Written from the documented event types (synthetic): two
+		// reasoning items, the first with two summary parts (a paragraph
+		// apart), each ended by its encrypted_content; the second has
+		// raw reasoning text instead of a summary; part boundaries and
+		// .done events carry nothing new.
+		name: "synthetic: summaries, raw reasoning and encrypted content",
+		in: ev(evCreated) +
+			ev(`{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[]}}`) +
+			ev(`{"type":"response.reasoning_summary_part.added","output_index":0,"item_id":"rs_1","summary_index":0,"part":{"type":"summary_text","text":""}}`) +
+			ev(`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":0,"delta":"**Plan**\n\nFirst"}`) +
+			ev(`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":0,"delta":" step."}`) +
+			ev(`{"type":"response.reasoning_summary_text.done","output_index":0,"item_id":"rs_1","summary_index":0,"text":"**Plan**\n\nFirst step."}`) +
+			ev(`{"type":"response.reasoning_summary_text.delta","output_index":0,"item_id":"rs_1","summary_index":1,"delta":"Then \"done\" ✓"}`) +
+			ev(`{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAA+/=1","summary":[{"type":"summary_text","text":"**Plan**\n\nFirst step."},{"type":"summary_text","text":"Then \"done\" ✓"}]}}`) +
+			ev(`{"type":"response.output_item.added","output_index":1,"item":{"id":"rs_2","type":"reasoning"}}`) +
+			ev(`{"type":"response.reasoning_text.delta","output_index":1,"item_id":"rs_2","content_index":0,"delta":"raw"}`) +
+			ev(`{"type":"response.output_item.done","output_index":1,"item":{"id":"rs_2","type":"reasoning","encrypted_content":"gBBB"}}`) +
+			ev(`{"type":"response.output_item.added","output_index":2,"item":{"id":"msg_1","type":"message","content":[],"role":"assistant"}}`) +
+			ev(`{"type":"response.output_text.delta","output_index":2,"delta":"hi"}`) + ev(evDone),
+		want: []chat.Chunk{{Model: "gpt-x"}, {Thinking: "**Plan**\n\nFirst"}, {Thinking: " step."}, {Thinking: "\n\nThen \"done\" ✓"},
+			{Thought: &chat.Thought{Signature: "gAAA+/=1", Format: chat.ThinkingResponses, ID: "rs_1"}},
+			{Thinking: "raw"}, {Thought: &chat.Thought{Signature: "gBBB", Format: chat.ThinkingResponses, ID: "rs_2"}},
+			{Text: "hi"}, {FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 1}}},
+	},
+	{
+		// A reasoning item that comes whole (no deltas), and one without
+		// encrypted_content (the request did not include it): its
+		// summary is the thinking, and no signature follows.
+		name: "synthetic: a reasoning item whole, one without encrypted content",
+		in: ev(`{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"enc","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}]}}`) +
+			ev(`{"type":"response.output_item.added","output_index":1,"item":{"id":"rs_2","type":"reasoning","summary":[]}}`) +
+			ev(`{"type":"response.output_item.done","output_index":1,"item":{"id":"rs_2","type":"reasoning","summary":[]}}`) +
+			ev(evHi) + ev(evDone),
+		want: []chat.Chunk{{Thinking: "a\n\nb", Thought: &chat.Thought{Signature: "enc", Format: chat.ThinkingResponses, ID: "rs_1"}},
+			{Text: "hi"}, {Model: "gpt-x", FinishReason: chat.FinishStop, Usage: &chat.Usage{InputTokens: 5, OutputTokens: 1}}},
 	},
 	{
 		name: "the terminal event ends the stream: what follows is not read",
