@@ -20,7 +20,7 @@ func (p *Provider) serveMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		req := pr.Request
 		show := askThinking(body, dialectMessages, req)
-		enc := &messagesStream{anthropic.EventEncoder{ID: fmt.Sprintf("msg_sim%d", p.seq.Load()+1), Model: req.Model, InputTokens: chat.EstimateInputTokens(req)}}
+		enc := &messagesStream{anthropic.EventEncoder{ID: fmt.Sprintf("msg_sim%d", p.seq.Load()+1), Model: req.Model, InputTokens: chat.EstimateInputTokens(req), Thinking: pr.Thinking}}
 		return &parsed{req, pr.Stream, show, enc}, nil
 	})
 }
@@ -47,7 +47,7 @@ func (e *messagesStream) end(b []byte, reason chat.FinishReason, u *chat.Usage) 
 func (e *messagesStream) fail(b []byte, ce *chat.Error) []byte { return e.Error(b, ce) }
 
 func (e *messagesStream) whole(w http.ResponseWriter, resp *chat.Response) {
-	writeJSON(w, http.StatusOK, anthropic.EncodeMessage(e.ID, e.Model, resp))
+	writeJSON(w, http.StatusOK, anthropic.EncodeMessage(e.ID, e.Model, resp, e.Thinking))
 }
 
 // serveResponses is OpenAI's POST /v1/responses, written by the
@@ -60,7 +60,7 @@ func (p *Provider) serveResponses(w http.ResponseWriter, r *http.Request) {
 		}
 		req := pr.Request
 		show := askThinking(body, dialectResponses, req)
-		enc := &responsesStream{responses.EventEncoder{ID: fmt.Sprintf("resp_sim%d", p.seq.Load()+1), Model: req.Model, CreatedAt: time.Now().Unix()}}
+		enc := &responsesStream{responses.EventEncoder{ID: fmt.Sprintf("resp_sim%d", p.seq.Load()+1), Model: req.Model, CreatedAt: time.Now().Unix(), Summary: pr.Summary, Encrypted: pr.Encrypted}}
 		return &parsed{req, pr.Stream, show, enc}, nil
 	})
 }
