@@ -402,9 +402,7 @@ var efforts = map[string]string{"low": "low", "medium": "medium", "high": "high"
 // display "omitted" is Hide too, and the client gets its thinking blocks
 // with their signatures but no text, as Anthropic sends them.
 func parseThinking(raw map[string]json.RawMessage) (*chat.ThinkingAsk, Show, error) {
-	var oc struct {
-		Effort string `json:"effort"`
-	}
+	var oc OutputConfig
 	if err := reqbody.Field(raw, "output_config", &oc); err != nil {
 		return nil, ShowNone, err
 	}
@@ -412,11 +410,7 @@ func parseThinking(raw map[string]json.RawMessage) (*chat.ThinkingAsk, Show, err
 	if oc.Effort != "" && !ok {
 		return nil, ShowNone, reqbody.Errorf("output_config.effort", "must be one of low, medium, high, xhigh, max")
 	}
-	var t struct {
-		Type         string `json:"type"`
-		BudgetTokens *int   `json:"budget_tokens"`
-		Display      string `json:"display"`
-	}
+	var t ThinkingParam
 	if err := reqbody.Field(raw, "thinking", &t); err != nil {
 		return nil, ShowNone, err
 	}
@@ -430,13 +424,10 @@ func parseThinking(raw map[string]json.RawMessage) (*chat.ThinkingAsk, Show, err
 	case "disabled":
 		return &chat.ThinkingAsk{Effort: "none"}, ShowNone, nil
 	case "enabled":
-		if t.BudgetTokens == nil {
-			return nil, ShowNone, reqbody.Errorf("thinking.budget_tokens", "required when type is enabled")
+		if t.BudgetTokens < 1024 {
+			return nil, ShowNone, reqbody.Errorf("thinking.budget_tokens", "required when type is enabled, and at least 1024")
 		}
-		if *t.BudgetTokens < 1024 {
-			return nil, ShowNone, reqbody.Errorf("thinking.budget_tokens", "must be at least 1024")
-		}
-		ask.BudgetTokens = *t.BudgetTokens
+		ask.BudgetTokens = t.BudgetTokens
 	case "adaptive":
 		if ask.Effort == "" {
 			ask.Effort = "high"

@@ -56,11 +56,8 @@ type request struct {
 	Text               *struct {
 		Format *format `json:"format"`
 	} `json:"text"`
-	Reasoning *struct {
-		Effort  *string `json:"effort"`
-		Summary *string `json:"summary"`
-	} `json:"reasoning"`
-	Include []string `json:"include"`
+	Reasoning *upReasoning `json:"reasoning"`
+	Include   []string     `json:"include"`
 }
 
 type tool struct {
@@ -218,30 +215,25 @@ var efforts = map[string]string{"none": "none", "minimal": "minimal", "low": "lo
 // reasoning.effort without a summary asks the model to think but not to
 // show it: Hide (the thinking is still measured and billed), as OpenAI
 // sends no summary unless asked.
-func parseReasoning(r *struct {
-	Effort  *string `json:"effort"`
-	Summary *string `json:"summary"`
-}) (*chat.ThinkingAsk, bool, error) {
-	if r == nil || r.Effort == nil && r.Summary == nil {
+func parseReasoning(r *upReasoning) (*chat.ThinkingAsk, bool, error) {
+	if r == nil || *r == (upReasoning{}) {
 		return nil, false, nil
 	}
 	ask := &chat.ThinkingAsk{}
-	if r.Effort != nil {
-		e, ok := efforts[*r.Effort]
+	if r.Effort != "" {
+		e, ok := efforts[r.Effort]
 		if !ok {
-			return nil, false, reqbody.Errorf("reasoning.effort", "%q is not one of none, minimal, low, medium, high, xhigh", *r.Effort)
+			return nil, false, reqbody.Errorf("reasoning.effort", "%q is not one of none, minimal, low, medium, high, xhigh", r.Effort)
 		}
 		ask.Effort = e
 	}
 	summary := false
-	if r.Summary != nil {
-		switch *r.Summary {
-		case "auto", "concise", "detailed":
-			summary = true
-		case "none":
-		default:
-			return nil, false, reqbody.Errorf("reasoning.summary", "%q is not one of auto, concise, detailed, none", *r.Summary)
-		}
+	switch r.Summary {
+	case "auto", "concise", "detailed":
+		summary = true
+	case "", "none":
+	default:
+		return nil, false, reqbody.Errorf("reasoning.summary", "%q is not one of auto, concise, detailed, none", r.Summary)
 	}
 	ask.Hide = !summary
 	return ask, summary, nil
