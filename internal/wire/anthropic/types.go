@@ -12,10 +12,10 @@
 //   - Tool-call arguments that are not a JSON object (Anthropic's input
 //     must be one) are sent as {"_raw": "<arguments>"}, so the model still
 //     sees what it wrote rather than the request failing.
-//   - Thinking blocks are neither surfaced nor counted; redacted and
-//     unknown block types in a stream are skipped. A client's thinking
-//     blocks are dropped from its history, and a tool result's is_error
-//     is not kept: chat.Message has no place for either.
+//   - Unknown block types in a stream are skipped. A client's thinking
+//     blocks are kept unchanged (Message.Thinking), but a tool result's
+//     is_error is not: chat.Message has no place for it. Another
+//     provider's thinking signatures are not written to a client.
 //   - OpenAI-only request fields (n, seed, response_format, Extra) are not
 //     sent; temperatures above Anthropic's maximum of 1 are clamped to 1,
 //     and top_p is dropped when a temperature is set, as recent models
