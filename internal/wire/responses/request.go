@@ -326,6 +326,13 @@ func parseInput(raw json.RawMessage, resolve Resolver) ([]chat.Message, error) {
 			if resolve != nil && it.ID != "" {
 				text, ok = resolve(it.ID)
 			}
+			if !ok && strings.HasPrefix(it.ID, "rs_") {
+				// A reasoning item of an earlier answer, which clients
+				// that leave store on refer to (the Vercel AI SDK):
+				// firstword keeps none, and an answer can do without
+				// its earlier thinking, so it is dropped.
+				continue
+			}
 			if !ok {
 				return nil, reqbody.Errorf(param+".id", "item_reference %q is not an answer this gateway keeps: firstword keeps the message items it sent for an hour; send the text instead (with the Vercel AI SDK, providerOptions: {openai: {store: false}})", it.ID)
 			}

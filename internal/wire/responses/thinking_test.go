@@ -199,7 +199,8 @@ func TestParseRequestReasoning(t *testing.T) {
 		{"type":"reasoning","id":"rs_2","summary":[]},
 		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"19"}]},
 		{"type":"reasoning","id":"rs_3","encrypted_content":"dropped","summary":[]},
-		{"role":"user","content":"thanks"}]}`
+		{"role":"user","content":"thanks"},
+		{"type":"item_reference","id":"rs_0_resp_earlier"}]}`
 	pr, err := ParseRequest([]byte(body), nil)
 	if err != nil {
 		t.Fatal(err)
