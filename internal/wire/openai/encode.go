@@ -40,9 +40,6 @@ type ChunkEncoder struct {
 // (Anthropic's), or nil.
 func (e *ChunkEncoder) thought(c *chat.Chunk) *chat.ThinkingBlock {
 	th := c.Thought
-	if c.Thinking == "" && th == nil {
-		return nil
-	}
 	for len(e.thinking) <= c.Choice {
 		e.thinking = append(e.thinking, nil)
 	}
@@ -114,7 +111,10 @@ func appendThinkingBlock(b []byte, tb *chat.ThinkingBlock) []byte {
 // delta, so a client sees the failed attempt's thinking, then the new
 // attempt's (the thinking_blocks it gets are the new attempt's only).
 func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
-	block := e.thought(c)
+	var block *chat.ThinkingBlock
+	if c.Thinking != "" || c.Thought != nil {
+		block = e.thought(c) // answer text skips the call
+	}
 	if !c.Visible() && c.FinishReason == "" && c.Thinking == "" && block == nil {
 		return b
 	}
