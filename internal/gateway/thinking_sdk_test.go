@@ -98,7 +98,8 @@ func TestThinkingSDKsFromAnthropic(t *testing.T) {
 // item with a summary and encrypted content, then a function call),
 // through the gateway to the OpenAI SDK's Responses client that asked
 // for summaries and the encrypted content: the summary, streamed, then
-// the call; the final response lists the reasoning item first.
+// the call; the final response lists the reasoning first, its encrypted
+// content with the upstream's item id.
 func TestThinkingSDKFromResponses(t *testing.T) {
 	up := replay(t, "../../wire/responses/testdata/upstream_reasoning_tool_call.sse")
 	gw := gatewaytest.StartYAML(t, `
@@ -138,11 +139,15 @@ models:
 	if summary.String() != want || !sawCall {
 		t.Errorf("summary %q, call %v", summary.String(), sawCall)
 	}
-	if len(final.Output) != 2 || final.Output[0].Type != "reasoning" || final.Output[1].Type != "function_call" {
+	// The summary's item, then the encrypted content in an item with the
+	// upstream's id (known when its item ends), then the call.
+	if len(final.Output) != 3 || final.Output[2].Type != "function_call" {
 		t.Fatalf("output %+v", final.Output)
 	}
-	if rs := final.Output[0].AsReasoning(); !strings.HasPrefix(rs.EncryptedContent, "gAAAAABpPDIV") || len(rs.Summary) != 1 || rs.Summary[0].Text != want {
-		t.Errorf("reasoning item %+v", rs)
+	item, encrypted := final.Output[0].AsReasoning(), final.Output[1].AsReasoning()
+	if len(item.Summary) != 1 || item.Summary[0].Text != want ||
+		encrypted.ID != "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9" || !strings.HasPrefix(encrypted.EncryptedContent, "gAAAAABpPDIV") {
+		t.Errorf("reasoning items %s and %s", item.RawJSON(), encrypted.RawJSON())
 	}
 }
 

@@ -298,18 +298,21 @@ func TestThinkingAnthropicMessages(t *testing.T) {
 }
 
 // TestThinkingResponses: a Responses client that asked for summaries and
-// encrypted content sees a reasoning item (its summary streamed) before
-// the message; the official OpenAI SDK reads it, and the item sent back
-// in the next request's input reaches the upstream as the assistant
-// turn's thinking, its encrypted content unchanged.
+// encrypted content sees the summary streamed in a reasoning item, then
+// the encrypted content in an item of the upstream's id (known only at
+// the end), then the message; the official OpenAI SDK reads them, and
+// the items sent back in the next request's input reach the upstream as
+// the assistant turn's thinking, the encrypted content unchanged with the
+// upstream's id.
 func TestThinkingResponses(t *testing.T) {
 	th, srv := surfaceServer(t, chat.ThinkingResponses)
 	raw := postSurface(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":"Capital of France?","reasoning":{"effort":"low","summary":"auto"},"include":["reasoning.encrypted_content"]}`)
 	inOrderOf(t, raw,
 		`"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"rs_0_`,
 		`"type":"response.reasoning_summary_text.delta",`, `"delta":"The user asks for "`,
-		`"type":"response.output_item.done",`, `"encrypted_content":"`+surfaceSig+`"`,
-		`"type":"response.output_text.delta",`, `"output_index":1,`, `"delta":"Paris"`,
+		`"type":"response.output_item.done",`,
+		`"output_index":1,"item":{"id":"rs_up_1","type":"reasoning","encrypted_content":"`+surfaceSig+`"`,
+		`"type":"response.output_text.delta",`, `"output_index":2,`, `"delta":"Paris"`,
 		`"type":"response.completed"`)
 
 	client := openai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
@@ -340,19 +343,21 @@ func TestThinkingResponses(t *testing.T) {
 	if d := cmp.Diff(wantOrder, order); d != "" {
 		t.Errorf("deltas (-want +got):\n%s", d)
 	}
-	if len(final.Output) != 2 {
+	if len(final.Output) != 3 {
 		t.Fatalf("output = %+v", final.Output)
 	}
-	rs := final.Output[0].AsReasoning()
-	if rs.EncryptedContent != surfaceSig || len(rs.Summary) != 1 || rs.Summary[0].Text != `The user asks for France's capital: "Paris".` || final.OutputText() != "Paris." {
-		t.Errorf("reasoning item %+v, text %q", rs, final.OutputText())
+	summary, encrypted := final.Output[0].AsReasoning(), final.Output[1].AsReasoning()
+	if len(summary.Summary) != 1 || summary.Summary[0].Text != `The user asks for France's capital: "Paris".` || summary.EncryptedContent != "" ||
+		encrypted.ID != "rs_up_1" || encrypted.EncryptedContent != surfaceSig || final.OutputText() != "Paris." {
+		t.Errorf("reasoning items %+v and %+v, text %q", summary, encrypted, final.OutputText())
 	}
 
-	// The next request sends the reasoning item back, as an SDK user with
+	// The next request sends the reasoning items back, as an SDK user with
 	// store off does.
 	in := responses.ResponseInputParam{
 		responses.ResponseInputItemParamOfMessage("Capital of France?", responses.EasyInputMessageRoleUser),
-		{OfReasoning: &[]responses.ResponseReasoningItemParam{rs.ToParam()}[0]},
+		{OfReasoning: &[]responses.ResponseReasoningItemParam{summary.ToParam()}[0]},
+		{OfReasoning: &[]responses.ResponseReasoningItemParam{encrypted.ToParam()}[0]},
 		responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{{OfOutputText: &responses.ResponseOutputTextParam{Text: "Paris."}}}, "msg_1", responses.ResponseOutputMessageStatusCompleted),
 		responses.ResponseInputItemParamOfMessage("And Spain?", responses.EasyInputMessageRoleUser),
 	}
@@ -360,7 +365,10 @@ func TestThinkingResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := th.last()
-	want := []chat.ThinkingBlock{{Text: `The user asks for France's capital: "Paris".`, Signature: surfaceSig, Format: chat.ThinkingResponses, ID: rs.ID}}
+	want := []chat.ThinkingBlock{
+		{Text: `The user asks for France's capital: "Paris".`, Format: chat.ThinkingResponses, ID: summary.ID},
+		{Signature: surfaceSig, Format: chat.ThinkingResponses, ID: "rs_up_1"},
+	}
 	if d := cmp.Diff(want, got.Messages[1].Thinking); d != "" || got.Messages[1].Content != "Paris." {
 		t.Errorf("the assistant turn sent upstream: %q, thinking (-want +got):\n%s", got.Messages[1].Content, d)
 	}

@@ -108,8 +108,11 @@ func (e *EventEncoder) Chunk(b []byte, c *chat.Chunk) []byte {
 // reasoning item: with Summary, its text is the item's summary, streamed
 // (reasoning_summary_part.added, reasoning_summary_text.delta, and their
 // .done events when it closes); with Encrypted, a Responses upstream's
-// signature (its encrypted_content) is the item's encrypted_content. A
-// signature of any format closes the item, as does the answer's first
+// signature (its encrypted_content) is the item's encrypted_content, in
+// an item with the upstream's id (the summary's item has it when a
+// Thought named it first; otherwise the encrypted content follows the
+// summary's item in one of its own). A signature of any format closes
+// the item, as does the answer's first
 // text or call. A restart closes the open item as it stands: no event
 // takes back what was sent, and the new attempt's thinking is a new
 // item. Another format's signatures and redacted blocks are not written:
@@ -138,6 +141,14 @@ func (e *EventEncoder) thinking(b []byte, c *chat.Chunk) []byte {
 		return b
 	}
 	if ours && e.Encrypted {
+		if e.think >= 0 && th.ID != "" && e.items[e.think].id != th.ID {
+			// The summary went out in an item of firstword's naming,
+			// before the upstream's id was known; the encrypted content
+			// is only good with that id (a Responses upstream looks it
+			// up), so it is an item of its own, with the upstream's id.
+			b = e.closeReasoning(b)
+			e.name = th.ID
+		}
 		b = e.openReasoning(b, false)
 		e.items[e.think].encrypted = th.Signature
 	}

@@ -30,6 +30,7 @@ func TestEncodeReasoning(t *testing.T) {
 		summary, encrypted bool
 		events             string
 		output             string // the final response's output, as JSON
+		unnamed            bool   // no Thought names the upstream's item before it ends
 	}{
 		{"summary and encrypted", true, true,
 			"response.created response.in_progress " +
@@ -44,28 +45,49 @@ func TestEncodeReasoning(t *testing.T) {
 			`[{"id":"rs_up1","type":"reasoning","encrypted_content":"gAAAAABpPDIU","summary":[{"type":"summary_text","text":"**Planning**\n\nI'll add \"12\" and 7."}]},` +
 				`{"id":"rs_1_resp_1","type":"reasoning","summary":[{"type":"summary_text","text":"a failed attempt"}]},` +
 				`{"id":"rs_2_resp_1","type":"reasoning","summary":[{"type":"summary_text","text":"again"}]},` +
-				`{"id":"msg_3_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`},
+				`{"id":"msg_3_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`, false},
+		{"summary, then encrypted content in an item of the upstream's id", true, true,
+			"response.created response.in_progress " +
+				"response.output_item.added response.reasoning_summary_part.added response.reasoning_summary_text.delta response.reasoning_summary_text.delta " +
+				"response.reasoning_summary_text.done response.reasoning_summary_part.done response.output_item.done " +
+				"response.output_item.added response.output_item.done " +
+				"response.output_item.added response.reasoning_summary_part.added response.reasoning_summary_text.delta " +
+				"response.reasoning_summary_text.done response.reasoning_summary_part.done response.output_item.done " +
+				"response.output_item.added response.reasoning_summary_part.added response.reasoning_summary_text.delta " +
+				"response.reasoning_summary_text.done response.reasoning_summary_part.done response.output_item.done " +
+				"response.output_item.added response.content_part.added response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
+				"response.completed",
+			`[{"id":"rs_0_resp_1","type":"reasoning","summary":[{"type":"summary_text","text":"**Planning**\n\nI'll add \"12\" and 7."}]},` +
+				`{"id":"rs_up1","type":"reasoning","encrypted_content":"gAAAAABpPDIU","summary":[]},` +
+				`{"id":"rs_2_resp_1","type":"reasoning","summary":[{"type":"summary_text","text":"a failed attempt"}]},` +
+				`{"id":"rs_3_resp_1","type":"reasoning","summary":[{"type":"summary_text","text":"again"}]},` +
+				`{"id":"msg_4_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`,
+			true},
 		{"encrypted only", false, true,
 			"response.created response.in_progress response.output_item.added response.output_item.done " +
 				"response.output_item.added response.content_part.added response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
 				"response.completed",
 			`[{"id":"rs_up1","type":"reasoning","encrypted_content":"gAAAAABpPDIU","summary":[]},` +
-				`{"id":"msg_1_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`},
+				`{"id":"msg_1_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`, false},
 		{"neither", false, false,
 			"response.created response.in_progress " +
 				"response.output_item.added response.content_part.added response.output_text.delta response.output_text.done response.content_part.done response.output_item.done " +
 				"response.completed",
-			`[{"id":"msg_0_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`},
+			`[{"id":"msg_0_resp_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"19","annotations":[],"logprobs":[]}]}]`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &EventEncoder{ID: "resp_1", Model: "gpt-5", CreatedAt: 1700000000, Summary: tt.summary, Encrypted: tt.encrypted}
+			chunks := reasoningChunks
+			if tt.unnamed {
+				chunks = chunks[1:]
+			}
 			var b []byte
-			for i := range reasoningChunks {
-				b = e.Chunk(b, &reasoningChunks[i])
+			for i := range chunks {
+				b = e.Chunk(b, &chunks[i])
 			}
 			b = e.Finish(b, chat.FinishStop, &chat.Usage{InputTokens: 5, OutputTokens: 40, ReasoningTokens: 38})
-			if tt.summary && tt.encrypted {
+			if tt.name == "summary and encrypted" {
 				golden(t, "constructed_encode_reasoning.sse", b)
 			}
 			evs := events(t, b)
@@ -118,6 +140,7 @@ func TestEncodeReasoning(t *testing.T) {
 			}
 			wantKinds := map[string][]string{
 				"summary and encrypted": {"reasoning:", "message:"}, // the restart dropped the first attempt's
+				"summary, then encrypted content in an item of the upstream's id": {"reasoning:", "message:"},
 				"encrypted only":        {"message:"},
 				"neither":               {"message:"},
 			}[tt.name]
