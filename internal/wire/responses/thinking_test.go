@@ -141,8 +141,8 @@ func TestEncodeReasoning(t *testing.T) {
 			wantKinds := map[string][]string{
 				"summary and encrypted": {"reasoning:", "message:"}, // the restart dropped the first attempt's
 				"summary, then encrypted content in an item of the upstream's id": {"reasoning:", "message:"},
-				"encrypted only":        {"message:"},
-				"neither":               {"message:"},
+				"encrypted only": {"message:"},
+				"neither":        {"message:"},
 			}[tt.name]
 			if d := cmp.Diff(wantKinds, kinds); d != "" {
 				t.Errorf("Response output (-want +got):\n%s\n%s", d, whole)
