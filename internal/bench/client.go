@@ -15,12 +15,12 @@ import (
 
 // Sample is one streamed request as the client saw it.
 type Sample struct {
-	TTFT  time.Duration   // request sent → first content event parsed
+	TTFT time.Duration // request sent → first content event parsed
 	// FirstThought is request sent → first thinking (reasoning_content)
 	// event parsed; 0 when none came.
 	FirstThought time.Duration
-	Total time.Duration   // request sent → stream end
-	Gaps  []time.Duration // between content events
+	Total        time.Duration   // request sent → stream end
+	Gaps         []time.Duration // between content events
 }
 
 // NewClient returns an HTTP client for conc concurrent streams.

@@ -303,3 +303,24 @@ func TestErrorsInEachDialect(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesSignatureChecked: a Messages request whose assistant turn
+// carries the sim's thinking block unchanged is answered; one whose
+// block's text or signature changed is refused, as Anthropic refuses it.
+func TestMessagesSignatureChecked(t *testing.T) {
+	srv := serve(t, 1)
+	text := "Let me think."
+	turn := func(thinking, sig string) string {
+		return `{"model":"small","max_tokens":100,"messages":[{"role":"user","content":"q"},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"` + thinking + `","signature":"` + sig + `"},{"type":"text","text":"a"}]},` +
+			`{"role":"user","content":"and? [sim ttft=1ms gap=1ms tokens=2]"}]}`
+	}
+	if code, body := post(t, srv.URL+"/v1/messages", turn(text, sim.Signature(text))); code != 200 {
+		t.Errorf("an unchanged block: %d %s", code, body)
+	}
+	for _, body := range []string{turn(text+"!", sim.Signature(text)), turn(text, sim.Signature(text)+"x")} {
+		if code, b := post(t, srv.URL+"/v1/messages", body); code != 400 || !strings.Contains(b, "invalid signature") {
+			t.Errorf("a changed block: %d %s, want 400 invalid signature", code, b)
+		}
+	}
+}
