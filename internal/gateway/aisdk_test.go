@@ -25,6 +25,12 @@ type aisdkResult struct {
 	InputTokens  int               `json:"inputTokens"`
 	Thrown       string            `json:"thrown"`
 	Status       int               `json:"status"`
+	// Reasoning is the text of the reasoning parts, ReasoningAfterText
+	// whether any came after answer text, and Signature the Anthropic
+	// provider's signature of the thinking block.
+	Reasoning          string `json:"reasoning"`
+	ReasoningAfterText bool   `json:"reasoningAfterText"`
+	Signature          string `json:"signature"`
 }
 
 // TestVercelAISDK drives the gateway with the Vercel AI SDK (ai 6 with
@@ -32,7 +38,8 @@ type aisdkResult struct {
 // Node.js: Chat Completions (openai.chat, createOpenAICompatible), the
 // Responses API (openai(model), the SDK's default) and the Messages API
 // (createAnthropic), streamed and whole, with a tool
-// call, a failure mid-stream, a cut answer and an unknown model. It needs
+// call, a failure mid-stream, a cut answer, an unknown model and a model
+// that thinks (reasoning parts from each provider). It needs
 // Node.js and the packages in internal/cli/testdata/aisdk (`npm ci` there;
 // .ci/run does it, there) and says so when it skips.
 func TestVercelAISDK(t *testing.T) {
@@ -50,6 +57,8 @@ providers:
 models:
   fast:
     deployments: [{provider: sim, model: small}]
+  reasoner:
+    deployments: [{provider: sim, model: reasoner}]
 `, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -106,6 +115,20 @@ models:
 	}
 	if r := res["responses_second_turn"]; r.Thrown != "" || r.Text != "again|again" {
 		t.Errorf("responses_second_turn: %+v; want both second turns answered", r)
+	}
+	// Thinking (issue 32): each provider reports reasoning parts, all
+	// before the answer, the same thinking from each dialect.
+	for _, name := range []string{"compat_reasoning", "anthropic_reasoning", "responses_reasoning"} {
+		r := res[name]
+		if r.Thrown != "" || r.Reasoning == "" || r.ReasoningAfterText || r.Text == "" || r.Finish != "stop" || strings.Contains(r.Text, r.Reasoning) {
+			t.Errorf("%s: %+v; want reasoning parts, then the answer", name, r)
+		}
+		if r.Reasoning != res["compat_reasoning"].Reasoning {
+			t.Errorf("%s: reasoning %q, Chat Completions read %q", name, r.Reasoning, res["compat_reasoning"].Reasoning)
+		}
+	}
+	if r := res["anthropic_reasoning"]; !strings.HasPrefix(r.Signature, "simsig1") {
+		t.Errorf("anthropic_reasoning: signature %q; want the sim's", r.Signature)
 	}
 	if r := res["unknown_model"]; r.Status != 404 || !strings.Contains(r.Thrown, `"nope" does not exist`) {
 		t.Errorf("unknown_model: %+v; want a 404 naming the model", r)

@@ -14,18 +14,22 @@ const compat = createOpenAICompatible({ name: 'firstword', baseURL: base + '/v1'
 const anthropic = createAnthropic({ baseURL: base + '/v1', apiKey: 'unused' });
 const weather = { get_weather: tool({ description: 'weather', inputSchema: jsonSchema({ type: 'object', properties: { query: { type: 'string' } } }) }) };
 const fast = '[sim tokens=12 gap=1ms ttft=10ms]';
+const thinks = 'Why is the sky blue? [sim think=60ms tokens=8 gap=1ms ttft=5ms]';
 
 async function stream(model, prompt, extra = {}) {
-  const r = streamText({ model, prompt, tools: extra.tools, maxRetries: 0, onError: () => {} });
-  let text = '', deltas = 0;
+  const r = streamText({ model, prompt, tools: extra.tools, providerOptions: extra.providerOptions, maxRetries: 0, onError: () => {} });
+  let text = '', deltas = 0, reasoning = '', reasoningAfterText = false, signature = '';
   const calls = [], errors = [];
   for await (const p of r.fullStream) {
     if (p.type === 'text-delta') { text += p.text; deltas++; }
+    if (p.type === 'reasoning-delta') { reasoning += p.text; if (text) reasoningAfterText = true; }
+    if (p.type.startsWith('reasoning') && p.providerMetadata?.anthropic?.signature) signature = p.providerMetadata.anthropic.signature;
     if (p.type === 'tool-call') calls.push({ name: p.toolName, input: p.input });
     if (p.type === 'error') errors.push(String(p.error?.message ?? p.error));
   }
   const usage = await r.usage;
-  return { text, deltas, calls, errors, finish: await r.finishReason, outputTokens: usage.outputTokens ?? -1, inputTokens: usage.inputTokens ?? -1 };
+  return { text, deltas, calls, errors, finish: await r.finishReason, outputTokens: usage.outputTokens ?? -1, inputTokens: usage.inputTokens ?? -1,
+    reasoning, reasoningAfterText, signature, reasoningTokens: usage.outputTokenDetails?.reasoningTokens ?? usage.reasoningTokens ?? -1 };
 }
 
 async function generate(model, prompt, extra = {}) {
@@ -71,6 +75,11 @@ const cases = {
   anthropic_generate: () => generate(anthropic('fast'), 'hello ' + fast),
   anthropic_tool: () => stream(anthropic('fast'), 'weather? [sim tool=get_weather ttft=10ms gap=1ms]', { tools: weather }),
   anthropic_error_mid: () => stream(anthropic('fast'), 'x [sim fault=error_mid after=5 ttft=10ms gap=1ms]'),
+  compat_reasoning: () => stream(compat('reasoner'), thinks),
+  anthropic_reasoning: () => stream(anthropic('reasoner'), thinks,
+    { providerOptions: { anthropic: { thinking: { type: 'enabled', budgetTokens: 1024 } } } }),
+  responses_reasoning: () => stream(openai('reasoner'), thinks,
+    { providerOptions: { openai: { forceReasoning: true, reasoningEffort: 'low', reasoningSummary: 'auto' } } }),
   anthropic_length: () => generate(anthropic('fast'), 'x [sim ttft=10ms gap=1ms]', { maxOutputTokens: 5 }),
 };
 
