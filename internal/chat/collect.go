@@ -49,6 +49,14 @@ func (c *Collector) Add(ch Chunk) {
 	if !ch.Visible() && ch.FinishReason == "" && !ch.Thinks() {
 		return
 	}
+	if ch.Thought != nil && ch.Thought.Restart {
+		// The router's restart is for every choice of the failed attempt.
+		for _, t := range c.think {
+			if t != nil {
+				*t = ThinkingCollector{}
+			}
+		}
+	}
 	if ch.Choice < 0 || ch.Choice >= MaxChoices {
 		return
 	}

@@ -53,6 +53,12 @@ func (t *Tally) Add(c *Chunk) {
 			t.out.Add(tc.Arguments)
 		}
 	}
+	if c.Thought != nil && c.Thought.Restart && !t.Visible {
+		// What came so far was an attempt's that failed before its answer
+		// (its usage so far, its thinking): the router billed it as that
+		// attempt's, and the next attempt's counts start afresh.
+		t.SoFar, t.out, t.Thinking = nil, TokenCount{}, 0
+	}
 	if c.Thinking != "" {
 		// Thinking is billed as output, as providers bill it.
 		t.Thinking += len(c.Thinking)

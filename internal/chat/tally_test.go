@@ -26,6 +26,8 @@ func TestTallyKeepsUsageSoFar(t *testing.T) {
 			Usage{InputTokens: 31, OutputTokens: 7}},
 		{"final usage wins", []Chunk{start, {Text: "Hello there"}, {FinishReason: FinishStop, Usage: &Usage{InputTokens: 1234, OutputTokens: 2}}},
 			Usage{InputTokens: 1234, OutputTokens: 2}},
+		{"a restart drops a failed attempt's counts", []Chunk{start, {Thinking: "a long thought of the failed attempt"}, {Thought: &Thought{Restart: true}}, {Thinking: "Hmm"}, {Text: "Hello there"}},
+			Usage{InputTokens: EstimateInputTokens(req), OutputTokens: 1 + 3, Estimated: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tl Tally

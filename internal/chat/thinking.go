@@ -64,8 +64,10 @@ type ThinkingAsk struct {
 	Hide bool
 }
 
-// Efforts in the order of how much thinking they buy.
-var Efforts = []string{"none", "minimal", "low", "medium", "high"}
+// Efforts in the order of how much thinking they buy. xhigh is OpenAI's
+// highest (gpt-5.1-codex-max and later); upstreams without it get their
+// highest.
+var Efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 
 // EffortBudget is the thinking budget firstword sends for an effort to an
 // upstream that takes a budget rather than an effort (Anthropic's older
@@ -80,6 +82,8 @@ func EffortBudget(effort string) int {
 		return 8192
 	case "high":
 		return 24576
+	case "xhigh":
+		return 32768
 	}
 	return 0
 }

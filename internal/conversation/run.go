@@ -341,6 +341,11 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 // sent only if thinking was shown; a signature is kept, not sent.
 func (r *run) think(c *chat.Chunk, cp *checkpointer) bool {
 	th := c.Thought
+	if th != nil && th.Restart {
+		// Before any answer text: what was counted is the failed attempt's
+		// thinking, which the router billed as that attempt's.
+		r.sentTokens = chat.TokenCount{}
+	}
 	if th != nil && th.Restart && len(cp.delivered()) > 0 {
 		if !r.yield(Event{Kind: "thinking", Restart: true}) {
 			return false

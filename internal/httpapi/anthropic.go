@@ -41,8 +41,11 @@ func (a *anthropicSurface) setModel(m string) { a.enc.Model = m }
 func (a *anthropicSurface) heartbeat() []byte { return a.enc.Ping(nil) }
 
 func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
-	if !c.Visible() && !c.Thinks() {
-		return b // the finish and usage are written by end
+	// The finish and usage are written by end; thinking the client did
+	// not ask for writes nothing, so it commits no 200 (a failure before
+	// the answer is still a real status).
+	if !c.Visible() && (!c.Thinks() || a.enc.Thinking == anthropic.ShowNone) {
+		return b
 	}
 	return a.enc.Chunk(b, c)
 }

@@ -91,8 +91,11 @@ func (o *responsesSurface) setModel(m string) { o.enc.Model = m }
 func (o *responsesSurface) heartbeat() []byte { return commentHeartbeat }
 
 func (o *responsesSurface) chunk(b []byte, c *chat.Chunk) []byte {
-	if !c.Visible() && !c.Thinks() {
-		return b // the finish and usage are written by end
+	// The finish and usage are written by end; thinking the client did
+	// not ask for writes nothing, so it commits no 200 (a failure before
+	// the answer is still a real status).
+	if !c.Visible() && (!c.Thinks() || !o.enc.Summary && !o.enc.Encrypted) {
+		return b
 	}
 	return o.enc.Chunk(b, c)
 }

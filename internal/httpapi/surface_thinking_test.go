@@ -373,3 +373,42 @@ func TestThinkingResponses(t *testing.T) {
 		t.Errorf("the assistant turn sent upstream: %q, thinking (-want +got):\n%s", got.Messages[1].Content, d)
 	}
 }
+
+// TestHiddenThinkingCommitsNothing: a model that thinks and then fails
+// before its answer, for a client that did not ask to see the thinking,
+// gets the failure's real status, not a 200 with an error event: the
+// hidden thinking wrote nothing. A Chat Completions client, which is
+// shown the thinking, gets its 200 at the first thought.
+func TestHiddenThinkingCommitsNothing(t *testing.T) {
+	failing := providertest.Func(func(context.Context, *chat.Request) chat.Stream {
+		return func(yield func(chat.Chunk, error) bool) {
+			if yield(chat.Chunk{Thinking: "Let me see."}, nil) {
+				yield(chat.Chunk{}, &chat.Error{Category: chat.CategoryOverloaded, Message: "overloaded", Status: 529})
+			}
+		}
+	})
+	r, err := router.New(router.Config{Aliases: []router.Alias{{Name: "m", MaxAttempts: 1, Deployments: []router.Deployment{{ProviderName: "p", Model: "m", Provider: failing}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Routes: noLevers(r), Models: r, Meter: metering.NewMemory(10)}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/v1/messages", `{"model":"m","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, 529},
+		{"/v1/responses", `{"model":"m","stream":true,"reasoning":{"effort":"low"},"input":"hi"}`, 503},
+		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, 200},
+	} {
+		res, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.path, res.StatusCode, b, tc.status)
+		}
+	}
+}

@@ -145,7 +145,11 @@ func (s *session) hedged(primary, backup *deployment) (verdict, bool) {
 			// winner's upstream is released after it, before the losers
 			// are billed a last time.
 			defer got.close()
-			return got.serve(), b != nil
+			sv := got.serve()
+			// A winner that only thought, then failed, leaves the walk to go
+			// on; the primary's backup it beat was cancelled unheard, and is
+			// tried on its turn.
+			return sv, b != nil && !(sv == verdictNext && got == p)
 		}
 		// Its goroutine has reported: its tally is the session's now.
 		v = s.beforeFirst(got.d, got.idx, got.ctx, got.err, &got.t)

@@ -474,7 +474,7 @@ func (a *try) serve() verdict {
 		// client drops it before this attempt's chunks.
 		s.thought = false
 		if !s.yield(chat.Chunk{Thought: &chat.Thought{Restart: true}}, nil) {
-			return s.stopped(a.d, a.idx)
+			return a.left()
 		}
 	}
 	if a.thinking {
@@ -527,19 +527,23 @@ func (a *try) serve() verdict {
 func (a *try) think() (v verdict, ok bool) {
 	s := a.s
 	s.thought = true
+	// Each thought re-arms the first-token timer: a model that thinks is
+	// not stuck, one that went as quiet as that while thinking is.
+	a.timer.Reset(a.ftt)
 	for i := range a.pending {
 		if !s.yield(a.pending[i], nil) {
-			return s.stopped(a.d, a.idx), false
+			return a.left(), false
 		}
 	}
 	a.pending = nil
 	if !s.yield(a.head, nil) {
-		return s.stopped(a.d, a.idx), false
+		return a.left(), false
 	}
 	for {
 		c, err := a.up.Next()
 		if err == io.EOF {
 			// Thinking and nothing else: an empty answer, served.
+			a.timer.Stop()
 			s.thought = false
 			a.empty = true
 			return 0, true
@@ -549,14 +553,27 @@ func (a *try) think() (v verdict, ok bool) {
 		}
 		a.t.add(c)
 		if c.Visible() || c.FinishReason != "" || c.Usage != nil {
+			if !a.inTime() {
+				return s.beforeFirst(a.d, a.idx, a.ctx, a.err, &a.t), false
+			}
 			s.thought = false
 			a.head = *c
 			return 0, true
 		}
+		a.timer.Reset(a.ftt)
 		if !s.yield(*c, nil) {
-			return s.stopped(a.d, a.idx), false
+			return a.left(), false
 		}
 	}
+}
+
+// left ends an attempt whose caller left before its first answer: none
+// was won, so what it cost (the thinking it streamed) is billed as an
+// attempt's (see spend).
+func (a *try) left() verdict {
+	v := a.s.stopped(a.d, a.idx)
+	a.s.spend(a.idx, &a.t)
+	return v
 }
 
 // ended closes an attempt whose stream ended without an error.

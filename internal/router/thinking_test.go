@@ -140,3 +140,87 @@ func TestThinkingWinsHedge(t *testing.T) {
 		}
 	})
 }
+
+// hanger thinks once after first, then says nothing until cancelled.
+func hanger(first time.Duration) providertest.Func {
+	return providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+		return func(yield func(chat.Chunk, error) bool) {
+			select {
+			case <-ctx.Done():
+				yield(chat.Chunk{}, context.Cause(ctx))
+				return
+			case <-time.After(first):
+			}
+			if !yield(chat.Chunk{Thinking: "hmm"}, nil) {
+				return
+			}
+			<-ctx.Done()
+			yield(chat.Chunk{}, context.Cause(ctx))
+		}
+	})
+}
+
+// A model that thought once and then went quiet for a first-token timeout
+// is stuck: the next deployment answers.
+func TestThinkingThenSilenceTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, Alias{FirstTokenTimeout: 2 * time.Second, Deployments: []Deployment{
+			dep(hanger(time.Second), "stuck", "x", 0), dep(thinker([]string{"y"}, time.Second, nil), "good", "y", 1)}})
+		s := watch(t, r)
+		if s.err != nil || s.rep.Deployment != "good/y" {
+			t.Fatalf("err %v, served by %q", s.err, s.rep.Deployment)
+		}
+		if got := outcomes(s.rep); !slices.Equal(got, []Outcome{OutcomeFirstTokenTimeout, OutcomeOK}) {
+			t.Errorf("attempts %v", got)
+		}
+		// Thought at 1 s, quiet until 3 s; the second deployment thinks at 4 s.
+		if want := []string{"think:hmm", "restart", "think:y", "sig", "text:ok"}; !slices.Equal(s.kinds, want) {
+			t.Errorf("saw %q, want %q", s.kinds, want)
+		}
+		if s.at[2] != 4*time.Second {
+			t.Errorf("the second deployment's thought at %v, want 4s", s.at[2])
+		}
+	})
+}
+
+// A client that leaves while the model thinks: the attempt is cancelled,
+// and billed for what it streamed.
+func TestLeaveWhileThinkingIsBilled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRouter(t, Alias{FirstTokenTimeout: 5 * time.Second, Deployments: []Deployment{
+			dep(thinker([]string{"a", "b", "c"}, time.Second, nil), "thinker", "x", 0)}})
+		ctx, cancel := withDeadline(r, context.Background(), "chat")
+		defer cancel()
+		var rep Report
+		for c, err := range r.StreamReport(ctx, ask("hi"), &rep) {
+			if err != nil || c.Thinking == "b" {
+				break
+			}
+		}
+		if got := outcomes(rep); !slices.Equal(got, []Outcome{OutcomeCancelled}) {
+			t.Fatalf("attempts %v", got)
+		}
+		if u := rep.Attempts[0].Usage; u == nil || u.OutputTokens == 0 {
+			t.Errorf("the attempt's thinking was not billed: usage %+v", u)
+		}
+	})
+}
+
+// A hedged primary that wins by thinking and then fails before answering
+// leaves the backup it beat to be tried: it answers.
+func TestHedgeThinkingWinnerFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fail := &chat.Error{Category: chat.CategoryUpstreamUnavailable, Message: "overloaded", Retryable: true}
+		primary := thinker([]string{"a"}, time.Second, fail)
+		backup := thinker([]string{"b", "c"}, time.Second, nil)
+		r := newRouter(t, Alias{FirstTokenTimeout: 10 * time.Second, MaxAttempts: 3, Hedge: Hedge{Enabled: true, Delay: 500 * time.Millisecond}, Deployments: []Deployment{
+			dep(primary, "primary", "x", 0), dep(backup, "backup", "y", 1)}})
+		s := watch(t, r)
+		if s.err != nil || s.rep.Deployment != "backup/y" {
+			t.Fatalf("err %v, served by %q, attempts %v", s.err, s.rep.Deployment, outcomes(s.rep))
+		}
+		if want := []string{"think:a", "restart", "think:b", "think:c", "sig", "text:ok"}; !slices.Equal(s.kinds, want) {
+			t.Errorf("saw %q, want %q", s.kinds, want)
+		}
+	})
+}

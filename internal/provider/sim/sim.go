@@ -578,7 +578,7 @@ func effortTime(t time.Duration, ask *chat.ThinkingAsk) time.Duration {
 		return t / 4
 	case "low":
 		return t / 2
-	case "high":
+	case "high", "xhigh":
 		return 2 * t
 	}
 	return t

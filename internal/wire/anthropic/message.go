@@ -336,7 +336,7 @@ func claudeVersion(name string) (major, minor int, ok bool) {
 const minThinkingBudget = 1024
 
 // adaptiveEfforts maps firstword's efforts onto output_config.effort.
-var adaptiveEfforts = map[string]string{"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+var adaptiveEfforts = map[string]string{"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
 
 // askThinking asks for the thinking ask wants, in the model's form. The
 // answer cap applies to the answer: max_tokens, which counts thinking

@@ -18,9 +18,14 @@ import (
 // with server tools and citations use a few dozen.
 const maxBlocks = 4096
 
-// maxSignature bounds a thinking block's signature, joined from its
-// deltas (Anthropic's are a few KiB).
-const maxSignature = 1 << 20
+// maxSignature bounds the thinking signatures of a stream, joined from
+// their deltas (Anthropic's are a few KiB, in one delta), and
+// maxSignatureParts the deltas of one signature: joining many small
+// pieces would cost their count times the signature's size.
+const (
+	maxSignature      = 1 << 20
+	maxSignatureParts = 64
+)
 
 // noIndex marks an event without an index field.
 const noIndex = -1
@@ -113,10 +118,11 @@ const (
 
 // block is the state of one content block of the stream.
 type block struct {
-	kind blockKind
-	open bool
-	tool int  // ordinal among the stream's tool_use blocks
-	args bool // a non-empty input_json_delta arrived
+	kind  blockKind
+	open  bool
+	tool  int  // ordinal among the stream's tool_use blocks
+	args  bool // a non-empty input_json_delta arrived
+	parts int  // signature_delta events of a thinking block
 	// input is content_block_start's input when it was not empty: sent as
 	// the arguments at message_stop if no delta came. For a thinking
 	// block it is the signature so far, sent when the block stops.
@@ -127,6 +133,7 @@ type block struct {
 type streamState struct {
 	ev       event
 	started  bool
+	signed   int // bytes of thinking signatures so far
 	model    string
 	blocks   []block
 	tools    int
@@ -308,8 +315,10 @@ func (s *streamState) step(ev *sse.Event, c *chat.Chunk) (emit, done bool, err e
 		case b.kind == blockThinking && d.Type == "signature_delta":
 			// Held until the block stops: Anthropic's SDKs append a
 			// block's signature deltas, so the last is not the whole.
-			if len(b.input)+len(d.Signature) > maxSignature {
-				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent a thinking signature over %d bytes", maxSignature))
+			s.signed += len(d.Signature)
+			b.parts++
+			if s.signed > maxSignature || b.parts > maxSignatureParts {
+				return false, false, chat.ProtocolError(fmt.Errorf("upstream sent thinking signatures over %d bytes, or one in over %d pieces", maxSignature, maxSignatureParts))
 			}
 			b.input += d.Signature
 		}

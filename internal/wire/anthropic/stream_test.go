@@ -8,6 +8,7 @@ import (
 	"iter"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -583,6 +584,18 @@ var garbage = []struct {
 	{"error type without the event name", ok + "data: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"x\"}}\n\n", chat.CategoryRateLimited},
 	{"endless signature", ok + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
 		strings.Repeat(delta("1", "signature_delta", "signature", strings.Repeat("s", 400<<10)), 3), chat.CategoryProtocol},
+	{"a signature in tiny pieces", ok + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n" +
+		strings.Repeat(delta("1", "signature_delta", "signature", "s"), 1000), chat.CategoryProtocol},
+	{"signatures over the stream's bound", ok + func() string {
+		var b strings.Builder
+		for i := 1; i <= 3; i++ {
+			n := strconv.Itoa(i)
+			b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":" + n + ",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\n")
+			b.WriteString(delta(n, "signature_delta", "signature", strings.Repeat("s", 400<<10)))
+			b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":" + n + "}\n\n")
+		}
+		return b.String()
+	}(), chat.CategoryProtocol},
 }
 
 func TestReadStreamGarbage(t *testing.T) {

@@ -137,6 +137,9 @@ func nearestLevel(supported []string, effort string) string {
 	if effort == "" {
 		return ""
 	}
+	if effort == "xhigh" {
+		return supported[len(supported)-1]
+	}
 	want := max(slices.Index(levels, effort), 0) // none: the least
 	for _, l := range supported {
 		if slices.Index(levels, l) >= want {

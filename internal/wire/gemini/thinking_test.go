@@ -43,6 +43,8 @@ func TestThinkingConfig(t *testing.T) {
 			want{&ThinkingConfig{IncludeThoughts: true, ThinkingLevel: "minimal"}, 1124}},
 		{"Gemini 3 Pro: medium is high", "gemini-3-pro-preview", &chat.ThinkingAsk{Effort: "medium"}, 100,
 			want{&ThinkingConfig{IncludeThoughts: true, ThinkingLevel: "high"}, 8292}},
+		{"Gemini 3 Pro: xhigh is its highest", "gemini-3-pro-preview", &chat.ThinkingAsk{Effort: "xhigh"}, 0,
+			want{&ThinkingConfig{IncludeThoughts: true, ThinkingLevel: "high"}, 0}},
 		{"Gemini 3 Pro: none is low", "gemini-3-pro-preview", &chat.ThinkingAsk{Effort: "none"}, 100,
 			want{&ThinkingConfig{ThinkingLevel: "low"}, 100}},
 		{"a level from a budget", "gemini-3-flash", &chat.ThinkingAsk{BudgetTokens: 3000}, 0,

@@ -158,6 +158,8 @@ func think(model string, t *chat.ThinkingAsk) any {
 		return "low"
 	case effort == "low" || effort == "medium" || effort == "high":
 		return effort
+	case effort == "xhigh":
+		return "high"
 	}
 	return true
 }

@@ -109,7 +109,8 @@ func appendThinkingBlock(b []byte, tb *chat.ThinkingBlock) []byte {
 // formats' signatures have no place in this dialect and are not written.
 // A restart writes nothing: Chat Completions has no way to take back a
 // delta, so a client sees the failed attempt's thinking, then the new
-// attempt's (the thinking_blocks it gets are the new attempt's only).
+// attempt's (and any block the failed attempt had signed before it
+// failed: see docs/thinking.md).
 func (e *ChunkEncoder) AppendChunk(b []byte, c *chat.Chunk) []byte {
 	var block *chat.ThinkingBlock
 	if c.Thinking != "" || c.Thought != nil {

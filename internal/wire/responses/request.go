@@ -206,9 +206,8 @@ func ParseRequest(body []byte, resolve Resolver) (*ParsedRequest, error) {
 	return pr, nil
 }
 
-// efforts maps reasoning.effort onto the chat vocabulary's efforts:
-// OpenAI's xhigh is its highest.
-var efforts = map[string]string{"none": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+// efforts maps reasoning.effort onto the chat vocabulary's efforts.
+var efforts = map[string]string{"none": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
 
 // parseReasoning decodes reasoning into the request's ThinkingAsk (nil
 // without reasoning), and whether the client asked for summaries. A

@@ -188,7 +188,7 @@ func TestParseRequestReasoning(t *testing.T) {
 	}{
 		{name: "none"},
 		{name: "effort", fields: `"reasoning":{"effort":"low"},`, ask: &chat.ThinkingAsk{Effort: "low", Hide: true}},
-		{name: "summary", fields: `"reasoning":{"effort":"xhigh","summary":"auto"},`, ask: &chat.ThinkingAsk{Effort: "high"}, summary: true},
+		{name: "summary", fields: `"reasoning":{"effort":"xhigh","summary":"auto"},`, ask: &chat.ThinkingAsk{Effort: "xhigh"}, summary: true},
 		{name: "summary only", fields: `"reasoning":{"summary":"detailed"},`, ask: &chat.ThinkingAsk{}, summary: true},
 		{name: "summary none", fields: `"reasoning":{"effort":"medium","summary":"none"},`, ask: &chat.ThinkingAsk{Effort: "medium", Hide: true}},
 		{name: "encrypted", fields: `"reasoning":{"effort":"high"},"include":["reasoning.encrypted_content"],`, ask: &chat.ThinkingAsk{Effort: "high", Hide: true}, encrypted: true},

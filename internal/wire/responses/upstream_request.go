@@ -244,7 +244,12 @@ func askReasoning(t *chat.ThinkingAsk, out *upRequest) {
 	if effort == "" && out.Reasoning != nil {
 		effort = out.Reasoning.Effort
 	}
-	out.Reasoning = &upReasoning{Effort: effort, Summary: "auto"}
+	out.Reasoning = &upReasoning{Effort: effort}
+	if !t.Hide {
+		// Only when the thinking is shown: OpenAI refuses summaries to
+		// organisations it has not verified.
+		out.Reasoning.Summary = "auto"
+	}
 	out.Include = []string{"reasoning.encrypted_content"}
 }
 

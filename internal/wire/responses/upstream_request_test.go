@@ -219,7 +219,8 @@ func TestEncodeUpstreamRequestReasoning(t *testing.T) {
 		{"effort over extra", &chat.ThinkingAsk{Effort: "medium"}, extra, `{"effort":"medium","summary":"auto"}`, true},
 		{"budget", &chat.ThinkingAsk{BudgetTokens: 1024}, nil, `{"effort":"minimal","summary":"auto"}`, true},
 		{"default effort, extra's", &chat.ThinkingAsk{}, extra, `{"effort":"low","summary":"auto"}`, true},
-		{"default effort", &chat.ThinkingAsk{Hide: true}, nil, `{"summary":"auto"}`, true},
+		{"default effort, hidden: no summary asked", &chat.ThinkingAsk{Hide: true}, nil, `{}`, true},
+		{"effort, hidden", &chat.ThinkingAsk{Effort: "high", Hide: true}, nil, `{"effort":"high"}`, true},
 		{"none", &chat.ThinkingAsk{Effort: "none"}, nil, "", false},
 		{"none, extra", &chat.ThinkingAsk{Effort: "none"}, extra, `{"effort":"low"}`, false},
 	}
