@@ -54,10 +54,11 @@ func usageJSON(in, out int) string {
 	return fmt.Sprintf(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out) + "\n\n"
 }
 
-// thinking is an OpenAI-compatible chunk of reasoning (nothing a client
-// is shown) with the usage so far, as vLLM's continuous usage stats send.
-func thinking(in, out int) string {
-	return fmt.Sprintf(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"hmm"},"finish_reason":null}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out) + "\n\n"
+// counting is an OpenAI-compatible chunk that shows nothing and is no
+// progress (no text, no thinking: a thinking delta would win the hedge
+// race) with the usage so far, as vLLM's continuous usage stats send.
+func counting(in, out int) string {
+	return fmt.Sprintf(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out) + "\n\n"
 }
 
 // usageView waits for the local tenant's /v1/usage to show requests rows
@@ -111,13 +112,13 @@ func checkView(t *testing.T, row map[string]any, want map[string]float64) {
 }
 
 // A hedge that loses is metered: its provider reported 900 input tokens
-// and 3 of reasoning before the other answered. The answer's cost is the
+// and 3 of output before the other answered. The answer's cost is the
 // winner's alone; the view shows the two apart.
 func TestBillingHedgeLoser(t *testing.T) {
 	loser := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		gatewaytest.SSEHeaders(w)
-		gatewaytest.SSEWrite(w, thinking(900, 1)+thinking(900, 2)+thinking(900, 3))
-		<-r.Context().Done() // still thinking when it is cancelled
+		gatewaytest.SSEWrite(w, counting(900, 1)+counting(900, 2)+counting(900, 3))
+		<-r.Context().Done() // still preparing when it is cancelled
 	})
 	winner := answering(t, 12, 5)
 	gw := twoUpstreamGateway(t, "openai", loser, winner, "    hedge: {enabled: true, delay: 150ms}\n")
