@@ -377,7 +377,9 @@ const (
 	// Complete: the answer finished.
 	Complete Outcome = iota
 	// Cut: the deadline passed after the first text and the router ended
-	// the answer with chat.FinishTimeout: what was sent is the answer.
+	// the answer with chat.FinishTimeout: what was sent is all there is,
+	// and no success. A surface ends it with its error form (Err, a
+	// timeout) after the text; /v1/chat keeps it as the answer.
 	Cut
 	// Failed: the router, the model or the surface's own work (a guard's
 	// block, the context) failed the call.
@@ -397,7 +399,8 @@ const (
 type Ending struct {
 	Outcome Outcome
 	metering.Ending
-	// Err is the failure (Failed and TimedOut; nil otherwise).
+	// Err is the failure (Failed and TimedOut), or the timeout that cut
+	// the answer (Cut); nil otherwise.
 	Err *chat.Error
 }
 
@@ -419,7 +422,7 @@ func (c *Call) End(ctx context.Context, err error, gone bool) Ending {
 	case gone:
 		return Ending{Outcome: Gone, Ending: metering.Ending{Status: metering.StatusCancelled}}
 	case err == nil && c.tally.Finish == chat.FinishTimeout:
-		return Ending{Outcome: Cut, Ending: metering.Ending{Status: metering.StatusTimeout}}
+		return Ending{Outcome: Cut, Err: cutError(), Ending: metering.Ending{Status: metering.StatusTimeout}}
 	case err == nil:
 		return Ending{Outcome: Complete, Ending: metering.Ending{Status: metering.StatusComplete}}
 	case errors.Is(err, chat.ErrShutdown), errors.Is(cause, chat.ErrShutdown):
@@ -435,6 +438,12 @@ func (c *Call) End(ctx context.Context, err error, gone bool) Ending {
 		e.Outcome, e.Status = TimedOut, metering.StatusTimeout
 	}
 	return e
+}
+
+// cutError is the timeout that cut an answer after its first text.
+func cutError() *chat.Error {
+	return &chat.Error{Category: chat.CategoryTimeout, Err: chat.ErrDeadline,
+		Message: "the request's overall timeout cut the answer short: the text sent before this error is all of it"}
 }
 
 // Meter records the call: its record is built (metering.Prices.Build)

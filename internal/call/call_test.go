@@ -344,8 +344,13 @@ func TestEnd(t *testing.T) {
 			if e.Outcome != tt.want || e.Status != tt.status {
 				t.Errorf("End = %v, %q; want %v, %q", e.Outcome, e.Status, tt.want, tt.status)
 			}
-			if fail := e.Outcome == Failed || e.Outcome == TimedOut; fail != (e.Err != nil) || fail && e.ErrorCode != string(e.Err.Category) {
+			if fail := e.Outcome == Failed || e.Outcome == TimedOut; fail != (e.Err != nil && e.Outcome != Cut) || fail && e.ErrorCode != string(e.Err.Category) {
 				t.Errorf("End = %+v: a failure carries its error and its code, nothing else does", e)
+			}
+			// A cut answer is metered as before (status timeout, no error
+			// code); the surfaces end it with the timeout error it carries.
+			if e.Outcome == Cut && (e.Err == nil || e.Err.Category != chat.CategoryTimeout || !errors.Is(e.Err, chat.ErrDeadline) || e.ErrorCode != "") {
+				t.Errorf("End = %+v: a cut carries the deadline's timeout error, and no error code", e)
 			}
 		})
 	}

@@ -186,7 +186,9 @@ const (
 	FinishToolCalls     FinishReason = "tool_calls"
 	FinishContentFilter FinishReason = "content_filter"
 	// FinishTimeout means the request's overall timeout cut the answer;
-	// the text before the cut was delivered.
+	// the text before the cut was delivered. It is firstword's own: the
+	// API surfaces end such an answer with their timeout error, and only
+	// /v1/chat shows it as a finish reason.
 	FinishTimeout FinishReason = "timeout"
 )
 

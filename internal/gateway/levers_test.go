@@ -398,15 +398,26 @@ func TestLeverTable(t *testing.T) {
 }
 
 // TestDeterministicTimeout: a cacheable request (temperature 0) takes the
-// coalescing path, and its deadline still ends it as documented: the
-// answer is cut and kept with finish_reason "timeout", streamed or not.
+// coalescing path, and its deadline still ends it as documented: streamed,
+// the text so far, then an error event (code timeout), no finish and no
+// [DONE]; not streamed, a 504.
 func TestDeterministicTimeout(t *testing.T) {
 	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, leversConfig))
 	for _, stream := range []bool{true, false} {
 		body := fmt.Sprintf(`{"model":"chat","stream":%v,"temperature":0,"max_tokens":30,"messages":[{"role":"user","content":"Please explain at some length why the sky is blue and sunsets are red (%v) [sim ttft=10ms gap=100ms tokens=30]"}]}`, stream, stream)
-		text, finish, resp := completion(t, gw.URL, body, "X-Request-Timeout", "0.5")
-		if resp.StatusCode != 200 || finish != "timeout" || text == "" {
-			t.Errorf("stream=%v: status %d, finish %q, text %q; want 200, timeout and the text so far", stream, resp.StatusCode, finish, text)
+		resp := gatewaytest.Post(t, gw.URL, body, "X-Request-Timeout", "0.5")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out := string(b)
+		if !stream {
+			if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(out, `"code":"timeout"`) {
+				t.Errorf("not streamed: %d %s; want 504, code timeout", resp.StatusCode, out)
+			}
+			continue
+		}
+		if resp.StatusCode != 200 || !strings.Contains(out, `"content":"`) || !strings.HasSuffix(out, `"code":"timeout"}}`+"\n\n") ||
+			strings.Contains(out, `"finish_reason":"`) || strings.Contains(out, "[DONE]") {
+			t.Errorf("streamed: %d\n%s\nwant the text so far, then the timeout error event", resp.StatusCode, out)
 		}
 	}
 	// A cut answer is not cached: the same request again calls the upstream.

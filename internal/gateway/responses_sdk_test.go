@@ -162,33 +162,33 @@ models:
 	})
 
 	t.Run("cut by the overall timeout", func(t *testing.T) {
-		for _, streamed := range []bool{false, true} {
-			params := responses.ResponseNewParams{Model: "fast", Input: input("Go on. [sim ttft=20ms gap=10ms tokens=200]")}
-			deadline := option.WithHeader("X-Request-Timeout", "0.3")
-			var r *responses.Response
-			if streamed {
-				stream := client.Responses.NewStreaming(ctx, params, deadline)
-				for stream.Next() {
-					if ev := stream.Current(); ev.Type == "response.incomplete" {
-						resp := ev.Response
-						r = &resp
-					}
-				}
-				if err := stream.Err(); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				var err error
-				if r, err = client.Responses.New(ctx, params, deadline); err != nil {
-					t.Fatal(err)
-				}
+		params := responses.ResponseNewParams{Model: "fast", Input: input("Go on. [sim ttft=20ms gap=10ms tokens=200]")}
+		deadline := option.WithHeader("X-Request-Timeout", "0.3")
+		// Streamed: the text, then response.failed with a timeout (no
+		// Responses reason says "cut by a deadline").
+		stream := client.Responses.NewStreaming(ctx, params, deadline)
+		var last responses.ResponseStreamEventUnion
+		for stream.Next() {
+			last = stream.Current()
+			if last.Type == "response.completed" || last.Type == "response.incomplete" {
+				t.Fatalf("a cut stream ended as %s", last.Type)
 			}
-			if r == nil || r.Status != "incomplete" || r.IncompleteDetails.Reason != "timeout" || outputText(r) == "" {
-				t.Fatalf("streamed=%v: response = %+v; want incomplete (timeout) with the text before the cut", streamed, r)
-			}
-			if n := r.Usage.OutputTokens; n == 0 || n >= 200 {
-				t.Errorf("streamed=%v: %d output tokens billed, want those delivered before the cut", streamed, n)
-			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := &last.Response
+		if last.Type != "response.failed" || r.Status != "failed" || r.Error.Code != "timeout" || outputText(r) == "" {
+			t.Fatalf("last event = %s; want response.failed (timeout) with the text before the cut", last.RawJSON())
+		}
+		if n := r.Usage.OutputTokens; n == 0 || n >= 200 {
+			t.Errorf("%d output tokens billed, want those delivered before the cut", n)
+		}
+		// Not streamed: a 504, which the SDK raises.
+		_, err := client.Responses.New(ctx, params, deadline)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 504 || apiErr.Code != "timeout" {
+			t.Errorf("not streamed: err = %v; want a 504, code timeout", err)
 		}
 	})
 

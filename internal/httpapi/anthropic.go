@@ -50,14 +50,12 @@ func (a *anthropicSurface) chunk(b []byte, c *chat.Chunk) []byte {
 	return a.enc.Chunk(b, c)
 }
 
-// end closes the message. No Anthropic stop_reason says "cut by a
-// deadline", and end_turn would tell the client the answer is whole, so a
-// timeout ends the stream as Anthropic ends a broken one: with an error
-// event after the text that was sent.
+// end closes the message. A cut answer never comes here: no Anthropic
+// stop_reason says "cut by a deadline", and end_turn would tell the
+// client the answer is whole, so it ends as Anthropic ends a broken
+// stream, with an error event (timeout_error) after the text that was
+// sent (exchange.go).
 func (a *anthropicSurface) end(b []byte, x *exchange) []byte {
-	if x.call.Tally().Finish == chat.FinishTimeout {
-		return a.enc.Error(b, &chat.Error{Category: chat.CategoryTimeout, Message: "the request's overall timeout cut the answer; the text sent so far is kept"})
-	}
 	u := x.call.Usage(x.req)
 	return a.enc.Finish(b, x.call.Tally().Finish, &u)
 }

@@ -100,12 +100,12 @@ func (s *Server) background(ctx context.Context, w http.ResponseWriter, x *excha
 	}
 	x.ending = x.call.End(ctx, x.err, false)
 	switch x.ending.Outcome {
-	case call.Complete, call.Cut:
+	case call.Complete:
 		p.send(sf.end(buf[:0], x))
 	case call.Gone: // cancelled: its context is detached from its client
 		p.send(sf.cancelled(buf[:0], x))
-	default:
-		p.send(sf.errorEvent(buf[:0], x, chat.AsError(x.err)))
+	default: // failed, or cut by the deadline (response.failed either way)
+		p.send(sf.errorEvent(buf[:0], x, x.failure()))
 	}
 }
 

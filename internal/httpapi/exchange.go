@@ -410,8 +410,11 @@ func (s *Server) end(ctx context.Context, x *exchange, es *eventStream, out *wri
 			es.Uncommitted(func(w http.ResponseWriter) { x.dialect.writeError(w, chat.ErrClientClosed) })
 		}
 		return
-	case call.Failed, call.TimedOut, call.Shutdown:
-		ce := chat.AsError(x.err)
+	case call.Failed, call.TimedOut, call.Shutdown, call.Cut:
+		// A cut answer is no success: after its text, the surface's
+		// error form says the deadline cut it (no finish, no usage
+		// presented as reported, no end marker).
+		ce := x.failure()
 		if len(out.b) == 0 && es.Uncommitted(func(w http.ResponseWriter) {
 			x.commitHeaders(w.Header())
 			x.dialect.writeError(w, ce)
@@ -478,8 +481,10 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, x *exchang
 		col.Add(c)
 	}
 	x.ending = x.call.End(ctx, x.err, false)
-	if x.err != nil {
-		ce := chat.AsError(x.err)
+	if x.ending.Outcome != call.Complete {
+		// A cut answer too: its text is no whole answer, and a 200
+		// would say it is.
+		ce := x.failure()
 		if x.ending.Outcome == call.Gone {
 			ce = chat.ErrClientClosed
 		}
@@ -495,10 +500,6 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, x *exchang
 	u := x.call.Usage(x.req)
 	resp.Usage = &u
 	x.commitHeaders(w.Header())
-	if x.call.Tally().Finish == chat.FinishTimeout {
-		// For formats with no finish reason to say it (Anthropic's).
-		w.Header().Set("X-Firstword-Finish-Reason", "timeout")
-	}
 	writeJSON(w, http.StatusOK, sf.response(x, model, resp))
 	x.call.Shown()
 }
@@ -506,6 +507,9 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, x *exchang
 // take takes the call's stream's next pair into c for sf, and delivers
 // it to the call (telling sf the upstream model when it first comes);
 // false (x.err set) when the pair is the stream's error, which ends it.
+// A cut's finish (chat.FinishTimeout) is the call's to know, not sf's to
+// show: no API's finish reason means "cut by a deadline", and the answer
+// ends with the call's timeout error instead (call.Cut).
 func (x *exchange) take(c, next *chat.Chunk, err error, sf surface) bool {
 	if err != nil {
 		x.err = err
@@ -515,7 +519,19 @@ func (x *exchange) take(c, next *chat.Chunk, err error, sf surface) bool {
 	if x.call.Deliver(c) {
 		sf.setModel(c.Model)
 	}
+	if c.FinishReason == chat.FinishTimeout {
+		c.FinishReason = ""
+	}
 	return true
+}
+
+// failure is the error that ends x's answer: the call's (a cut's
+// timeout, a failure as classified), else the stream's as classified.
+func (x *exchange) failure() *chat.Error {
+	if x.ending.Err != nil {
+		return x.ending.Err
+	}
+	return chat.AsError(x.err)
 }
 
 // finish meters and logs the request as it ended (x.ending).

@@ -16,7 +16,8 @@ import (
 // (what the Vercel AI SDK's openai(model) and newer OpenAI SDK code call),
 // with the same routing, deadlines, cancellation, metering and error
 // contract as /v1/chat/completions: a failure after the first byte is a
-// response.failed event, a cut answer a response.incomplete.
+// response.failed event, and so is an answer the deadline cut (a timeout
+// error, with the output sent).
 func responsesAPIFor(s *Server) *api {
 	return &api{
 		name: "responses", idPrefix: "resp_", dialect: dialectOpenAI,

@@ -349,8 +349,10 @@ func (e *EventEncoder) closeFunctions(b []byte) []byte {
 }
 
 // Finish ends the response: every open item is closed, then
-// response.completed, or response.incomplete when the answer was cut (see
-// Status). u may be nil.
+// response.completed, or response.incomplete when the answer was cut
+// short by its token limit or a filter (see Status). u may be nil. An
+// answer the request's deadline cut is no finish: no Responses reason
+// says so, and it ends with Error (a timeout).
 func (e *EventEncoder) Finish(b []byte, reason chat.FinishReason, u *chat.Usage) []byte {
 	b = e.Start(b)
 	b = e.closeReasoning(b)
@@ -401,8 +403,6 @@ func Status(r chat.FinishReason) (status, reason string) {
 		return "incomplete", "max_output_tokens"
 	case chat.FinishContentFilter:
 		return "incomplete", "content_filter"
-	case chat.FinishTimeout:
-		return "incomplete", "timeout"
 	}
 	return "completed", ""
 }

@@ -111,16 +111,19 @@ func TestEncodeTextAndTools(t *testing.T) {
 func TestEncodeEndings(t *testing.T) {
 	for _, tt := range []struct {
 		name, last, status, reason string
+		code                       string // a failure's error code
 		end                        func(e *EventEncoder, b []byte) []byte
 	}{
-		{"length", "response.incomplete", "incomplete", "max_output_tokens", func(e *EventEncoder, b []byte) []byte {
+		{"length", "response.incomplete", "incomplete", "max_output_tokens", "", func(e *EventEncoder, b []byte) []byte {
 			return e.Finish(b, chat.FinishLength, &chat.Usage{InputTokens: 3, OutputTokens: 1})
 		}},
-		{"timeout", "response.incomplete", "incomplete", "timeout", func(e *EventEncoder, b []byte) []byte {
-			return e.Finish(b, chat.FinishTimeout, nil)
-		}},
-		{"failed", "response.failed", "failed", "", func(e *EventEncoder, b []byte) []byte {
+		{"failed", "response.failed", "failed", "", "protocol", func(e *EventEncoder, b []byte) []byte {
 			return e.Error(b, &chat.Error{Category: chat.CategoryProtocol, Message: "upstream broke"}, &chat.Usage{InputTokens: 3, OutputTokens: 1, Estimated: true})
+		}},
+		// The deadline cut the answer: no Responses reason says so, and
+		// the surface ends it failed, with a timeout.
+		{"cut by the deadline", "response.failed", "failed", "", "timeout", func(e *EventEncoder, b []byte) []byte {
+			return e.Error(b, &chat.Error{Category: chat.CategoryTimeout, Message: "upstream broke"}, &chat.Usage{InputTokens: 3, OutputTokens: 1, Estimated: true})
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +145,7 @@ func TestEncodeEndings(t *testing.T) {
 				}
 			}
 			if tt.status == "failed" {
-				if er, _ := resp["error"].(map[string]any); er["message"] != "upstream broke" {
+				if er, _ := resp["error"].(map[string]any); er["message"] != "upstream broke" || er["code"] != tt.code {
 					t.Errorf("error = %v", resp["error"])
 				}
 				if u, _ := resp["usage"].(map[string]any); u["output_tokens"] != 1.0 || u["input_tokens"] != 3.0 {
