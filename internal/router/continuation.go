@@ -467,8 +467,10 @@ func tailOf(s string, n int) string {
 // text (restart its last word or sentence); the longest start of the
 // continuation that equals an end of the delivered text, within seamMax
 // bytes, is dropped. An overlap shorter than seamMin bytes counts only
-// when it starts a word (the restart of the last word): shorter ones are
-// as likely the model's new text ("bo" + "ok").
+// when it starts a word (after a space, or a letter after a non-letter:
+// the restart of the last word), or completes a character the caller
+// was given part of: other short ones are as likely the model's new text
+// ("bo" + "ok").
 const (
 	seamMax = 200
 	seamMin = 4
@@ -544,18 +546,18 @@ func (m *seam) overlap(final bool) (drop int, wait bool) {
 	return best, false
 }
 
-// wordStart reports whether s[i:] starts a word: a letter or digit not
-// preceded by one.
+// wordStart reports whether s[i:] starts a word: it follows a space, or
+// is a letter or digit that follows none.
 func wordStart(s string, i int) bool {
-	r, _ := utf8.DecodeRuneInString(s[i:])
-	if !isWord(r) {
-		return false
-	}
 	if i == 0 {
 		return true
 	}
 	p, _ := utf8.DecodeLastRuneInString(s[:i])
-	return !isWord(p)
+	if unicode.IsSpace(p) {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	return isWord(r) && !isWord(p)
 }
 
 func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
