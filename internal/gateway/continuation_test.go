@@ -1,0 +1,70 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
+	"github.com/firstword/firstword/internal/metering"
+)
+
+// TestContinuationOnRealSockets: an OpenAI-compatible upstream that dies
+// mid-word is continued by the next, which restarts the word; the client
+// reads one clean answer, the headers and the record say it was
+// continued, and the record bills both attempts.
+func TestContinuationOnRealSockets(t *testing.T) {
+	const answer = "Hello world, this is a continued answer."
+	dies := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello"))
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON(" wor"))
+		panic(http.ErrAbortHandler) // the connection drops mid-answer
+	})
+	var asked struct {
+		Messages []struct{ Role, Content string }
+	}
+	continues := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("world, this "))
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("is a continued answer."))
+		gatewaytest.SSEWrite(w, gatewaytest.FinishJSON)
+	})
+	cfg := `
+providers:
+  a: {type: openai, base_url: ` + dies.URL + `/v1}
+  b: {type: openai, base_url: ` + continues.URL + `/v1}
+models:
+  chat:
+    deployments:
+      - {provider: a, model: m1}
+      - {provider: b, model: m2, priority: 1}
+`
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
+	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if res.text != answer || !res.done || res.errEv != "" || res.finish != "stop" {
+		t.Fatalf("text %q, done %v, error %q, finish %q: want %q, complete", res.text, res.done, res.errEv, res.finish, answer)
+	}
+	const route = "a/m1=mid_stream_error, continued on b/m2=ok"
+	// The headers went out with the first word; the route is told again
+	// as a trailer.
+	if h := res.header; h["X-Firstword-Deployment"] != "a/m1" || res.routeTrailer != route {
+		t.Errorf("headers %v, route trailer %q, want %q", h, res.routeTrailer, route)
+	}
+	reqs := continues.Requests()
+	if len(reqs) != 1 || json.Unmarshal([]byte(reqs[0]), &asked) != nil || len(asked.Messages) != 3 ||
+		asked.Messages[1].Role != "assistant" || asked.Messages[1].Content != "Hello wor" || !strings.Contains(asked.Messages[2].Content, "Hello wor") {
+		t.Errorf("continuation request %v", reqs)
+	}
+	rec := waitRecord(t, gw, res.id)
+	if rec.Status != metering.StatusComplete || rec.Route != route || rec.Deployment != "b/m2" {
+		t.Errorf("record: status %s, route %q, deployment %q", rec.Status, rec.Route, rec.Deployment)
+	}
+	// The answer's usage is the continuation's (7 in, 5 out); the broken
+	// attempt is billed apart, estimated.
+	if rec.Usage.InputTokens != 7 || rec.Usage.OutputTokens != 5 || len(rec.Spent) != 1 ||
+		rec.Spent[0].Deployment != "a/m1" || !rec.Spent[0].Usage.Estimated || rec.Spent[0].Usage.OutputTokens == 0 {
+		t.Errorf("usage %+v, spent %+v", rec.Usage, rec.Spent)
+	}
+}
