@@ -172,14 +172,20 @@ func (s *session) mayContinue(t *tally, err error) bool {
 	return true
 }
 
-// progress notes a chunk passed on (what the continuer keeps) and pushes
-// the stall timer back.
+// progress notes a chunk about to be passed on (what the continuer
+// keeps) and stops the stall timer while the caller takes it: a slow
+// reader is not a stalled upstream (rearm starts it again).
 //
 //go:noinline
 func (a *try) progress(c *chat.Chunk) {
 	a.s.cont.note(c)
-	a.timer.Reset(a.s.alias.StallTimeout)
+	a.timer.Stop()
 }
+
+// rearm restarts the stall timer: the upstream is read again.
+//
+//go:noinline
+func (a *try) rearm() { a.timer.Reset(a.s.alias.StallTimeout) }
 
 // watch starts an attempt's stall timer, its first answer (head) passed
 // on. It replaces the first-token timer, which inTime stopped.
@@ -309,6 +315,9 @@ func (a *try) skipThinking() {
 func (a *try) splice() verdict {
 	s := a.s
 	s.won(a.d, a.idx)
+	// The stall timer replaces the first-token timer, which inTime stopped.
+	cancel := a.cancel
+	a.timer = time.AfterFunc(s.alias.StallTimeout, func() { cancel(ErrStalled) })
 	for i := range a.pending {
 		if !a.pass(&a.pending[i]) {
 			return s.stopped(a.d, a.idx)
@@ -318,8 +327,6 @@ func (a *try) splice() verdict {
 	if a.empty {
 		return a.resumed()
 	}
-	cancel := a.cancel
-	a.timer = time.AfterFunc(s.alias.StallTimeout, func() { cancel(ErrStalled) })
 	c := &a.head
 	for {
 		if !a.pass(c) {
@@ -352,8 +359,17 @@ func (a *try) pass(c *chat.Chunk) bool {
 	if !c.Visible() && c.FinishReason == "" && c.Usage == nil && c.UsageSoFar == nil {
 		return true // nothing left to pass: held by the seam, or thinking
 	}
+	return a.send(c)
+}
+
+// send passes a continuation's chunk on; false: the caller left.
+func (a *try) send(c *chat.Chunk) bool {
 	a.progress(c)
-	return a.s.yield(*c, nil)
+	if !a.s.yield(*c, nil) {
+		return false
+	}
+	a.rearm()
+	return true
 }
 
 // flush passes on what the seam still holds; false: the caller left.
@@ -372,9 +388,7 @@ func (a *try) passHeld() bool {
 	if text == "" {
 		return true
 	}
-	c := chat.Chunk{Text: text}
-	a.progress(&c)
-	return a.s.yield(c, nil)
+	return a.send(&chat.Chunk{Text: text})
 }
 
 // resumed ends a continuation whose stream ended: what the seam held is

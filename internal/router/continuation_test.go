@@ -96,8 +96,9 @@ func continuing(t *testing.T, rng *rand.Rand, mode seamMode, want Continuation, 
 			case seamRestart:
 				from = strings.LastIndexByte(done, ' ') + 1
 			}
-			// Thinking first: dropped, the caller's answer has started.
-			if !yield(chat.Chunk{Thinking: "where was I"}, nil) {
+			// A chunk that shows nothing (held until the answer), then
+			// thinking: dropped, the caller's answer has started.
+			if !yield(chat.Chunk{Model: "m2"}, nil) || !yield(chat.Chunk{Thinking: "where was I"}, nil) {
 				return
 			}
 			if !chunked(rng, cleanAnswer[from:], yield) {
@@ -195,6 +196,36 @@ func TestContinuationAfterStall(t *testing.T) {
 		}
 		if at := res.rep.Attempts[0]; !strings.Contains(at.Error, "stalled") {
 			t.Errorf("first attempt's error %q, want a stall", at.Error)
+		}
+	})
+}
+
+// A caller that reads slowly is not a stalled upstream: the stall timer
+// runs only while the upstream is read, and a continuation's first-token
+// timer ended with its first token.
+func TestContinuationSlowReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var broke, cont atomic.Int32
+		rng := rand.New(rand.NewPCG(1, 2))
+		r := newRouter(t, Alias{Timeout: time.Hour, StallTimeout: 5 * time.Second, Deployments: []Deployment{
+			dep(breaking(rng, 30, errReset, &broke), "a", "m", 0), dep(continuing(t, rng, seamRepeat, ContinueInstruct, &cont), "b", "m2", 1)}})
+		req := ask("tell me")
+		ctx, cancel := withDeadline(r, context.Background(), req.Model)
+		defer cancel()
+		var rep Report
+		var text strings.Builder
+		for c, err := range r.StreamReport(ctx, req, &rep) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			text.WriteString(c.Text)
+			time.Sleep(20 * time.Second)
+		}
+		if text.String() != cleanAnswer {
+			t.Errorf("text %q", text.String())
+		}
+		if want := "a/m=mid_stream_error, continued on b/m2=ok"; rep.Route() != want {
+			t.Errorf("route %q, want %q", rep.Route(), want)
 		}
 	})
 }

@@ -535,6 +535,9 @@ func (a *try) serve() verdict {
 		if !s.yield(*c, nil) {
 			return s.stopped(a.d, a.idx)
 		}
+		if on {
+			a.rearm()
+		}
 	}
 }
 
