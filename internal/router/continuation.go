@@ -188,13 +188,23 @@ func (a *try) progress(c *chat.Chunk) {
 func (a *try) rearm() { a.timer.Reset(a.s.alias.StallTimeout) }
 
 // watch starts an attempt's stall timer, its first answer (head) passed
-// on. It replaces the first-token timer, which inTime stopped.
+// on: the first-token timer, which inTime stopped, rearmed as it.
 //
 //go:noinline
 func (a *try) watch() {
 	a.s.cont.note(&a.head)
-	cancel := a.cancel
-	a.timer = time.AfterFunc(a.s.alias.StallTimeout, func() { cancel(ErrStalled) })
+	a.watched.Store(true)
+	a.rearm()
+}
+
+// expire is the attempt's timer firing: a first-token timeout, or once
+// the attempt is watched a stall.
+func (a *try) expire() {
+	if a.watched.Load() {
+		a.cancel(ErrStalled)
+		return
+	}
+	a.cancel(chat.ErrFirstTokenTimeout)
 }
 
 // broke handles the failure of an attempt after its first token.
@@ -315,9 +325,9 @@ func (a *try) skipThinking() {
 func (a *try) splice() verdict {
 	s := a.s
 	s.won(a.d, a.idx)
-	// The stall timer replaces the first-token timer, which inTime stopped.
-	cancel := a.cancel
-	a.timer = time.AfterFunc(s.alias.StallTimeout, func() { cancel(ErrStalled) })
+	// The first-token timer, which inTime stopped, is the stall timer now.
+	a.watched.Store(true)
+	a.rearm()
 	for i := range a.pending {
 		if !a.pass(&a.pending[i]) {
 			return s.stopped(a.d, a.idx)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -375,6 +376,9 @@ type try struct {
 	err     error
 	// thinking: head is thinking, not yet the answer.
 	thinking bool
+	// watched: the timer is the stall timer (see watch); set on the
+	// session's goroutine, read by the timer's.
+	watched atomic.Bool
 
 	// For a hedged pair (see hedged): res reports that first returned,
 	// on the attempt's goroutine; done that it was received.
@@ -398,8 +402,9 @@ func (s *session) open(d *deployment, retry, hedge bool) *try {
 	ftt := s.alias.firstTokenTimeout(d)
 	a := &try{s: s, d: d, ftt: ftt}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
-	cancel := a.cancel
-	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
+	// One timer for the attempt: its first-token timer, then (watched) its
+	// stall timer.
+	a.timer = time.AfterFunc(ftt, a.expire)
 	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback, Continued: s.cont.resuming})
 	// Counted as outstanding (for the balancing score) until finish ends it:
 	// every attempt opened is finished exactly once.
