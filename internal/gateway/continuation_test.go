@@ -58,8 +58,8 @@ models:
 		t.Errorf("continuation request %v", reqs)
 	}
 	rec := waitRecord(t, gw, res.id)
-	if rec.Status != metering.StatusComplete || rec.Route != route || rec.Deployment != "b/m2" {
-		t.Errorf("record: status %s, route %q, deployment %q", rec.Status, rec.Route, rec.Deployment)
+	if rec.Status != metering.StatusComplete || rec.Route != route || rec.Deployment != "b/m2" || rec.Continuations != 1 {
+		t.Errorf("record: status %s, route %q, deployment %q, continuations %d", rec.Status, rec.Route, rec.Deployment, rec.Continuations)
 	}
 	// The answer's usage is the continuation's (7 in, 5 out); the broken
 	// attempt is billed apart, estimated.
