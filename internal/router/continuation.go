@@ -443,7 +443,23 @@ func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	if th := req.Thinking; th != nil && th.Effort != "none" && method != ContinueInstruct {
 		method = ContinueInstruct
 	}
-	msgs := append(req.Messages, chat.Message{Role: chat.RoleAssistant, Content: whole})
+	if whole == "" {
+		// Nothing readable was delivered (a first answer that was only a
+		// fragment of a character): the request is asked again as it was.
+		c.req = req
+		return req
+	}
+	msgs := req.Messages
+	if n := len(msgs); n > 0 && msgs[n-1].Role == chat.RoleAssistant && len(msgs[n-1].Parts) == 0 && len(msgs[n-1].ToolCalls) == 0 {
+		// The client prefilled the answer itself: the delivered text
+		// follows its prefill, in one message (msgs is the request's own
+		// copy, its messages shared: the last is replaced, not edited).
+		last := msgs[n-1]
+		last.Content += whole
+		msgs[n-1] = last
+	} else {
+		msgs = append(msgs, chat.Message{Role: chat.RoleAssistant, Content: whole})
+	}
 	switch method {
 	case ContinueFinalMessage:
 		req.Extra = maps.Clone(req.Extra)

@@ -357,3 +357,45 @@ func TestContinuationFor(t *testing.T) {
 		}
 	}
 }
+
+func TestContinuationRequest(t *testing.T) {
+	user := chat.Message{Role: chat.RoleUser, Content: "hi"}
+	for _, tt := range []struct {
+		name   string
+		method Continuation
+		msgs   []chat.Message
+		think  *chat.ThinkingAsk
+		want   []chat.Message
+		extra  bool
+	}{
+		{"instruct", ContinueInstruct, []chat.Message{user}, nil,
+			[]chat.Message{user, {Role: chat.RoleAssistant, Content: "Hello wor"}, {Role: chat.RoleUser, Content: "go on\n<<<\nHello wor\n>>>"}}, false},
+		{"prefill", ContinuePrefill, []chat.Message{user}, nil,
+			[]chat.Message{user, {Role: chat.RoleAssistant, Content: "Hello wor"}}, false},
+		{"vllm", ContinueFinalMessage, []chat.Message{user}, nil,
+			[]chat.Message{user, {Role: chat.RoleAssistant, Content: "Hello wor"}}, true},
+		{"the client's own prefill", ContinuePrefill, []chat.Message{user, {Role: chat.RoleAssistant, Content: "> "}}, nil,
+			[]chat.Message{user, {Role: chat.RoleAssistant, Content: "> Hello wor"}}, false},
+		{"thinking is instructed", ContinuePrefill, []chat.Message{user}, &chat.ThinkingAsk{Effort: "high"},
+			[]chat.Message{user, {Role: chat.RoleAssistant, Content: "Hello wor"}, {Role: chat.RoleUser, Content: "go on\n<<<\nHello wor\n>>>"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &session{alias: &alias{Alias: Alias{ContinuationPrompt: "go on"}}}
+			s.cont.text.WriteString("Hello wor")
+			orig := &chat.Request{Messages: tt.msgs, Thinking: tt.think, MaxTokens: 100}
+			req := s.continuation(orig.Clone(), &deployment{Deployment: Deployment{Continuation: tt.method}})
+			if !slices.EqualFunc(req.Messages, tt.want, func(a, b chat.Message) bool { return a.Role == b.Role && a.Content == b.Content }) {
+				t.Errorf("messages %+v, want %+v", req.Messages, tt.want)
+			}
+			if got := string(req.Extra["continue_final_message"]) == "true"; got != tt.extra {
+				t.Errorf("continue_final_message %v, want %v", got, tt.extra)
+			}
+			if len(orig.Messages) != len(tt.msgs) || orig.Messages[len(orig.Messages)-1].Content != tt.msgs[len(tt.msgs)-1].Content || orig.Extra != nil {
+				t.Errorf("the original request changed: %+v", orig)
+			}
+			if req.MaxTokens != 100-chat.EstimateTokens("Hello wor") {
+				t.Errorf("max tokens %d", req.MaxTokens)
+			}
+		})
+	}
+}
