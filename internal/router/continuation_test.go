@@ -303,6 +303,30 @@ func TestContinuationDeadlineCuts(t *testing.T) {
 	})
 }
 
+// A continuation that has not started by the deadline: the answer ends
+// cut, as any answer the deadline ends, with the text delivered.
+func TestContinuationDeadlineBeforeItStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var broke atomic.Int32
+		rng := rand.New(rand.NewPCG(1, 2))
+		hangs := providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+			return func(yield func(chat.Chunk, error) bool) {
+				<-ctx.Done()
+				yield(chat.Chunk{}, ctx.Err())
+			}
+		})
+		r := newRouter(t, Alias{Timeout: 3 * time.Second, FirstTokenTimeout: 5 * time.Second, Deployments: []Deployment{
+			dep(breaking(rng, 30, errReset, &broke), "a", "m", 0), dep(hangs, "b", "m2", 1)}})
+		res := route(t, r, context.Background(), ask("tell me"))
+		if res.err != nil || res.finish != chat.FinishTimeout || res.text != cleanAnswer[:30] {
+			t.Errorf("err %v, finish %q, text %q", res.err, res.finish, res.text)
+		}
+		if got := outcomes(res.rep); !slices.Equal(got, []Outcome{OutcomeMidStreamError, OutcomeDeadline}) {
+			t.Errorf("attempts %v", got)
+		}
+	})
+}
+
 func TestSeam(t *testing.T) {
 	for _, tt := range []struct {
 		name, delivered, cont, want string
