@@ -68,3 +68,43 @@ models:
 		t.Errorf("usage %+v, spent %+v", rec.Usage, rec.Spent)
 	}
 }
+
+// TestContinuationBreaksTooOnRealSockets: a continuation that dies in
+// turn, with no continuation left, ends the stream with an error event
+// after the text; the record bills the first attempt apart and the
+// continuation as the answer.
+func TestContinuationBreaksTooOnRealSockets(t *testing.T) {
+	dies := func(text string) *gatewaytest.Upstream {
+		return gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+			gatewaytest.SSEHeaders(w)
+			gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON(text))
+			panic(http.ErrAbortHandler)
+		})
+	}
+	a, b := dies("Hello wor"), dies("world, this")
+	cfg := `
+providers:
+  a: {type: openai, base_url: ` + a.URL + `/v1}
+  b: {type: openai, base_url: ` + b.URL + `/v1}
+models:
+  chat:
+    max_continuations: 1
+    deployments:
+      - {provider: a, model: m1}
+      - {provider: b, model: m2, priority: 1}
+`
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
+	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if res.text != "Hello world, this" || res.done || res.errEv == "" {
+		t.Fatalf("text %q, done %v, error %q: want the text, then an error event", res.text, res.done, res.errEv)
+	}
+	const route = "a/m1=mid_stream_error, continued on b/m2=mid_stream_error"
+	if res.routeTrailer != route {
+		t.Errorf("route trailer %q, want %q", res.routeTrailer, route)
+	}
+	rec := waitRecord(t, gw, res.id)
+	if rec.Status == metering.StatusComplete || rec.Route != route || len(rec.Spent) != 1 || rec.Spent[0].Deployment != "a/m1" ||
+		!rec.Usage.Estimated || rec.Usage.OutputTokens != 3 {
+		t.Errorf("record: status %s, route %q, usage %+v, spent %+v", rec.Status, rec.Route, rec.Usage, rec.Spent)
+	}
+}

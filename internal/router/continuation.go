@@ -416,6 +416,15 @@ func (a *try) resumed() verdict {
 	return v
 }
 
+// ended ends the usage of a continued answer whose last continuation
+// broke too: the answer's usage is that continuation's, the attempts
+// before it were billed as attempts; false: the caller left.
+//
+//go:noinline
+func (s *session) ended(t *tally) bool {
+	return s.yield(chat.Chunk{Usage: t.usage(s.asked())}, nil)
+}
+
 // continueAfter sets up the continuation of the answer that attempt idx
 // on d was serving: it is billed as an attempt that did not give the
 // answer, and resume takes over.

@@ -247,11 +247,14 @@ func TestContinuationBudget(t *testing.T) {
 			t.Errorf("route %q, want %q", res.rep.Route(), want)
 		}
 		// Each broken attempt that was continued is billed as an attempt; the
-		// last one's text is the answer's, metered from what was delivered.
+		// last one's usage is the answer's, its own alone.
 		for i, at := range res.rep.Attempts[:2] {
 			if at.Usage == nil {
 				t.Errorf("attempt %d not billed", i)
 			}
+		}
+		if u := res.usage; u == nil || *u != *res.rep.Attempts[1].Usage {
+			t.Errorf("the answer's usage %+v, want the last attempt's alone, as the one before (the same request), %+v", u, res.rep.Attempts[1].Usage)
 		}
 		r = newRouter(t, Alias{MaxContinuations: 1, Deployments: []Deployment{dep(p, "a", "m", 0)}})
 		calls.Store(0)

@@ -788,6 +788,9 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 		if s.mayContinue(t, err) {
 			return s.continueAfter(d, idx, t, err)
 		}
+		if s.cont.req != nil && !s.ended(t) {
+			return verdictDone
+		}
 		s.yield(chat.Chunk{}, err)
 	}
 	return verdictDone
