@@ -10,21 +10,19 @@ import (
 	"github.com/firstword/firstword/internal/metering"
 )
 
-// TestContinuationOnRealSockets: an OpenAI-compatible upstream that dies
-// mid-word is continued by the next, which restarts the word; the client
-// reads one clean answer, the headers and the record say it was
-// continued, and the record bills both attempts.
-func TestContinuationOnRealSockets(t *testing.T) {
-	const answer = "Hello world, this is a continued answer."
+const continuedAnswer = "Hello world, this is a continued answer."
+
+// continuedGateway serves alias chat on two OpenAI-compatible upstreams:
+// the first dies mid-word, the second (continues) restarts the word and
+// answers the rest.
+func continuedGateway(t *testing.T) (*gatewaytest.Gateway, *gatewaytest.Upstream) {
+	t.Helper()
 	dies := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		gatewaytest.SSEHeaders(w)
 		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello"))
 		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON(" wor"))
 		panic(http.ErrAbortHandler) // the connection drops mid-answer
 	})
-	var asked struct {
-		Messages []struct{ Role, Content string }
-	}
 	continues := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		gatewaytest.SSEHeaders(w)
 		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("world, this "))
@@ -41,16 +39,27 @@ models:
       - {provider: a, model: m1}
       - {provider: b, model: m2, priority: 1}
 `
-	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
+	return gatewaytest.Start(t, gatewaytest.MustParse(t, cfg)), continues
+}
+
+// TestContinuationOnRealSockets: an OpenAI-compatible upstream that dies
+// mid-word is continued by the next, which restarts the word; the client
+// reads one clean answer, the headers and the record say it was
+// continued, and the record bills both attempts.
+func TestContinuationOnRealSockets(t *testing.T) {
+	gw, continues := continuedGateway(t)
 	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
-	if res.text != answer || !res.done || res.errEv != "" || res.finish != "stop" {
-		t.Fatalf("text %q, done %v, error %q, finish %q: want %q, complete", res.text, res.done, res.errEv, res.finish, answer)
+	if res.text != continuedAnswer || !res.done || res.errEv != "" || res.finish != "stop" {
+		t.Fatalf("text %q, done %v, error %q, finish %q: want %q, complete", res.text, res.done, res.errEv, res.finish, continuedAnswer)
 	}
 	const route = "a/m1=mid_stream_error, continued on b/m2=ok"
 	// The headers went out with the first word; the route is told again
 	// as a trailer.
 	if h := res.header; h["X-Firstword-Deployment"] != "a/m1" || res.routeTrailer != route {
 		t.Errorf("headers %v, route trailer %q, want %q", h, res.routeTrailer, route)
+	}
+	var asked struct {
+		Messages []struct{ Role, Content string }
 	}
 	reqs := continues.Requests()
 	if len(reqs) != 1 || json.Unmarshal([]byte(reqs[0]), &asked) != nil || len(asked.Messages) != 3 ||
@@ -106,5 +115,18 @@ models:
 	if rec.Status == metering.StatusComplete || rec.Route != route || len(rec.Spent) != 1 || rec.Spent[0].Deployment != "a/m1" ||
 		!rec.Usage.Estimated || rec.Usage.OutputTokens != 3 {
 		t.Errorf("record: status %s, route %q, usage %+v, spent %+v", rec.Status, rec.Route, rec.Usage, rec.Spent)
+	}
+}
+
+// TestChatContinued: on /v1/chat the continued answer is one message,
+// stored complete, and the done event says it was continued.
+func TestChatContinued(t *testing.T) {
+	gw, _ := continuedGateway(t)
+	r := chatOnce(t, gw.URL, "", map[string]any{"message": "hi", "model": "chat"}, 0)
+	if r.text != continuedAnswer || r.last.kind != "done" {
+		t.Fatalf("text %q, last event %q %v", r.text, r.last.kind, r.last.data)
+	}
+	if d := r.last.data; d["continued"] != true || d["status"] != "complete" || !strings.Contains(d["route"].(string), "continued on b/m2=ok") {
+		t.Errorf("done %v", d)
 	}
 }
