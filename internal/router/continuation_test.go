@@ -144,6 +144,23 @@ func TestContinuationSplice(t *testing.T) {
 	})
 }
 
+// A hedged winner that breaks is continued as any attempt.
+func TestContinuationAfterHedgedWinner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var broke, cont atomic.Int32
+		rng := rand.New(rand.NewPCG(3, 4))
+		r := newRouter(t, Alias{Hedge: Hedge{Enabled: true, Delay: time.Second}, Deployments: []Deployment{
+			dep(breaking(rng, 40, errReset, &broke), "a", "m", 0), dep(continuing(t, rng, seamRestart, ContinueInstruct, &cont), "b", "m2", 1)}})
+		res := route(t, r, context.Background(), ask("tell me"))
+		if res.err != nil || res.text != cleanAnswer {
+			t.Fatalf("err %v, text %q", res.err, res.text)
+		}
+		if want := "a/m=mid_stream_error, continued on b/m2=ok"; res.rep.Route() != want {
+			t.Errorf("route %q, want %q", res.rep.Route(), want)
+		}
+	})
+}
+
 // A tool call passed on ends the answer with the error: its arguments
 // cannot be continued.
 func TestContinuationNotAfterToolCall(t *testing.T) {
