@@ -2,9 +2,14 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 	"github.com/firstword/firstword/internal/metering"
@@ -128,5 +133,109 @@ func TestChatContinued(t *testing.T) {
 	}
 	if d := r.last.data; d["continued"] != true || d["status"] != "complete" || !strings.Contains(d["route"].(string), "continued on b/m2=ok") {
 		t.Errorf("done %v", d)
+	}
+}
+
+// TestContinuationRandomCutsOnRealSockets: an OpenAI-compatible upstream
+// dies after a random number of bytes of its event stream (inside an
+// event, a word, a character); the next continues exactly, repeats the
+// last bytes or restarts the last word. Every client reads the clean
+// answer.
+func TestContinuationRandomCutsOnRealSockets(t *testing.T) {
+	const clean = "The quick brown fox jumps over the lazy dog. Naïve café owners serve crème brûlée — " +
+		"日本語のテキストも混ざります。 Then the story goes on, with Ümlauts and an emoji 🙂 here."
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, 33))
+	intn := func(n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(n)
+	}
+	// events renders text as OpenAI chunk events of 1 to 6 characters.
+	events := func(text string) string {
+		var b strings.Builder
+		for text != "" {
+			n, k := 1+intn(6), 0
+			for k < len(text) && n > 0 {
+				_, size := utf8.DecodeRuneInString(text[k:])
+				k += size
+				n--
+			}
+			piece, _ := json.Marshal(text[:k])
+			b.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":` + string(piece) + `},"finish_reason":null}]}` + "\n\n")
+			text = text[k:]
+		}
+		return b.String()
+	}
+	dies := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		raw := events(clean)
+		gatewaytest.SSEWrite(w, raw[:1+intn(len(raw)-1)])
+		panic(http.ErrAbortHandler)
+	})
+	var continues *gatewaytest.Upstream
+	continues = gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Role, Content string }
+		}
+		// The trials run one at a time: the last request is this one.
+		reqs := continues.Requests()
+		json.Unmarshal([]byte(reqs[len(reqs)-1]), &req)
+		from := 0
+		var trial int
+		fmt.Sscanf(req.Messages[0].Content, "trial %d", &trial)
+		if n := len(req.Messages); n == 3 {
+			done := req.Messages[1].Content
+			if !strings.HasPrefix(clean, done) {
+				t.Errorf("trial %d: delivered %q is not a prefix of the answer", trial, done)
+			}
+			from = len(done)
+			switch trial % 3 {
+			case 1: // repeat the last 4 to 12 bytes
+				from = max(0, from-4-intn(9))
+				for from > 0 && !utf8.RuneStart(clean[from]) {
+					from--
+				}
+			case 2: // restart the last word
+				from = strings.LastIndexByte(done, ' ') + 1
+			}
+		}
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, events(clean[from:]))
+		gatewaytest.SSEWrite(w, gatewaytest.FinishJSON)
+	})
+	cfg := `
+providers:
+  a: {type: openai, base_url: ` + dies.URL + `/v1}
+  b: {type: openai, base_url: ` + continues.URL + `/v1}
+models:
+  chat:
+    breaker: {consecutive_failures: 100000, min_requests: 100000}
+    deployments:
+      - {provider: a, model: m1}
+      - {provider: b, model: m2, priority: 1}
+`
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
+	continued := 0
+	for trial := range 100 {
+		body, _ := json.Marshal(map[string]any{"model": "chat", "stream": true, "messages": []map[string]string{{"role": "user", "content": fmt.Sprintf("trial %d", trial)}}})
+		res := streamChat(t, gw.URL, string(body))
+		if res.text != clean || !res.done || res.errEv != "" {
+			t.Fatalf("trial %d: text %q, done %v, error %q", trial, res.text, res.done, res.errEv)
+		}
+		if res.routeTrailer != "" {
+			continued++
+		}
+		// Each upstream reports its closed requests on a channel of 16.
+		for _, u := range []*gatewaytest.Upstream{dies, continues} {
+			for len(u.Closed) > 0 {
+				<-u.Closed
+			}
+		}
+	}
+	if continued < 50 {
+		t.Errorf("%d of 100 answers continued, want most (the others broke before their first word)", continued)
 	}
 }
