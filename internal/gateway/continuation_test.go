@@ -83,6 +83,25 @@ func TestContinuationOnRealSockets(t *testing.T) {
 	}
 }
 
+// TestContinuationNotStreamed: a non-streamed answer is continued too,
+// and its headers, sent at the end, tell the route.
+func TestContinuationNotStreamed(t *testing.T) {
+	gw, _ := continuedGateway(t)
+	resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) != 1 || out.Choices[0].Message.Content != continuedAnswer {
+		t.Fatalf("status %d, %+v, %v", resp.StatusCode, out, err)
+	}
+	if got, want := resp.Header.Get("X-Firstword-Route"), "a/m1=mid_stream_error, continued on b/m2=ok"; got != want {
+		t.Errorf("route %q, want %q", got, want)
+	}
+}
+
 // TestContinuationBreaksTooOnRealSockets: a continuation that dies in
 // turn, with no continuation left, ends the stream with an error event
 // after the text; the record bills the first attempt apart and the
