@@ -235,11 +235,12 @@ func (s *session) resume() {
 		case verdictDone:
 			return
 		case verdictNoFallback:
-			if s.ctx.Err() != nil {
-				break
+			// The request's deadline (handled below), or a continuation
+			// request refused outright: no other will do better.
+			if s.ctx.Err() == nil {
+				s.yield(chat.Chunk{}, c.err)
+				return
 			}
-			s.yield(chat.Chunk{}, c.err)
-			return
 		}
 		// verdictNext: the continuation failed before its first token;
 		// verdictContinue: it broke in turn (cont.last, cont.err are it).
