@@ -233,6 +233,23 @@ type Model struct {
 	// Thinking sets what this alias's requests ask of a thinking model's
 	// thinking, and caps it.
 	Thinking *Thinking `yaml:"thinking"`
+	// OnStreamFailure is what an answer that breaks after its first token
+	// (the upstream failed, sent garbage or stalled) does: continue (the
+	// default) asks the next deployment to continue it in the same
+	// stream; end ends it with the error, as before. An answer that
+	// streamed a tool call, or asked for several choices, always ends.
+	OnStreamFailure string `yaml:"on_stream_failure"`
+	// MaxContinuations bounds the continuations of one request (default 2).
+	MaxContinuations int `yaml:"max_continuations"`
+	// StallTimeout: after the first answer token, this long without
+	// progress (text, tool call, thinking, finish, usage; keep-alives are
+	// not progress) is a failure that a continuation takes over (default
+	// 15s; with on_stream_failure: continue only).
+	StallTimeout time.Duration `yaml:"stall_timeout"`
+	// ContinuationPrompt is the instruction sent to upstreams that take no
+	// prefill, asking for the rest of the answer (default: see
+	// docs/continuation.md).
+	ContinuationPrompt string `yaml:"continuation_prompt"`
 
 	line int
 }
@@ -660,6 +677,12 @@ type Deployment struct {
 	// ThinkingTags reads <think>...</think> in the answer text as
 	// thinking, for models that have no other way to stream it.
 	ThinkingTags bool `yaml:"thinking_tags"`
+	// Continuation is how this deployment is asked to continue a broken
+	// answer: prefill (the delivered text as a trailing assistant message;
+	// on an openai provider, vLLM's continue_final_message) or instruct
+	// (an instruction quoting it). Default: by provider type and model
+	// (see docs/continuation.md).
+	Continuation string `yaml:"continuation"`
 
 	line int
 }

@@ -281,6 +281,13 @@ func (c *Config) problems() []string {
 				bad(c.line("models", name, "thinking", "max_budget_tokens"), f+".thinking.max_budget_tokens", "%d: want 0 (no cap) or at least 1024, the smallest budget providers take", th.MaxBudgetTokens)
 			}
 		}
+		switch m.OnStreamFailure {
+		case "", "continue", "end":
+		default:
+			bad(c.line("models", name, "on_stream_failure"), f+".on_stream_failure", "%q: want continue or end", m.OnStreamFailure)
+		}
+		atLeast(int64(m.MaxContinuations), 0, "models", name, "max_continuations")
+		atLeast(int64(m.StallTimeout), 0, "models", name, "stall_timeout")
 		if m.MaxTokens > 0 && m.DefaultMaxTokens > m.MaxTokens {
 			bad(c.line("models", name, "default_max_tokens"), f+".default_max_tokens", "%d is above max_tokens %d", m.DefaultMaxTokens, m.MaxTokens)
 		}
@@ -321,6 +328,11 @@ func (c *Config) problems() []string {
 			}
 			if d.FirstTokenTimeout < 0 {
 				bad(d.line, df+".first_token_timeout", "must not be negative")
+			}
+			switch d.Continuation {
+			case "", "prefill", "instruct":
+			default:
+				bad(d.line, df+".continuation", "%q: want prefill or instruct", d.Continuation)
 			}
 		}
 	}

@@ -49,23 +49,26 @@ type ErrorEvent struct {
 
 // Done ends a turn that finished (completely, or cut by the timeout).
 type Done struct {
-	MessageID    string         `json:"message_id"`
-	Status       store.Status   `json:"status"`
-	FinishReason string         `json:"finish_reason"`
-	Model        string         `json:"model"`
-	Deployment   string         `json:"deployment"`
-	Usage        chat.Usage     `json:"usage"`
-	Cost         float64        `json:"cost"`
-	Cached       bool           `json:"cached"`
-	Coalesced    bool           `json:"coalesced,omitempty"`
-	Rule         string         `json:"rule,omitempty"`
-	Attempts     int            `json:"attempts"`
-	Fallback     bool           `json:"fallback"`
-	Route        string         `json:"route,omitempty"`
-	Timings      budget.Timings `json:"timings"`
-	Sources      []SourceReport `json:"sources"`
-	Citations    []Citation     `json:"citations,omitempty"`
-	Flags        []string       `json:"guard_flags,omitempty"`
+	MessageID    string       `json:"message_id"`
+	Status       store.Status `json:"status"`
+	FinishReason string       `json:"finish_reason"`
+	Model        string       `json:"model"`
+	Deployment   string       `json:"deployment"`
+	Usage        chat.Usage   `json:"usage"`
+	Cost         float64      `json:"cost"`
+	Cached       bool         `json:"cached"`
+	Coalesced    bool         `json:"coalesced,omitempty"`
+	Rule         string       `json:"rule,omitempty"`
+	Attempts     int          `json:"attempts"`
+	Fallback     bool         `json:"fallback"`
+	// Continued: the answer broke mid-stream and another attempt
+	// continued it (docs/continuation.md).
+	Continued bool           `json:"continued,omitempty"`
+	Route     string         `json:"route,omitempty"`
+	Timings   budget.Timings `json:"timings"`
+	Sources   []SourceReport `json:"sources"`
+	Citations []Citation     `json:"citations,omitempty"`
+	Flags     []string       `json:"guard_flags,omitempty"`
 }
 
 // SourceReport says how a context source fared.
@@ -476,7 +479,7 @@ func (r *run) finish(ctx context.Context) {
 		r.yield(Event{Kind: "done", Done: &Done{
 			MessageID: m.ID, Status: m.Status, FinishReason: m.FinishReason, Model: t.in.Model,
 			Deployment: m.Deployment, Usage: u, Cost: m.Cost, Cached: rep.Cached, Coalesced: rep.Coalesced, Rule: rep.Rule, Attempts: rep.Tries(),
-			Fallback: rep.Fallbacks() > 0, Route: rep.Route(), Timings: rec.Timings(),
+			Fallback: rep.Fallbacks() > 0, Continued: rep.Continued(), Route: rep.Route(), Timings: rec.Timings(),
 			Sources: r.sources, Citations: r.citations, Flags: r.flags,
 		}})
 		return

@@ -146,7 +146,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	rc := router.Config{}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Models)) {
 		m := cfg.Models[name]
-		a := router.Alias{Name: name, Timeout: m.Timeout, FirstTokenTimeout: m.FirstTokenTimeout, MaxAttempts: m.MaxAttempts}
+		a := router.Alias{Name: name, Timeout: m.Timeout, FirstTokenTimeout: m.FirstTokenTimeout, MaxAttempts: m.MaxAttempts,
+			OnStreamFailure: m.OnStreamFailure, MaxContinuations: m.MaxContinuations, StallTimeout: m.StallTimeout, ContinuationPrompt: m.ContinuationPrompt}
 		if ad := m.AdaptiveFirstToken; ad != nil {
 			a.Adaptive = &router.Adaptive{Multiplier: ad.Multiplier, Min: ad.Min, Max: ad.Max, MinSamples: ad.MinSamples}
 		}
@@ -161,7 +162,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 			if d.ThinkingTags {
 				p = provider.ThinkTags(p)
 			}
-			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: p, Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout})
+			a.Deployments = append(a.Deployments, router.Deployment{ProviderName: d.Provider, Model: d.Model, Provider: p, Priority: d.Priority, Weight: d.Weight, FirstTokenTimeout: d.FirstTokenTimeout,
+				Continuation: router.ContinuationFor(cfg.Providers[d.Provider].Type, d.Model, d.Continuation)})
 		}
 		rc.Aliases = append(rc.Aliases, a)
 	}

@@ -56,6 +56,8 @@ type streamResult struct {
 	errEv  string
 	header map[string]string
 	id     string
+	// routeTrailer is the X-Firstword-Route trailer (a continued answer's).
+	routeTrailer string
 }
 
 func streamChat(t *testing.T, url, body string) streamResult {
@@ -97,6 +99,7 @@ func streamChat(t *testing.T, url, body string) streamResult {
 			}
 		}
 	}
+	res.routeTrailer = resp.Trailer.Get("X-Firstword-Route")
 	return res
 }
 
@@ -122,10 +125,12 @@ func TestFailoverOnRealSockets(t *testing.T) {
 	}
 }
 
-// TestMidStreamFailureOnRealSockets: after the first token a failure is an
-// error event, never the backup's text.
+// TestMidStreamFailureOnRealSockets: with on_stream_failure: end, after
+// the first token a failure is an error event, never the backup's text
+// (TestContinuationOnRealSockets continues it).
 func TestMidStreamFailureOnRealSockets(t *testing.T) {
-	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, sprintfCfg("error_mid", "20s")))
+	cfg := strings.Replace(sprintfCfg("error_mid", "20s"), "    deployments:", "    on_stream_failure: end\n    deployments:", 1)
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, cfg))
 	res := streamChat(t, gw.URL, `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	if res.errEv == "" || res.done || res.text == "" {
 		t.Fatalf("error event %q, done %v, text %q", res.errEv, res.done, res.text)

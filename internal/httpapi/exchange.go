@@ -394,6 +394,15 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, x *exchange,
 	}
 	x.ending = x.call.End(ctx, x.err, es.Failed())
 	s.end(ctx, x, es, &out, sf)
+	if rep := x.call.Report(); rep.Continuations() > 0 {
+		x.routeTrailer(es, rep)
+	}
+}
+
+// routeTrailer sends the route again as a trailer: an answer continued
+// after its headers were sent took a route they could not tell.
+func (x *exchange) routeTrailer(es *eventStream, rep *levers.Report) {
+	es.Trailer(func(h http.Header) { h.Set(http.TrailerPrefix+"X-Firstword-Route", rep.Route()) })
 }
 
 // end writes a stream's ending as the call tells it (x.ending): the

@@ -69,6 +69,19 @@ func (s *eventStream) Header(edit func(http.Header)) bool {
 	return true
 }
 
+// Trailer edits the response's header after it was sent, for trailers
+// (keys prefixed http.TrailerPrefix), sent when the handler returns; it
+// reports whether edit ran.
+func (s *eventStream) Trailer(edit func(http.Header)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.committed || s.closed {
+		return false
+	}
+	edit(s.w.Header())
+	return true
+}
+
 // Committed reports whether headers were sent.
 func (s *eventStream) Committed() bool {
 	s.mu.Lock()

@@ -598,7 +598,8 @@ func (l *Levers) lookup(ctx context.Context, key string) *cache.Entry {
 // answer's ending never waits on the cache. Until the write is done the
 // entry is served from memory, so a request that follows a finished one
 // on this replica finds it. A partial, errored, cancelled or cut answer is
-// never stored. What is stored is the whole stream, thinking and all, but
+// never stored, nor one continued after its attempt broke (its seam is
+// the router's best guess, not an answer the model gave in one piece). What is stored is the whole stream, thinking and all, but
 // for the thinking of attempts that failed: what came before the last
 // restart (chat.Thought.Restart).
 func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *router.Report, chunks []chat.Chunk) {
@@ -613,7 +614,7 @@ func (l *Levers) save(ctx context.Context, key, alias string, a Alias, rep *rout
 			return // timeout, content_filter...
 		}
 	}
-	if !finished || rep.Deployment == "" {
+	if !finished || rep.Deployment == "" || rep.Continuations() > 0 {
 		return
 	}
 	ttl := a.Cache.TTL

@@ -16,13 +16,21 @@ import (
 	"github.com/firstword/firstword/internal/router"
 )
 
-// fakeRouter answers every request at once with a short, complete answer.
-type fakeRouter struct{ calls atomic.Int32 }
+// fakeRouter answers every request at once with a short, complete answer;
+// continued: one that another attempt continued after the first broke.
+type fakeRouter struct {
+	calls     atomic.Int32
+	continued bool
+}
 
 func (f *fakeRouter) StreamReport(ctx context.Context, req *chat.Request, rep *router.Report) chat.Stream {
 	return func(yield func(chat.Chunk, error) bool) {
 		f.calls.Add(1)
 		rep.Deployment, rep.Model, rep.FirstToken = "dep", "model", time.Now()
+		if f.continued {
+			rep.Attempts = []router.Attempt{{Deployment: "other", Outcome: router.OutcomeMidStreamError},
+				{Deployment: "dep", Outcome: router.OutcomeOK, FirstToken: rep.FirstToken, Continued: true}}
+		}
 		for _, c := range []chat.Chunk{{Text: "Hello"}, {Text: " there."}, {FinishReason: chat.FinishStop}} {
 			if !yield(c, nil) {
 				return
@@ -126,6 +134,25 @@ func TestCacheWriteDoesNotDelayTheEnd(t *testing.T) {
 				}
 				l.Flush(t.Context())
 			})
+		})
+	}
+}
+
+// TestContinuedAnswerNotCached: an answer continued after its attempt
+// broke is never stored, forwarded or coalesced.
+func TestContinuedAnswerNotCached(t *testing.T) {
+	for _, coalesce := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			r, c := &fakeRouter{continued: true}, &slowCache{}
+			l := newLevers(r, c, coalesce, 0)
+			ask(t, l, "hi")
+			if text, rep, _ := ask(t, l, "hi"); text != "Hello there." || rep.Cached {
+				t.Errorf("coalesce %v: answer %q, cached %v: want the router's again", coalesce, text, rep.Cached)
+			}
+			l.Flush(t.Context())
+			if n := c.len(); n != 0 || r.calls.Load() != 2 {
+				t.Errorf("coalesce %v: %d entries stored, %d calls", coalesce, n, r.calls.Load())
+			}
 		})
 	}
 }

@@ -47,7 +47,7 @@ func (p Prices) Build(q Request, rep *levers.Report, t *Tally, u chat.Usage, e E
 		Status: e.Status, FinishReason: string(t.Finish), ErrorCode: e.ErrorCode, Error: e.Error,
 		Cached: rep.Cached, Coalesced: rep.Coalesced, Rule: rep.Rule,
 		TTFW: q.Timings.TTFW(), TTFThought: q.Timings.TTFThought(), Thinking: q.Timings.Thinking(), Total: total,
-		Attempts: rep.Tries(), Fallbacks: rep.Fallbacks(), Hedged: rep.Hedged(), Retries: rep.Retries(),
+		Attempts: rep.Tries(), Fallbacks: rep.Fallbacks(), Hedged: rep.Hedged(), Retries: rep.Retries(), Continuations: rep.Continuations(),
 		Gaps: &t.Gaps, Timings: q.Timings, TraceID: q.TraceID, TraceParent: q.TraceParent,
 	}
 	if t.Visible {

@@ -57,6 +57,9 @@ func (p *line) appendAttrs(attrs []slog.Attr, rec *Record) []slog.Attr {
 	if rec.Route != "" {
 		attrs = append(attrs, slog.String("route", rec.Route))
 	}
+	if rec.Continuations > 0 {
+		attrs = append(attrs, slog.Int("continuations", rec.Continuations))
+	}
 	if rec.Error != "" {
 		attrs = append(attrs, slog.String("error_code", rec.ErrorCode), slog.String("error", rec.Error))
 	}

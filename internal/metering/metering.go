@@ -78,6 +78,9 @@ type Record struct {
 	// Hedged, Retries: what the router did beyond the first attempt.
 	Hedged  bool `json:"hedged,omitempty"`
 	Retries int  `json:"retries,omitempty"`
+	// Continuations counts attempts made to continue the answer after an
+	// attempt broke mid-stream (see docs/continuation.md).
+	Continuations int `json:"continuations,omitempty"`
 	// Gaps are the delays between the visible chunks delivered, and
 	// StreamMs the time from the first to the last one.
 	Gaps     *Gaps   `json:"-"`

@@ -68,7 +68,7 @@ func New(health func() []router.Status) *Metrics {
 		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "cost_usd_total",
 			Help: "Cost of the metered tokens, in USD; part: answer or attempt, as for tokens_total."}, []string{"alias", "deployment", "part"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "events_total",
-			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, cache_hit, coalesced, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
+			Help: "Things that happened to requests: cancellation, fallback, retry, hedge, continuation, cache_hit, coalesced, guardrail_block, usage_missing, usage_estimated, timeout."}, []string{"alias", "event"}),
 		rules: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_total",
 			Help: "Requests a routing rule sent from the alias asked for to another (to)."}, []string{"alias", "rule", "to"}),
 		ruleFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "firstword", Name: "routing_rule_fallback_total",
@@ -85,7 +85,7 @@ func New(health func() []router.Status) *Metrics {
 }
 
 // Events are the names counted by firstword_events_total.
-var Events = []string{"cancellation", "timeout", "fallback", "retry", "hedge", "cache_hit", "coalesced", "guardrail_block", "usage_missing", "usage_estimated"}
+var Events = []string{"cancellation", "timeout", "fallback", "retry", "hedge", "continuation", "cache_hit", "coalesced", "guardrail_block", "usage_missing", "usage_estimated"}
 
 // Init creates the event counters of every alias at zero, so that rates
 // and dashboards see them before the first event.
@@ -153,6 +153,7 @@ func (m *Metrics) Record(_ context.Context, r *metering.Record) {
 	event("fallback", r.Fallbacks)
 	event("retry", r.Retries)
 	event("hedge", b2i(r.Hedged))
+	event("continuation", r.Continuations)
 	event("cache_hit", b2i(r.Cached))
 	event("coalesced", b2i(r.Coalesced))
 	if r.Rule != "" {

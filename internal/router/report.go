@@ -39,6 +39,9 @@ type Attempt struct {
 	Retry             bool          `json:"retry,omitempty"`
 	// Fallback: made for the alias fallen back to (see Report.Fallback).
 	Fallback bool `json:"fallback,omitempty"`
+	// Continued: made to continue an answer whose attempt broke after its
+	// first token (see Alias.OnStreamFailure).
+	Continued bool `json:"continued,omitempty"`
 	// Usage is what an attempt that did not give the answer cost at the
 	// provider: a hedge that lost, an attempt abandoned at its first-token
 	// timeout or by a client that left, one that failed after the
@@ -110,6 +113,14 @@ func (r *Report) count(match func(*Attempt) bool) int {
 	return n
 }
 
+// Continuations counts attempts made to continue a broken answer.
+func (r *Report) Continuations() int { return r.count(func(a *Attempt) bool { return a.Continued }) }
+
+// Continued reports whether a continuation served part of the answer.
+func (r *Report) Continued() bool {
+	return r.count(func(a *Attempt) bool { return a.Continued && !a.FirstToken.IsZero() }) > 0
+}
+
 // Hedged reports whether a hedge attempt was started.
 func (r *Report) Hedged() bool { return r.count(func(a *Attempt) bool { return a.Hedge }) > 0 }
 
@@ -122,7 +133,9 @@ func RuleTarget(alias string) (to string, fellBack bool) {
 
 // Route renders the attempts for a header: "dep=outcome, dep=outcome",
 // with the alias fallen back to before its first attempt:
-// "local/small=error(502), fell back to chat: openai/gpt-4o=ok".
+// "local/small=error(502), fell back to chat: openai/gpt-4o=ok", and a
+// continuation after a broken answer:
+// "a/m=mid_stream_error, continued on b/m2=ok".
 func (r *Report) Route() string {
 	var b strings.Builder
 	fellBack := false
@@ -135,6 +148,9 @@ func (r *Report) Route() string {
 			b.WriteString(strings.TrimPrefix(FellBackTo, ", "))
 			b.WriteString(r.Fallback)
 			b.WriteString(": ")
+		}
+		if a.Continued {
+			b.WriteString("continued on ")
 		}
 		b.WriteString(a.Deployment)
 		b.WriteByte('=')

@@ -41,6 +41,9 @@ type Deployment struct {
 	Weight float64
 	// FirstTokenTimeout overrides the alias's.
 	FirstTokenTimeout time.Duration
+	// Continuation is how the deployment is asked to continue a broken
+	// answer (see ContinuationFor; "": ContinueInstruct).
+	Continuation Continuation
 }
 
 // Adaptive derives the first-token timeout from the deployment's observed
@@ -78,6 +81,22 @@ type Alias struct {
 	BackoffBase, BackoffMax time.Duration
 	Hedge                   Hedge
 	Breaker                 BreakerConfig
+	// OnStreamFailure is what an answer that breaks after its first token
+	// does: StreamFailureContinue (the default) asks the next deployment
+	// to continue it, StreamFailureEnd ends it with the error. An answer
+	// that passed a tool call on, or asked for several choices, ends.
+	OnStreamFailure string
+	// MaxContinuations bounds the continuation attempts of one request
+	// (default 2).
+	MaxContinuations int
+	// StallTimeout: once the answer started, this long without a chunk
+	// (text, tool call, thinking, finish or usage) is a failure, which a
+	// continuation takes over (default 15s; only with
+	// StreamFailureContinue).
+	StallTimeout time.Duration
+	// ContinuationPrompt is the instruction of ContinueInstruct (default
+	// DefaultContinuationPrompt).
+	ContinuationPrompt string
 }
 
 // Config configures a Router.
@@ -174,6 +193,18 @@ func newAlias(ac Alias, health func(id string) *health) (*alias, error) {
 	}
 	if a.BackoffMax <= 0 {
 		a.BackoffMax = 2 * time.Second
+	}
+	if a.OnStreamFailure == "" {
+		a.OnStreamFailure = StreamFailureContinue
+	}
+	if a.MaxContinuations <= 0 {
+		a.MaxContinuations = DefaultMaxContinuations
+	}
+	if a.StallTimeout <= 0 {
+		a.StallTimeout = DefaultStallTimeout
+	}
+	if a.ContinuationPrompt == "" {
+		a.ContinuationPrompt = DefaultContinuationPrompt
 	}
 	if a.Hedge.MinDelay <= 0 {
 		a.Hedge.MinDelay = 50 * time.Millisecond

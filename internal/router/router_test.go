@@ -328,13 +328,13 @@ func TestMisconfiguredDeploymentNotRetried(t *testing.T) {
 	}
 }
 
-// After the first token, a failure is the stream's error: never a silent
-// switch to another model's text.
+// After the first token, with on_stream_failure: end, a failure is the
+// stream's error: never a silent switch to another model's text.
 func TestNoSwitchAfterFirstToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		primary := simWith("p", sim.Fault{Mode: sim.FaultErrorMid, After: 5})
 		backup := simWith("b", sim.Fault{})
-		r := newRouter(t, Alias{Deployments: []Deployment{dep(primary, "p", "fast", 0), dep(backup, "b", "fast", 1)}})
+		r := newRouter(t, Alias{OnStreamFailure: StreamFailureEnd, Deployments: []Deployment{dep(primary, "p", "fast", 0), dep(backup, "b", "fast", 1)}})
 		res := route(t, r, context.Background(), ask("hi"))
 		var ce *chat.Error
 		if !errors.As(res.err, &ce) || res.text == "" || backup.Stats().Started != 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"iter"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -41,6 +42,9 @@ type session struct {
 	// thought: an attempt's thinking was passed on and no answer followed
 	// yet; if another attempt serves, the caller is told to drop it.
 	thought bool
+	// order is the walk's order of the deployments, for a continuation.
+	order []*deployment
+	cont  continuer
 }
 
 // mark is what a request did with a deployment (one map, not one per
@@ -62,6 +66,7 @@ const (
 	verdictDone       verdict = iota // the stream ended, one way or another
 	verdictNext                      // failed before the first token: try on
 	verdictNoFallback                // failed in a way another deployment won't fix
+	verdictContinue                  // failed after the first token: continue the answer (resume)
 )
 
 // run is the request's stream: it walks the deployments in order until
@@ -76,6 +81,10 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 	// ends the stream.
 	for {
 		v := s.walk()
+		if v == verdictContinue {
+			s.resume()
+			return
+		}
 		if v == verdictDone {
 			return
 		}
@@ -101,6 +110,8 @@ func (s *session) walk() verdict {
 		s.marks = map[*deployment]mark{}
 	}
 	s.spare = spare
+	s.order = order
+	s.cont.on = a.OnStreamFailure != StreamFailureEnd && s.req.Choices() == 1
 	for _, d := range skip {
 		s.skipOpen(d, s.marks[d]&tried != 0)
 	}
@@ -365,6 +376,9 @@ type try struct {
 	err     error
 	// thinking: head is thinking, not yet the answer.
 	thinking bool
+	// watched: the timer is the stall timer (see watch); set on the
+	// session's goroutine, read by the timer's.
+	watched atomic.Bool
 
 	// For a hedged pair (see hedged): res reports that first returned,
 	// on the attempt's goroutine; done that it was received.
@@ -388,9 +402,10 @@ func (s *session) open(d *deployment, retry, hedge bool) *try {
 	ftt := s.alias.firstTokenTimeout(d)
 	a := &try{s: s, d: d, ftt: ftt}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
-	cancel := a.cancel
-	a.timer = time.AfterFunc(ftt, func() { cancel(chat.ErrFirstTokenTimeout) })
-	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback})
+	// One timer for the attempt: its first-token timer, then (watched) its
+	// stall timer.
+	a.timer = time.AfterFunc(ftt, a.expire)
+	a.idx = s.rep.add(Attempt{Deployment: d.ID, Start: time.Now(), FirstTokenTimeout: ftt, Retry: retry, Hedge: hedge, Fallback: s.fallback, Continued: s.cont.resuming})
 	// Counted as outstanding (for the balancing score) until finish ends it:
 	// every attempt opened is finished exactly once.
 	d.health.begin()
@@ -398,6 +413,9 @@ func (s *session) open(d *deployment, retry, hedge bool) *try {
 	// request as asked stays intact for the other attempts and the fallback.
 	req := s.req.Clone()
 	req.Model = d.Model
+	if s.cont.resuming {
+		req = s.continuation(req, d)
+	}
 	a.up = pull(a.ctx, d.Provider, req)
 	return a
 }
@@ -500,19 +518,30 @@ func (a *try) serve() verdict {
 	if !s.yield(a.head, nil) {
 		return s.stopped(a.d, a.idx)
 	}
+	// An answer that may be continued is kept, and watched for stalls.
+	on := s.cont.on
+	if on {
+		a.watch()
+	}
 	for {
 		c, err := a.up.Next()
 		if err == io.EOF {
 			return a.ended()
 		}
 		if err != nil {
-			return s.afterFirst(a.d, a.idx, &a.t, err)
+			return a.broke(err)
 		}
 		// No lock: a hedge's goroutine has reported before serve runs. Tallied
 		// before the yield, so a cut at the deadline counts what was passed on.
 		a.t.add(c)
+		if on {
+			a.progress(c)
+		}
 		if !s.yield(*c, nil) {
 			return s.stopped(a.d, a.idx)
+		}
+		if on {
+			a.rearm()
 		}
 	}
 }
@@ -624,8 +653,10 @@ func (s *session) won(d *deployment, idx int) {
 	at.FirstToken = now
 	at.Outcome = OutcomeOK // serving; changed if it fails later
 	// The request's first token is the winner's: a report read mid-stream
-	// names the deployment serving.
-	s.rep.FirstToken = now
+	// names the deployment serving (a continuation's, once one serves).
+	if s.rep.FirstToken.IsZero() {
+		s.rep.FirstToken = now
+	}
 	s.rep.Deployment = d.ID
 	s.rep.Model = d.Model
 }
@@ -660,7 +691,7 @@ func (s *session) finish(d *deployment, idx int, o Outcome, err error, failed, n
 func (s *session) spend(idx int, t *tally) {
 	// spend reads the outcome finish wrote: call it after finish.
 	at := &s.rep.Attempts[idx]
-	at.Usage = t.spent(s.req, at.Outcome != OutcomeError)
+	at.Usage = t.spent(s.asked(), at.Outcome != OutcomeError)
 }
 
 // stopped ends an attempt the caller broke out of: no error is yielded
@@ -740,7 +771,8 @@ func (s *session) failedBeforeFirst(d *deployment, idx int, actx context.Context
 // afterFirst handles a failure after the first token: the caller has seen
 // text from this deployment, so there is no silent switch. The deadline
 // cuts the stream with a timeout ending that keeps what was written; other
-// failures are passed on as the stream's error.
+// failures continue the answer when the alias's policy allows it
+// (verdictContinue, see resume), else are passed on as the stream's error.
 func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdict {
 	switch {
 	case s.gone():
@@ -753,6 +785,12 @@ func (s *session) afterFirst(d *deployment, idx int, t *tally, err error) verdic
 		s.cut(t)
 	default:
 		s.finish(d, idx, OutcomeMidStreamError, err, true, neutral(chat.AsError(err)))
+		if s.mayContinue(t, err) {
+			return s.continueAfter(d, idx, t, err)
+		}
+		if s.cont.req != nil && !s.ended(t) {
+			return verdictDone
+		}
 		s.yield(chat.Chunk{}, err)
 	}
 	return verdictDone
@@ -765,7 +803,7 @@ func (s *session) cut(t *tally) {
 		// Every choice had finished; the deadline only cut the wait for
 		// the end of the stream (a usage chunk, [DONE]). A finish reason
 		// is never sent twice: the usage alone ends it.
-		s.yield(chat.Chunk{Usage: t.usage(s.req)}, nil)
+		s.yield(chat.Chunk{Usage: t.usage(s.asked())}, nil)
 		return
 	}
 	if len(open) == 0 {
@@ -775,7 +813,7 @@ func (s *session) cut(t *tally) {
 	for i, ch := range open {
 		c := chat.Chunk{Choice: ch, FinishReason: chat.FinishTimeout}
 		if i == len(open)-1 {
-			c.Usage = t.usage(s.req)
+			c.Usage = t.usage(s.asked())
 		}
 		if !s.yield(c, nil) {
 			return
