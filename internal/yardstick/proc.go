@@ -46,7 +46,8 @@ func parseStatCPU(b []byte) (time.Duration, error) {
 	}
 	ut, err1 := strconv.ParseUint(string(f[11]), 10, 63)
 	st, err2 := strconv.ParseUint(string(f[12]), 10, 63)
-	if err1 != nil || err2 != nil || ut > 1<<40 || st > 1<<40 {
+	// Ticks of 10 ms: a sum over 2^37 of them would overflow a Duration.
+	if err1 != nil || err2 != nil || ut > 1<<36 || st > 1<<36 {
 		return 0, fmt.Errorf("proc stat: bad utime or stime")
 	}
 	const userHZ = 100 // USER_HZ on Linux
