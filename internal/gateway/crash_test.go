@@ -124,7 +124,10 @@ models:
 			deltas++
 		}
 	}
-	time.Sleep(150 * time.Millisecond) // at least one checkpoint after what we read
+	// At least one checkpoint (every 100 ms) after what we read, and time
+	// for its write to commit on a loaded machine (a write still in flight
+	// at the kill leaves the one before).
+	time.Sleep(400 * time.Millisecond)
 	if err := p.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
