@@ -143,6 +143,11 @@ type Hints struct {
 	Hint, RouteTag string
 	// Sim is a directive for the simulated provider (X-Firstword-Sim).
 	Sim string
+	// Continues is the start of the answer, delivered by an earlier
+	// producer that died (a replica killed mid-answer): the router asks
+	// for the rest and passes on only that, spliced after it
+	// (docs/continuation.md). Such a request is never cached or shared.
+	Continues string
 }
 
 // CachePolicy is what the client says of the response cache.

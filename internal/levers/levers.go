@@ -283,6 +283,8 @@ func (l *Levers) Plan(req *chat.Request, rep *Report) Planned {
 	req = shape(req, a)
 	rep.HideThinking = a.Thinking.Hide
 	key, cacheable := l.key(req, a)
+	// The rest of an answer is not an answer of its own.
+	cacheable = cacheable && req.Hints.Continues == ""
 	return &plan{l: l, rep: rep, req: req, fallback: fallback, alias: a, key: key, cached: cacheable && l.opt.Cache != nil, coalesce: cacheable && a.Coalesce}
 }
 

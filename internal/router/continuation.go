@@ -241,8 +241,11 @@ func (s *session) resume() {
 				s.yield(chat.Chunk{}, c.err)
 				return
 			}
+		case verdictNext:
+			// The continuation failed before its first token: the next
+			// is asked after it.
+			c.last = d
 		}
-		// verdictNext: the continuation failed before its first token;
 		// verdictContinue: it broke in turn (cont.last, cont.err are it).
 	}
 	switch {
@@ -255,6 +258,39 @@ func (s *session) resume() {
 	default:
 		s.yield(chat.Chunk{}, c.err)
 	}
+}
+
+// takeOver continues an answer whose producer died (Hints.Continues):
+// each attempt asks for the rest of it, in the alias's order, as the
+// continuations of a broken answer do; the first continuation is the
+// take-over, the alias's max_continuations follow it.
+func (s *session) takeOver() {
+	order, _, _ := s.r.order(s.alias, time.Now(), s.rep.Deadline)
+	if len(order) == 0 {
+		s.fail()
+		return
+	}
+	s.order, s.marks = order, map[*deployment]mark{}
+	c := &s.cont
+	c.on = true
+	c.text.WriteString(s.req.Hints.Continues)
+	c.err = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Retryable: true,
+		Message: "the answer could not be continued: no deployment answered"}
+	// after(last) is the order's first.
+	c.last = order[len(order)-1]
+	d := s.after(c.last)
+	switch s.resumeOn(d) {
+	case verdictDone:
+		return
+	case verdictNoFallback:
+		if s.ctx.Err() == nil {
+			s.yield(chat.Chunk{}, c.err)
+			return
+		}
+	case verdictNext:
+		c.last = d
+	}
+	s.resume()
 }
 
 // after returns the deployment to continue on after d broke: the next in

@@ -443,3 +443,53 @@ func TestContinuationRequest(t *testing.T) {
 		})
 	}
 }
+
+// A request that continues an answer whose producer died (Hints.Continues)
+// asks every deployment for the rest: the first that fails before its
+// first token is passed over, the next continues, and the caller reads
+// only the rest, the seam de-duplicated.
+func TestTakeOver(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 34))
+	synctest.Test(t, func(t *testing.T) {
+		for trial := range 30 {
+			cut := 1 + rng.IntN(len(cleanAnswer)-1)
+			for cut < len(cleanAnswer) && !utf8.RuneStart(cleanAnswer[cut]) {
+				cut++
+			}
+			var down, cont atomic.Int32
+			d1 := dep(providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+				return func(yield func(chat.Chunk, error) bool) { down.Add(1); yield(chat.Chunk{}, errReset) }
+			}), "a", "m", 0)
+			d2 := dep(continuing(t, rng, seamMode(trial%3), ContinueInstruct, &cont), "b", "m2", 1)
+			r := newRouter(t, Alias{Deployments: []Deployment{d1, d2}})
+			req := ask("tell me")
+			req.Hints.Continues = cleanAnswer[:cut]
+			res := route(t, r, context.Background(), req)
+			if res.err != nil || res.text != cleanAnswer[cut:] {
+				t.Fatalf("trial %d (cut %d): err %v, text %q, want %q", trial, cut, res.err, res.text, cleanAnswer[cut:])
+			}
+			if down.Load() != 1 || cont.Load() != 1 || !res.rep.Continued() || res.rep.Deployment != "b/m2" || res.usage == nil || res.usage.OutputTokens != 7 {
+				t.Errorf("calls %d, %d; continued %v, deployment %q, usage %+v", down.Load(), cont.Load(), res.rep.Continued(), res.rep.Deployment, res.usage)
+			}
+		}
+	})
+}
+
+// A take-over that no deployment serves ends with an error and nothing
+// passed on.
+func TestTakeOverFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d1 := dep(providertest.Func(func(ctx context.Context, req *chat.Request) chat.Stream {
+			return func(yield func(chat.Chunk, error) bool) { yield(chat.Chunk{}, errReset) }
+		}), "a", "m", 0)
+		r := newRouter(t, Alias{Deployments: []Deployment{d1}})
+		req := ask("tell me")
+		req.Hints.Continues = "Hello wor"
+		res := route(t, r, context.Background(), req)
+		if res.err == nil || res.text != "" {
+			t.Fatalf("err %v, text %q: want an error and nothing passed on", res.err, res.text)
+		}
+	})
+}

@@ -77,6 +77,10 @@ func (s *session) run(yield func(chat.Chunk, error) bool) {
 		s.abort(err)
 		return
 	}
+	if s.req.Hints.Continues != "" {
+		s.takeOver()
+		return
+	}
 	// At most two walks: fallBack clears next, so the second walk's failure
 	// ends the stream.
 	for {
