@@ -16,6 +16,9 @@ const (
 	KindDelta    = "delta"
 	KindDone     = "done"
 	KindError    = "error"
+	// KindRewind starts a take-over: the text from its offset on is
+	// replaced by the deltas after it (see Journal.Take).
+	KindRewind = "rewind"
 )
 
 // Event is one SSE event of an answer.
@@ -89,6 +92,9 @@ var (
 	ErrUnavailable = errors.New("journal: store unavailable")
 	// ErrClosed: the Journal was closed.
 	ErrClosed = errors.New("journal: closed")
+	// ErrHeld: Take found the answer held by a producer (its own, which
+	// lives, or one that took it over first) or ended.
+	ErrHeld = errors.New("journal: answer held by a producer, or ended")
 )
 
 // Journal keeps the events of answers being produced, so that a client
@@ -116,6 +122,14 @@ type Journal interface {
 	// Snapshot returns what is journaled for id now, for the sweeper
 	// that stores a lost answer's text. ErrNotFound as for Follow.
 	Snapshot(ctx context.Context, id string) (Snapshot, error)
+	// Take takes over answer id, whose producer went away before its end
+	// (Snapshot.Lost), for this process to continue it: it returns the
+	// journal as it stands and a Writer whose events follow its last
+	// one. Of those that try at once, one wins; the others get ErrHeld,
+	// as does an answer whose producer lives or that ended. The new
+	// producer holds the lease as Begin's does; a follower that got
+	// ErrLost may follow again.
+	Take(ctx context.Context, id string) (Writer, Snapshot, error)
 	// Close releases the journal. Producers still writing are lost:
 	// their followers get ErrLost (on this process, ErrClosed).
 	Close() error
@@ -139,6 +153,10 @@ type Writer interface {
 	// to the message now (as of the last lease renewal at most, for a
 	// follower on another replica).
 	Attached() bool
+	// Held is false once another producer took the answer over (Take,
+	// after this one's lease lapsed): Stopped is closed then too, and
+	// this producer must not write the answer anywhere any more.
+	Held() bool
 }
 
 // Snapshot is what a journal holds for a message at one moment.
@@ -152,6 +170,10 @@ type Snapshot struct {
 	Lost bool
 	// Truncated: events after some point were not journaled.
 	Truncated bool
+	// Next is the Seq the answer's next event would have (past the cut's
+	// events too, when Truncated): where a producer that takes it over
+	// goes on.
+	Next int64
 }
 
 // Options configure a journal; the zero value of each field means its

@@ -234,6 +234,31 @@ func (m *Memory) Follow(ctx context.Context, id string, after int64, yield func(
 	}
 }
 
+// Take implements Journal. In process an answer is lost only by Crash
+// (tests): its journal is moved to the new producer.
+func (m *Memory) Take(ctx context.Context, id string) (Writer, Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, err := m.lookup(id)
+	if err != nil {
+		return nil, Snapshot{}, err
+	}
+	if !old.lost || old.dropped {
+		return nil, Snapshot{}, ErrHeld
+	}
+	s := Snapshot{Truncated: old.cut >= 0, Next: old.last + 1}
+	msg := &memMsg{id: id, events: old.events, size: old.size, last: old.last, cut: old.cut, stop: make(chan struct{})}
+	if msg.cut >= 0 {
+		msg.events = msg.events[:msg.cut]
+	}
+	s.Events = append([]Event(nil), msg.events...)
+	// The old journal stays in done, to be dropped without counting its
+	// bytes again; it is no longer id's.
+	old.events, old.size = nil, 0
+	m.msgs[id] = msg
+	return &memWriter{m: m, msg: msg}, s, nil
+}
+
 // Stop implements Journal.
 func (m *Memory) Stop(ctx context.Context, id string) error {
 	m.mu.Lock()
@@ -260,7 +285,7 @@ func (m *Memory) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	s := Snapshot{Ended: msg.ended, Lost: msg.lost, Truncated: msg.cut >= 0}
+	s := Snapshot{Ended: msg.ended, Lost: msg.lost, Truncated: msg.cut >= 0, Next: msg.last + 1}
 	evs := msg.events
 	if msg.cut >= 0 {
 		evs = evs[:msg.cut]
@@ -319,6 +344,9 @@ func (w *memWriter) End(ev Event) {
 }
 
 func (w *memWriter) Stopped() <-chan struct{} { return w.msg.stop }
+
+// Held implements Writer: in process, nobody takes a live answer over.
+func (w *memWriter) Held() bool { return true }
 
 func (w *memWriter) Attached() bool {
 	w.m.mu.Lock()

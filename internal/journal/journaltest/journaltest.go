@@ -301,6 +301,51 @@ func Run(t *testing.T, h Harness) {
 			t.Fatalf("Stop(lost) = %v, want ErrNotFound", err)
 		}
 	})
+	t.Run("TakeOver", func(t *testing.T) {
+		want := Answer(6)
+		a, b, id, w := begin(t, h, opts, want[:4])
+		if _, _, err := b.Take(t.Context(), id); !errors.Is(err, journal.ErrHeld) {
+			t.Fatalf("Take of a live answer = %v, want ErrHeld", err)
+		}
+		if _, _, err := b.Take(t.Context(), newID()); !errors.Is(err, journal.ErrNotFound) {
+			t.Fatalf("Take of no answer = %v, want ErrNotFound", err)
+		}
+		h.Crash(w)
+		var nw journal.Writer
+		var snap journal.Snapshot
+		eventually(t, "the answer taken over", func() bool {
+			var err error
+			nw, snap, err = b.Take(t.Context(), id)
+			if err != nil && !errors.Is(err, journal.ErrHeld) {
+				t.Fatalf("Take of a lost answer = %v", err)
+			}
+			return err == nil
+		})
+		if diff := cmp.Diff(want[:4], snap.Events, eventOpts); diff != "" || snap.Next != 4 || snap.Truncated {
+			t.Fatalf("Take's snapshot: next %d, truncated %v (-want +got):\n%s", snap.Next, snap.Truncated, diff)
+		}
+		// Only one takes it over.
+		for _, j := range []journal.Journal{a, b} {
+			if _, _, err := j.Take(t.Context(), id); !errors.Is(err, journal.ErrHeld) {
+				t.Fatalf("a second Take = %v, want ErrHeld", err)
+			}
+		}
+		if !nw.Held() {
+			t.Fatal("the new producer does not hold the answer")
+		}
+		wait := collectLater(t, a, id, 1)
+		produce(nw, want[4:], true)
+		got, err := wait()
+		if err != nil {
+			t.Fatalf("Follow across the take-over = %v", err)
+		}
+		if diff := cmp.Diff(want[2:], got, eventOpts); diff != "" {
+			t.Fatalf("Follow across the take-over (-want +got):\n%s", diff)
+		}
+		if _, _, err := b.Take(t.Context(), id); !errors.Is(err, journal.ErrHeld) {
+			t.Fatalf("Take of an ended answer = %v, want ErrHeld", err)
+		}
+	})
 	t.Run("Stop", func(t *testing.T) {
 		a, b, id, w := begin(t, h, opts, Answer(0)[:1])
 		select {

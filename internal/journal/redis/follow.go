@@ -197,6 +197,7 @@ func (j *Journal) Snapshot(ctx context.Context, id string) (journal.Snapshot, er
 		}
 		s.Truncated = s.Truncated || e.cut
 		s.Ended = s.Ended || e.end
+		s.Next = max(s.Next, e.ev.Seq+1)
 		if e.marker == "" {
 			s.Events = append(s.Events, e.ev)
 		}

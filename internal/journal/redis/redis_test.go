@@ -405,3 +405,70 @@ func TestManyFollowers(t *testing.T) {
 		t.Errorf("the writer failed %d times", s.Failed)
 	}
 }
+
+// TestTakenOverProducerStops: a producer whose lease lapsed and was taken
+// over by another replica learns it at its next renewal: it no longer
+// holds the answer, its Stopped closes, it writes nothing more, and its
+// renewal does not take the lease back. One whose lapsed lease nobody
+// took takes it again and goes on.
+func TestTakenOverProducerStops(t *testing.T) {
+	url := redisURL(t)
+	o := journal.Options{KeyPrefix: prefix(t), Lease: 300 * time.Millisecond}
+	a, b := open(t, url, o), open(t, url, o)
+	ev := func(seq int64) journal.Event {
+		return journal.Event{Seq: seq, Kind: journal.KindDelta, Data: fmt.Appendf(nil, `{"text":"%d"}`, seq)}
+	}
+	// Nobody takes it: the lapsed lease is taken again.
+	w := a.Begin("kept")
+	w.Append(ev(0))
+	eventually(t, "the first event written", func() bool {
+		s, err := b.Snapshot(t.Context(), "kept")
+		return err == nil && len(s.Events) == 1
+	})
+	a.c.Del(t.Context(), a.keys("kept").lease)
+	eventually(t, "the lease taken again", func() bool { return a.c.Exists(t.Context(), a.keys("kept").lease).Val() == 1 })
+	w.Append(ev(1))
+	eventually(t, "the next event written", func() bool {
+		s, err := b.Snapshot(t.Context(), "kept")
+		return err == nil && len(s.Events) == 2
+	})
+	if !w.Held() {
+		t.Fatal("a producer whose lease nobody took no longer holds it")
+	}
+
+	// Taken over: the old producer stops.
+	w = a.Begin("taken")
+	w.Append(ev(0))
+	eventually(t, "the first event written", func() bool {
+		s, err := b.Snapshot(t.Context(), "taken")
+		return err == nil && len(s.Events) == 1
+	})
+	k := a.keys("taken")
+	a.c.Del(t.Context(), k.lease)
+	nw, snap, err := b.Take(t.Context(), "taken")
+	if err != nil || snap.Next != 1 {
+		t.Fatalf("Take = %v, next %d", err, snap.Next)
+	}
+	select {
+	case <-w.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the producer taken over was not stopped")
+	}
+	if w.Held() {
+		t.Fatal("the producer taken over still holds the answer")
+	}
+	w.Append(ev(1))
+	nw.Append(journal.Event{Seq: 1, Kind: journal.KindRewind, Data: []byte(`{"offset":1}`)})
+	nw.End(journal.Event{Seq: 2, Kind: journal.KindDone, Data: []byte(`{}`)})
+	var s journal.Snapshot
+	eventually(t, "the new producer's end written", func() bool {
+		s, err = b.Snapshot(t.Context(), "taken")
+		return err == nil && s.Ended
+	})
+	if len(s.Events) != 3 || s.Events[1].Kind != journal.KindRewind {
+		t.Fatalf("journal after the take-over: %+v", s.Events)
+	}
+	if got := a.c.Get(t.Context(), k.lease).Val(); got != "" {
+		t.Fatalf("lease %q after the new producer's end: the old one took it back", got)
+	}
+}

@@ -23,6 +23,12 @@ type writer struct {
 	stopped  chan struct{}
 	stopOnce sync.Once
 	attached atomic.Bool
+	// held is until when (Unix ns) this producer may write: two thirds
+	// of a lease after the send of the last write or renewal that found
+	// its lease, which lapses no sooner than a lease after it; 0 before
+	// its first write. taken: another producer took the answer over.
+	held  atomic.Int64
+	taken atomic.Bool
 
 	mu      sync.Mutex
 	pend    []journal.Event
@@ -32,6 +38,7 @@ type writer struct {
 	begun   bool            // the first write (lease, fresh stream) is done
 	created bool            // the stream exists (written to once)
 	last    int64           // the last Seq appended
+	written int64           // the last Seq written
 	size    int64           // bytes counted against MaxMessageBytes
 	cut     int64           // Seq of the first event not journaled, or -1
 	cutDone bool            // the cut marker is written
@@ -39,6 +46,7 @@ type writer struct {
 	end     *journal.Event
 	endDone bool // the end is written
 	dead    bool // crashed or closed: writes nothing more
+	waiting bool // its queue waits for a renewal that finds its lease
 }
 
 // Stream entries. An event is {k: kind, d: data}, plus e=1 if End wrote
@@ -58,22 +66,84 @@ const (
 // Begin implements journal.Journal. It does no I/O: the lease is taken
 // by the first write, with the first events.
 func (j *Journal) Begin(id string) journal.Writer {
-	w := &writer{j: j, id: id, k: j.keys(id), stopped: make(chan struct{}), last: -1, cut: -1}
+	w := &writer{j: j, id: id, k: j.keys(id), stopped: make(chan struct{}), last: -1, written: -1, cut: -1}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.closed {
-		w.dead = true
+	if !j.register(w) {
 		return w
 	}
-	if old := j.writers[id]; old != nil {
-		old.crash()
-	}
-	j.writers[id] = w
 	j.dirty = append(j.dirty, w)
 	w.queued = true
 	j.signal()
 	return w
 }
+
+// register makes w id's producer here; false if j is closed (w is dead
+// then). j.mu is held.
+func (j *Journal) register(w *writer) bool {
+	if j.closed {
+		w.dead = true
+		return false
+	}
+	if old := j.writers[w.id]; old != nil {
+		old.crash()
+	}
+	j.writers[w.id] = w
+	return true
+}
+
+// Take implements journal.Journal: one script takes the lapsed lease
+// if the answer has not ended, then the stream is read.
+func (j *Journal) Take(ctx context.Context, id string) (journal.Writer, journal.Snapshot, error) {
+	if j.isClosed() {
+		return nil, journal.Snapshot{}, journal.ErrClosed
+	}
+	k := j.keys(id)
+	sent := time.Now()
+	n, err := takeScript.Run(ctx, j.c, []string{k.lease, k.stream}, j.token, j.o.Lease.Milliseconds(), (j.o.Retention + j.o.Lease).Milliseconds()).Int()
+	switch {
+	case err != nil:
+		return nil, journal.Snapshot{}, unavailable(ctx, "take", err)
+	case n == -1:
+		return nil, journal.Snapshot{}, journal.ErrNotFound
+	case n != 1:
+		return nil, journal.Snapshot{}, journal.ErrHeld
+	}
+	w := &writer{j: j, id: id, k: k, stopped: make(chan struct{}), last: -1, written: -1, cut: -1, begun: true, created: true}
+	w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
+	snap, err := j.Snapshot(ctx, id)
+	if err != nil {
+		// The lease lapses again: another may take it.
+		return nil, journal.Snapshot{}, err
+	}
+	// What is written, cut marker included, is below Next.
+	w.last, w.written = snap.Next-1, snap.Next-1
+	if snap.Truncated {
+		w.cut, w.cutDone = snap.Next, true
+	}
+	j.mu.Lock()
+	ok := j.register(w)
+	j.mu.Unlock()
+	if !ok {
+		return nil, journal.Snapshot{}, journal.ErrClosed
+	}
+	return w, snap, nil
+}
+
+// takeScript: KEYS lease, stream; ARGV token, lease ms, stream TTL ms.
+// Returns 1 when it took the lease; 0 when a producer holds it or the
+// answer ended; -1 when there is no stream.
+var takeScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if #top == 0 then return -1 end
+local f = top[1][2]
+for i = 1, #f, 2 do
+  if f[i] == 'e' or (f[i] == 'm' and f[i + 1] == 'end') then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1`)
 
 // signal wakes the writing goroutine.
 func (j *Journal) signal() {
@@ -140,6 +210,8 @@ func (w *writer) End(ev journal.Event) {
 }
 
 func (w *writer) Stopped() <-chan struct{} { return w.stopped }
+
+func (w *writer) Held() bool { return !w.taken.Load() }
 
 func (w *writer) Attached() bool { return w.attached.Load() }
 
@@ -247,6 +319,7 @@ func (j *Journal) flush() bool {
 	if len(batches) == 0 {
 		return true
 	}
+	sent := time.Now()
 	_, _ = pipe.Exec(ctx)
 	ok := true
 	for _, b := range batches {
@@ -256,6 +329,9 @@ func (j *Journal) flush() bool {
 			continue
 		}
 		j.pending.Add(-b.bytes)
+		if b.begin {
+			b.w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
+		}
 		b.w.done(b)
 	}
 	if !ok {
@@ -294,6 +370,13 @@ func (w *writer) take() *batch {
 		}
 		w.j.pending.Add(-n)
 		w.pend, w.end = nil, nil
+		return nil
+	}
+	if w.begun && time.Now().UnixNano() > w.held.Load() {
+		// The lease may have lapsed: nothing is written until a renewal
+		// finds it (see renew), so a producer that lost it to another
+		// never writes after the other's events.
+		w.waiting = true
 		return nil
 	}
 	b := &batch{w: w, evs: w.pend, begin: !w.begun, cut: -1, endSeq: -1, mk: !w.created}
@@ -370,6 +453,12 @@ func (w *writer) done(b *batch) {
 	}
 	if len(b.adds) > 0 {
 		w.created = true
+	}
+	for _, ev := range b.evs {
+		w.written = max(w.written, ev.Seq)
+	}
+	if b.cut >= 0 {
+		w.written = max(w.written, b.cut)
 	}
 	if w.spare == nil && cap(b.evs) <= 4096 {
 		clear(b.evs) // let the data chunks go
@@ -466,22 +555,43 @@ func (j *Journal) renew() {
 	for _, w := range ws {
 		w.mu.Lock()
 		live := w.begun && !w.dead && !w.endDone
+		written := w.written
 		w.mu.Unlock()
 		if !live {
 			continue
 		}
-		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl)
+		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl, written)
 		rs = append(rs, renewal{w, cmd})
 	}
 	if len(rs) == 0 {
 		return
 	}
+	sent := time.Now()
 	// Eval, not EvalSha: in a pipeline, a NOSCRIPT cannot fall back.
 	_, _ = pipe.Exec(ctx)
 	for _, r := range rs {
 		v, err := r.cmd.Int64Slice()
-		if err != nil || len(v) != 2 {
+		if err != nil || len(v) != 3 {
 			continue
+		}
+		if v[2] == 1 {
+			// Another producer took the answer over: this one ends, and
+			// writes nothing more.
+			r.w.taken.Store(true)
+			r.w.crash()
+			r.w.stop()
+			continue
+		}
+		r.w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
+		r.w.mu.Lock()
+		again := r.w.waiting && !r.w.queued
+		r.w.waiting = false
+		if again {
+			r.w.queued = true
+		}
+		r.w.mu.Unlock()
+		if again {
+			j.markDirty(r.w)
 		}
 		if v[0] == 1 {
 			r.w.stop()
@@ -491,18 +601,35 @@ func (j *Journal) renew() {
 }
 
 // renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
-// stream TTL ms. Returns {stop requested, followers attached}. The lease
-// is only extended (XX): the end's write deletes it, and a renewal that
-// raced with that must not bring it back; one that lapsed (Redis
-// unreachable for longer than a lease) stays lapsed, since followers may
-// already have been told the answer is lost.
+// stream TTL ms, the last Seq this producer wrote. Returns {stop
+// requested, followers attached, taken}. A lease held under another
+// token was taken over (taken = 1). One that lapsed (Redis unreachable
+// for longer than a lease) was taken over too if the stream holds an
+// entry past the producer's last, or ended (the end's write deletes the
+// lease: a renewal that raced with it must not bring it back); otherwise
+// nobody took it and the producer takes it again (followers told the
+// answer was lost find it live when they follow again).
 var renewScript = goredis.NewScript(`
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'XX')
+local cur = redis.call('GET', KEYS[1])
+if cur ~= ARGV[1] then
+  if cur then return {0, 0, 1} end
+  local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  if #top > 0 then
+    if tonumber(string.match(top[1][1], '^%d+')) > tonumber(ARGV[4]) then return {0, 0, 1} end
+    local f = top[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 'e' or (f[i] == 'm' and f[i + 1] == 'end') then return {0, 0, 0} end
+    end
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-return {redis.call('EXISTS', KEYS[3]), redis.call('ZCARD', KEYS[4])}`)
+return {redis.call('EXISTS', KEYS[3]), redis.call('ZCARD', KEYS[4]), 0}`)
 
 // shutdown writes what is queued, once, and releases the leases of the
 // answers still being written.
