@@ -89,6 +89,11 @@ type Store interface {
 	// content replaces the last checkpoint's text (with outputTokens);
 	// the thinking is the last checkpoint's.
 	InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error)
+	// ReopenMessage marks message id streaming again, stamping it at, if
+	// its writer was lost: it is interrupted without an error code (a
+	// crash, not a shutdown, which says so). It reports whether it did:
+	// of callers at once, one does.
+	ReopenMessage(ctx context.Context, id string, at time.Time) (bool, error)
 
 	// RecordUsage inserts usage rows, one per request, in one transaction.
 	RecordUsage(ctx context.Context, us ...*Usage) error

@@ -130,6 +130,10 @@ func (s *timeoutStore) InterruptMessage(ctx context.Context, id string, content 
 	})
 }
 
+func (s *timeoutStore) ReopenMessage(ctx context.Context, id string, at time.Time) (bool, error) {
+	return bound(s, ctx, func(ctx context.Context) (bool, error) { return s.st.ReopenMessage(ctx, id, at) })
+}
+
 func (s *timeoutStore) RecordUsage(ctx context.Context, us ...*Usage) error {
 	return bound0(s, ctx, func(ctx context.Context) error { return s.st.RecordUsage(ctx, us...) })
 }

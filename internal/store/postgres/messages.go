@@ -152,6 +152,16 @@ func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit
 	return ids, nil
 }
 
+// ReopenMessage marks message id streaming if its writer was lost.
+func (s *Store) ReopenMessage(ctx context.Context, id string, at time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'streaming', updated_at = $1
+		WHERE id = $2 AND status = 'interrupted' AND error_code = ''`, store.Stamp(at), id)
+	if err != nil {
+		return false, fmt.Errorf("postgres: reopen message %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // InterruptMessage marks message id interrupted if it is streaming.
 func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE messages SET status = 'interrupted', updated_at = $1,

@@ -133,6 +133,16 @@ func (s *Store) StaleStreaming(ctx context.Context, staleBefore time.Time, limit
 	return ids, nil
 }
 
+// ReopenMessage marks message id streaming if its writer was lost.
+func (s *Store) ReopenMessage(ctx context.Context, id string, at time.Time) (bool, error) {
+	n, err := changed(s.w.ExecContext(ctx, `UPDATE messages SET status = 'streaming', updated_at = ?
+		WHERE id = ? AND status = 'interrupted' AND error_code = ''`, store.Stamp(at).UnixMicro(), id))
+	if err != nil {
+		return false, fmt.Errorf("sqlite: reopen message %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // InterruptMessage marks message id interrupted if it is streaming.
 func (s *Store) InterruptMessage(ctx context.Context, id string, content *string, outputTokens int, at time.Time) (bool, error) {
 	n, err := changed(s.w.ExecContext(ctx, `UPDATE messages SET status = 'interrupted', updated_at = ?,

@@ -632,6 +632,28 @@ func testInterruptMessage(t *testing.T, s store.Store) {
 	if diff := cmp.Diff([]store.Message{journaled}, messages(t, s, "globex", "globex-c1")); diff != "" {
 		t.Errorf("globex-c1 after InterruptMessage (-want +got):\n%s", diff)
 	}
+	// Reopened once, for one continuation; an answer that ended, or was
+	// cut by a shutdown (an error code says so), is not.
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{{"m2", true}, {"m2", false}, {"m1", false}, {"nope", false}} {
+		if ok, err := s.ReopenMessage(ctx, c.id, at(2*time.Minute)); err != nil || ok != c.want {
+			t.Errorf("ReopenMessage(%s) = %v, %v, want %v", c.id, ok, err, c.want)
+		}
+	}
+	kept.Status, kept.UpdatedAt = store.StatusStreaming, at(2*time.Minute)
+	if diff := cmp.Diff([]store.Message{done, kept}, messages(t, s, "acme", "acme-c1")); diff != "" {
+		t.Errorf("acme-c1 after ReopenMessage (-want +got):\n%s", diff)
+	}
+	shut := journaled
+	shut.ErrorCode, shut.ErrorMessage, shut.Status = "shutting_down", "the server is shutting down", store.StatusInterrupted
+	if err := s.FinishMessage(ctx, &shut); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.ReopenMessage(ctx, shut.ID, at(3*time.Minute)); err != nil || ok {
+		t.Errorf("ReopenMessage of an answer cut by a shutdown = %v, %v, want false", ok, err)
+	}
 }
 
 func testUsageSummary(t *testing.T, s store.Store) {
