@@ -26,8 +26,11 @@ type checkpointer struct {
 	// saver's (save); the database write itself is made outside it.
 	mu      sync.Mutex
 	content string
-	// thinking is the thinking delivered, with its signatures.
+	// thinking is the thinking delivered, with its signatures, after
+	// prior's (an answer taken over: the thinking its first producer
+	// stored).
 	thinking chat.ThinkingCollector
+	prior    []chat.ThinkingBlock
 	tokens   int
 	saved    int // tokens at the last save
 	dirty    bool
@@ -136,9 +139,9 @@ func (c *checkpointer) save() {
 // blocks is the thinking so far (nil: none); mu is held.
 func (c *checkpointer) blocks() []chat.ThinkingBlock {
 	if c.thinking.Empty() {
-		return nil
+		return c.prior
 	}
-	return c.thinking.Blocks()
+	return append(c.prior[:len(c.prior):len(c.prior)], c.thinking.Blocks()...)
 }
 
 // delivered returns the thinking delivered; call it after stop.

@@ -127,8 +127,12 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 		r.flags = v.Flags
 	}
 	// Started before gather, so the remote guard and the context sources run
-	// at once: the turn waits for the slower, not the sum.
-	guard := r.startGuard(runCtx)
+	// at once: the turn waits for the slower, not the sum. An answer taken
+	// over was let through when it began.
+	var guard *remoteVerdict
+	if t.continues == "" {
+		guard = r.startGuard(runCtx)
+	}
 	g, err := t.gather(runCtx, t.user.Content)
 	r.sources, r.citations = g.reports, g.citations
 	switch {
@@ -153,6 +157,7 @@ func (t *Turn) Run(ctx context.Context, yield func(Event) bool) {
 	}
 	end := t.in.Call.Timings().Begin("prompt")
 	r.prompt = t.prompt(t.user.Content, g)
+	r.prompt.Hints.Continues = t.continues
 	end("")
 	r.stream(ctx, runCtx, guard)
 }
@@ -273,6 +278,12 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	// inside the loop (stop is idempotent).
 	defer cp.stop()
 	var sent strings.Builder
+	// An answer taken over: what its first producer delivered is the
+	// start of what is saved; the router passes on only the rest.
+	sent.WriteString(t.continues)
+	if t.continues != "" {
+		cp.prior = StoredThinking(t.assistant.Thinking)
+	}
 	// Under runCtx: a guard's block or the client's leaving cancels the model
 	// at once. The call's report is the router's to write between chunks,
 	// and read here only when the loop body runs or the loop is over.

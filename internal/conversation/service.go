@@ -165,6 +165,9 @@ type Turn struct {
 	// is set by then.
 	written  chan struct{}
 	writeErr error
+	// continues is the text an answer taken over had delivered (see
+	// Continue); empty for a new turn.
+	continues string
 }
 
 // Prepare validates the input, creates the conversation if needed, and

@@ -69,6 +69,10 @@ type Store interface {
 	FinishMessage(ctx context.Context, m *Message) error
 	// ListMessages returns a tenant's conversation's messages in order.
 	ListMessages(ctx context.Context, tenantID, conversationID string) ([]Message, error)
+	// GetMessage returns message id, whatever its tenant (ErrNotFound if
+	// there is none): for the server's own work on an answer (continuing
+	// one whose replica died), never for a client.
+	GetMessage(ctx context.Context, id string) (*Message, error)
 	// LastMessages returns the last n messages of a conversation, in
 	// order (oldest first).
 	LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]Message, error)

@@ -130,6 +130,10 @@ func (s *timeoutStore) InterruptMessage(ctx context.Context, id string, content 
 	})
 }
 
+func (s *timeoutStore) GetMessage(ctx context.Context, id string) (*Message, error) {
+	return bound(s, ctx, func(ctx context.Context) (*Message, error) { return s.st.GetMessage(ctx, id) })
+}
+
 func (s *timeoutStore) ReopenMessage(ctx context.Context, id string, at time.Time) (bool, error) {
 	return bound(s, ctx, func(ctx context.Context) (bool, error) { return s.st.ReopenMessage(ctx, id, at) })
 }

@@ -121,6 +121,18 @@ func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID strin
 	return ms, nil
 }
 
+// GetMessage returns message id, whatever its tenant.
+func (s *Store) GetMessage(ctx context.Context, id string) (*store.Message, error) {
+	ms, err := s.queryMessages(ctx, `SELECT `+store.MessageColumns+` FROM messages WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get message %s: %w", id, err)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("postgres: get message %s: %w", id, store.ErrNotFound)
+	}
+	return &ms[0], nil
+}
+
 func (s *Store) queryMessages(ctx context.Context, q string, args ...any) ([]store.Message, error) {
 	rows, _ := s.pool.Query(ctx, q, args...) // CollectRows reports the error
 	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Message, error) {

@@ -89,6 +89,18 @@ func (s *Store) ListMessages(ctx context.Context, tenantID, conversationID strin
 	return ms, nil
 }
 
+// GetMessage returns message id, whatever its tenant.
+func (s *Store) GetMessage(ctx context.Context, id string) (*store.Message, error) {
+	ms, err := queryMessages(s.r.QueryContext(ctx, `SELECT `+store.MessageColumns+` FROM messages WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get message %s: %w", id, err)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("sqlite: get message %s: %w", id, store.ErrNotFound)
+	}
+	return &ms[0], nil
+}
+
 // LastMessages returns the last n messages of a tenant's conversation,
 // oldest first; none for another tenant's conversation.
 func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID string, n int) ([]store.Message, error) {

@@ -632,6 +632,12 @@ func testInterruptMessage(t *testing.T, s store.Store) {
 	if diff := cmp.Diff([]store.Message{journaled}, messages(t, s, "globex", "globex-c1")); diff != "" {
 		t.Errorf("globex-c1 after InterruptMessage (-want +got):\n%s", diff)
 	}
+	if got, err := s.GetMessage(ctx, kept.ID); err != nil || got.ID != kept.ID || got.TenantID != kept.TenantID || got.Content != kept.Content {
+		t.Errorf("GetMessage(%s) = %+v, %v", kept.ID, got, err)
+	}
+	if _, err := s.GetMessage(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetMessage(nope) = %v, want ErrNotFound", err)
+	}
 	// Reopened once, for one continuation; an answer that ended, or was
 	// cut by a shutdown (an error code says so), is not.
 	for _, c := range []struct {
