@@ -21,6 +21,9 @@ type checkpointer struct {
 	ready    <-chan struct{} // closed once the row exists
 	interval time.Duration
 	every    int
+	// held, if set, is false once another process took the answer over:
+	// nothing more is saved.
+	held func() bool
 
 	// mu guards the state shared by the stream's goroutine (update) and the
 	// saver's (save); the database write itself is made outside it.
@@ -117,6 +120,9 @@ const touchEvery = 5 * time.Second
 const StreamLease = 30 * time.Second
 
 func (c *checkpointer) save() {
+	if c.held != nil && !c.held() {
+		return
+	}
 	c.mu.Lock()
 	if !c.dirty && time.Since(c.lastAt) < touchEvery {
 		c.mu.Unlock()

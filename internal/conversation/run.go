@@ -274,6 +274,7 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	t, s := r.t, r.t.s
 	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
+	cp.held = t.in.Held
 	// Deferred as well as called below: the blocked path returns from
 	// inside the loop (stop is idempotent).
 	defer cp.stop()
@@ -449,6 +450,14 @@ func (r *run) finish(ctx context.Context) {
 	}
 	m, u := r.message()
 	code, retryable := r.settle(m, t.in.Call.End(ctx, r.err, r.gone))
+	fenced := t.in.Held != nil && !t.in.Held()
+	if fenced {
+		// Another process continues the answer and writes it: this one
+		// tells its client to resume, and stores nothing.
+		m.Status, code, retryable = store.StatusInterrupted, "interrupted", true
+		m.ErrorCode, m.ErrorMessage = code, "another server continues this answer: resume it to read the rest"
+		r.gone = false
+	}
 	rec.Complete(time.Now()) // provisional: the last event follows the save
 	// The saved timings need an end; the event's are completed again after
 	// the save, which they then include.
@@ -465,7 +474,7 @@ func (r *run) finish(ctx context.Context) {
 		// caller answers with the write's error if it sent nothing yet).
 		m.Status, code, retryable = store.StatusError, "store_unavailable", true
 		m.ErrorCode, m.ErrorMessage = code, "the message could not be saved"
-	} else if err := s.opt.Store.FinishMessage(pctx, m); err != nil {
+	} else if err := finishUnlessFenced(pctx, s.opt.Store, m, fenced); err != nil {
 		s.opt.Log.Error("saving the answer", "request_id", t.in.RequestID, "message_id", m.ID, "err", err)
 		// A done event promises a saved answer: an answer that could not be
 		// saved is reported as an error instead.
@@ -496,6 +505,15 @@ func (r *run) finish(ctx context.Context) {
 		return
 	}
 	r.yield(Event{Kind: "error", Error: &ErrorEvent{MessageID: m.ID, Code: code, Message: m.ErrorMessage, Retryable: retryable, Status: m.Status, Usage: u, Timings: rec.Timings()}})
+}
+
+// finishUnlessFenced saves m, unless another process took the answer
+// over (fenced): it writes the answer then.
+func finishUnlessFenced(ctx context.Context, st store.Store, m *store.Message, fenced bool) error {
+	if fenced {
+		return nil
+	}
+	return st.FinishMessage(ctx, m)
 }
 
 // message is the answer as delivered: its text, deployment, finish

@@ -134,6 +134,11 @@ type Input struct {
 	Call *call.Call
 	// Hints are the client's hints to the levers and providers.
 	Hints chat.Hints
+	// Held reports whether this process still produces the answer: false
+	// once another took it over (its journal lease lapsed, see
+	// journal.Writer.Held), after which the turn writes nothing to the
+	// store. nil: always.
+	Held func() bool
 }
 
 // Request errors, returned by Prepare before anything is streamed.

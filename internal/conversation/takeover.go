@@ -19,10 +19,12 @@ type Takeover struct {
 	// Text is the durable text: what the journal holds of the answer,
 	// else its row's last checkpoint. It is not empty.
 	Text string
-	// Call is the call the continuation is routed through, resolved for
-	// the answer's model.
-	Call  *call.Call
-	Hints chat.Hints
+	// Resolve returns the call the continuation is routed through, for
+	// the answer's model and the conversation's user.
+	Resolve func(userID string) (*call.Call, error)
+	Hints   chat.Hints
+	// Held is the new producer's Input.Held.
+	Held func() bool
 }
 
 // ErrNotContinuable: the answer cannot be continued (no text yet, or no
@@ -61,10 +63,14 @@ func (s *Service) Continue(ctx context.Context, tk Takeover) (*Turn, error) {
 	if user == nil {
 		return nil, fmt.Errorf("%w: no user message before %s", ErrNotContinuable, m.ID)
 	}
+	cl, err := tk.Resolve(c.UserID)
+	if err != nil {
+		return nil, err
+	}
 	a := *m
 	t := &Turn{s: s, conv: c, user: user, assistant: &a, continues: tk.Text, historyUntil: user.Seq,
 		in: Input{RequestID: tk.RequestID, TenantID: m.TenantID, UserID: c.UserID, ConversationID: c.ID,
-			Model: m.Model, Message: user.Content, Call: tk.Call, Hints: tk.Hints},
+			Model: m.Model, Message: user.Content, Call: cl, Hints: tk.Hints, Held: tk.Held},
 		written: make(chan struct{})}
 	close(t.written)
 	return t, nil

@@ -140,11 +140,12 @@ func (g *Gateway) purgeIdempotencyKeys(ctx context.Context) {
 	})
 }
 
-// sweepLost stores the answers whose replica died, as seen by the shared
-// journal (their lease lapsed before their end), as interrupted with
-// their journaled text: within the lease and a second of it, rather than
-// the rows' own 30 s. Every replica sweeps; the store's conditional
-// update lets one of them win.
+// sweepLost continues the answers whose replica died, as seen by the
+// shared journal (their lease lapsed before their end), from their
+// journaled text (httpapi.ContinueLost), or stores them interrupted with
+// it when they cannot be continued: within the lease and a second of it,
+// rather than the rows' own 30 s. Every replica sweeps; the journal's
+// take-over lets one of them win.
 func (g *Gateway) sweepLost(ctx context.Context) {
 	every(ctx, time.Second, false, func() {
 		// A live answer's row is written every checkpoint while text
@@ -159,10 +160,8 @@ func (g *Gateway) sweepLost(ctx context.Context) {
 			if err != nil || !snap.Lost {
 				continue
 			}
-			if ok, err := g.api.InterruptLost(ctx, id); err != nil {
-				g.log.Warn("storing a lost answer", "message_id", id, "err", err)
-			} else if ok {
-				g.log.Warn("an answer whose replica died is now interrupted", "message_id", id)
+			if err := g.api.ContinueLost(ctx, id); err != nil && !errors.Is(err, httpapi.ErrNotTaken) {
+				g.log.Warn("continuing a lost answer", "message_id", id, "err", err)
 			}
 		}
 	})

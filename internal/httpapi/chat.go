@@ -13,6 +13,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/conversation"
+	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/limits"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/store"
@@ -91,6 +92,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		Model: body.Model, Message: body.Message, Call: c,
 	}
 	in.Hints = requestHints(r, p.TenantID)
+	// Set once the answer's journal is begun, before the turn runs.
+	var jw journal.Writer
+	in.Held = func() bool { return jw == nil || jw.Held() }
 	// The user's message is written while the turn runs: the context and
 	// the model's call start now, and meta (the first event) waits for the
 	// write, which a failure turns into a real status while nothing was
@@ -109,6 +113,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	es.prelude = []byte("retry: 1000\n\n")
 	ans := s.newAnswer(r, meta.MessageID, es)
 	defer ans.close()
+	jw = ans.jw
 	// meta goes out as soon as the write is done, from its own goroutine
 	// (the turn's may be waiting for the model), or with the turn's first
 	// event if that comes first; once sent, only the turn's goroutine

@@ -128,7 +128,7 @@ func (a *answer) event(kind string, data []byte) bool {
 	if a.isDetached() {
 		return a.grace > 0
 	}
-	a.buf = appendEvent(a.buf[:0], a.id, ev)
+	a.buf = appendEvent(a.buf[:0], a.id, 0, ev)
 	if a.es.Write(a.buf) != nil {
 		a.detach()
 		return a.jw != nil && a.grace > 0
@@ -193,12 +193,17 @@ func (a *answer) close() {
 	a.cancel(nil)
 }
 
-// appendEvent appends ev as an SSE event whose id is the message's and
-// the event's sequence number.
-func appendEvent(b []byte, messageID string, ev journal.Event) []byte {
+// appendEvent appends ev as an SSE event whose id is the message's, the
+// generation's from the first take-over on (see cursor), and the event's
+// sequence number.
+func appendEvent(b []byte, messageID string, gen int, ev journal.Event) []byte {
 	b = append(b, "id: "...)
 	b = append(b, messageID...)
 	b = append(b, ':')
+	if gen > 0 {
+		b = strconv.AppendInt(b, int64(gen), 10)
+		b = append(b, ':')
+	}
 	b = strconv.AppendInt(b, ev.Seq, 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, ev.Kind...)
@@ -207,25 +212,51 @@ func appendEvent(b []byte, messageID string, ev journal.Event) []byte {
 	return append(b, "\n\n"...)
 }
 
+// position is where a resuming client is in an answer: the generation
+// and number of its last event (seq -1: none).
+//
+// An answer's events are numbered on from one producer to the next; a
+// producer that takes over an answer whose replica died starts a new
+// generation, with a rewind event (see followAnswer). Event ids are
+// <message_id>:<n> in the first generation and <message_id>:<g>:<n> in
+// generation g after it, so that a client that saw events the dead
+// replica never journaled is told apart from one that has the new ones.
+type position struct {
+	gen int
+	seq int64
+}
+
 // cursor is where a resuming client is: the message of its last event and
-// that event's number (-1: from the start).
-func cursor(r *http.Request) (messageID string, seq int64, err error) {
+// its position (seq -1: from the start).
+func cursor(r *http.Request) (messageID string, at position, err error) {
 	v := r.Header.Get("Last-Event-ID")
 	if q := r.URL.Query().Get("after"); q != "" {
 		v = q
 	}
 	if v == "" {
-		return "", -1, nil
+		return "", position{seq: -1}, nil
 	}
-	num := v
-	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+	bad := invalid("after", "the cursor must be an event id (<message_id>:<n> or <message_id>:<g>:<n>) or its number")
+	num, gen := v, ""
+	if i := strings.IndexByte(v, ':'); i >= 0 {
 		messageID, num = v[:i], v[i+1:]
+		if j := strings.IndexByte(num, ':'); j >= 0 {
+			gen, num = num[:j], num[j+1:]
+		}
 	}
 	n, perr := strconv.ParseInt(num, 10, 64)
 	if perr != nil || n < -1 || n == math.MaxInt64 {
-		return "", -1, invalid("after", "the cursor must be an event id (<message_id>:<n>) or its number")
+		return "", position{seq: -1}, bad
 	}
-	return messageID, n, nil
+	at.seq = n
+	if gen != "" {
+		g, gerr := strconv.Atoi(gen)
+		if gerr != nil || g < 1 || g > 1<<20 || n < 0 {
+			return "", position{seq: -1}, bad
+		}
+		at.gen = g
+	}
+	return messageID, at, nil
 }
 
 // latestAnswer returns the conversation's last assistant message, nil if
@@ -269,18 +300,19 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if curMsg != "" && curMsg != m.ID {
-		after = -1 // the cursor is an earlier answer's: this one from its start
+		after = position{seq: -1} // the cursor is an earlier answer's: this one from its start
 	}
 	return s.followAnswer(w, r, p, m, after)
 }
 
-// followAnswer streams answer m from after its event number after (-1:
+// followAnswer streams answer m from after its position after (seq -1:
 // from its start), then live to its last event: from the journal, or
-// from the store when it has ended and its journal is gone.
-func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Principal, m *store.Message, after int64) error {
+// from the store when it has ended and its journal is gone. A producer
+// found lost is taken over here (see ContinueLost) and followed on.
+func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Principal, m *store.Message, after position) error {
 	id := m.ConversationID
 	if s.opt.Journal == nil {
-		return s.withoutJournal(w, m, after)
+		return s.withoutJournal(w, m, after.seq)
 	}
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("resume")()
@@ -292,11 +324,25 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 	ctx, stop := followContext(r)
 	defer stop()
 	buf := make([]byte, 0, 256)
+	f := sent{at: after}
 	follow := func(ev journal.Event) bool {
-		buf = appendEvent(buf[:0], m.ID, ev)
-		return es.Write(buf) == nil
+		if !f.send(ev) {
+			return true
+		}
+		buf = appendEvent(buf[:0], m.ID, f.gen, ev)
+		if es.Write(buf) != nil {
+			return false
+		}
+		f.at = position{f.gen, ev.Seq}
+		return true
 	}
-	err := s.opt.Journal.Follow(ctx, m.ID, after, follow)
+	// Read from the start every time: where the generations begin decides
+	// what the client's cursor means.
+	again := func() error {
+		f.gen, f.sending = 0, false
+		return s.opt.Journal.Follow(ctx, m.ID, -1, follow)
+	}
+	err := again()
 	// An answer that has just begun may not have reached a shared
 	// journal yet (its first write is on its way): ask again, briefly.
 	for wait := 0; errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusStreaming && wait < 20; wait++ {
@@ -305,12 +351,47 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 			return nil
 		case <-time.After(50 * time.Millisecond):
 		}
-		err = s.opt.Journal.Follow(ctx, m.ID, after, follow)
+		err = again()
+	}
+	life := lifetime(r)
+	if errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusInterrupted && m.ErrorCode == "" && !es.Committed() {
+		// A crash cut the answer and its journal is gone (an in-process
+		// journal, restarted): continue it from its checkpoint.
+		if cerr := s.continueStored(life, m); cerr == nil || errors.Is(cerr, ErrNotTaken) {
+			for wait := 0; wait < 20; wait++ {
+				if err = again(); !errors.Is(err, journal.ErrNotFound) {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	// The producer died: take the answer over (or find it taken), then
+	// follow it on.
+	for tries := 0; errors.Is(err, journal.ErrLost) && tries < 3 && ctx.Err() == nil; tries++ {
+		now, serr := s.latestAnswer(ctx, p.TenantID, id)
+		if serr != nil || now == nil || now.ID != m.ID {
+			break
+		}
+		if !leaseLapsed(now, s.opt.Lease) {
+			if now = s.awaitLapse(ctx, p.TenantID, id, now); !leaseLapsed(now, s.opt.Lease) {
+				break
+			}
+		}
+		if cerr := s.ContinueLost(life, m.ID); cerr != nil && !errors.Is(cerr, ErrNotTaken) {
+			s.log.Warn("taking over an answer whose replica died", "message_id", m.ID, "err", cerr)
+			break
+		}
+		err = again()
 	}
 	switch {
 	case errors.Is(err, journal.ErrNotFound) && !es.Committed():
+		now, serr := s.latestAnswer(ctx, p.TenantID, id)
+		if serr == nil && now != nil && now.ID == m.ID {
+			m = now
+		}
 		var answered error
-		es.Uncommitted(func(w http.ResponseWriter) { answered = s.withoutJournal(w, m, after) })
+		es.Uncommitted(func(w http.ResponseWriter) { answered = s.withoutJournal(w, m, after.seq) })
 		return answered
 	case err == nil && !es.Committed():
 		// Nothing after the cursor, and the answer has ended: nothing to
@@ -340,8 +421,9 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 		// an ending: resume again.
 		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal is catching up; resume again", "retryable": true, "status": now.Status}
 	case errors.Is(err, journal.ErrLost):
-		// The replica writing it died: what was journaled is the answer,
-		// stored interrupted (by the lost-answer sweep, on some replica).
+		// The replica writing it died and it could not be taken over
+		// here: what was journaled is the answer, stored interrupted (by
+		// the lost-answer sweep, on some replica).
 		ev = map[string]any{"message_id": m.ID, "code": "interrupted", "message": "the server writing this answer stopped; the answer so far is saved", "retryable": true, "status": store.StatusInterrupted}
 	case errors.Is(err, journal.ErrTruncated):
 		ev = map[string]any{"message_id": m.ID, "code": "resume_truncated", "message": "the answer is too long to resume past this point; read it with GET /v1/conversations/{id} when it ends", "retryable": false, "status": now.Status}
@@ -355,6 +437,45 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 	data, _ := json.Marshal(ev)
 	es.Write(append(append(append(buf[:0], "event: error\ndata: "...), data...), "\n\n"...))
 	return nil
+}
+
+// sent decides, event by event of a journal read from its start, what a
+// client at position at is sent: the events after it; and the rewind
+// that starts a generation when the client had seen past the end of what
+// the journal holds of the one before (events the dead replica sent but
+// never journaled). A client that has every event before a rewind has
+// the text it keeps: it is not sent.
+type sent struct {
+	at      position
+	gen     int  // the generation of the events read so far
+	sending bool // every event from here on is sent
+}
+
+func (f *sent) send(ev journal.Event) bool {
+	if ev.Kind == journal.KindRewind {
+		f.gen++
+		if f.sending || f.at.gen >= f.gen {
+			return false
+		}
+		f.sending = true
+		return f.at.seq >= ev.Seq
+	}
+	if !f.sending {
+		if f.gen != f.at.gen || ev.Seq <= f.at.seq {
+			return false
+		}
+		f.sending = true
+	}
+	return true
+}
+
+// lifetime is the server's lifetime context (see WithLifetime): work
+// started for r that must outlive it.
+func lifetime(r *http.Request) context.Context {
+	if life, _ := r.Context().Value(lifetimeKey{}).(context.Context); life != nil {
+		return life
+	}
+	return context.WithoutCancel(r.Context())
 }
 
 // awaitLapse settles whether a lost lease is a dead producer or a
@@ -449,7 +570,7 @@ func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
 	evs = append(evs, storedEnding(m, int64(len(evs))))
 	var buf []byte
 	for _, ev := range evs {
-		buf = appendEvent(buf[:0], m.ID, ev)
+		buf = appendEvent(buf[:0], m.ID, 0, ev)
 		if es.Write(buf) != nil {
 			break
 		}
@@ -535,41 +656,28 @@ func (s *Server) stopAnswer(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// InterruptLost stores answer id, whose producer was lost, as interrupted
-// with the text its journal holds (the last checkpoint if the journal has
-// nothing), and reports whether it was still streaming.
-func (s *Server) InterruptLost(ctx context.Context, id string) (bool, error) {
-	var content *string
-	tokens := 0
-	if s.opt.Journal != nil {
-		snap, err := s.opt.Journal.Snapshot(ctx, id)
-		if err == nil {
-			text, n := JournaledText(snap.Events)
-			if n > 0 {
-				var tc chat.TokenCount
-				tc.Add(text)
-				content, tokens = &text, tc.Tokens()
-			}
-		}
-	}
-	return s.opt.Store.InterruptMessage(ctx, id, content, tokens, time.Now().UTC())
-}
-
-// JournaledText is the text of an answer's journaled deltas, and how
-// many deltas there were.
+// JournaledText is the text of an answer's journaled deltas, a rewind
+// cutting it back to its offset, and how many deltas there were.
 func JournaledText(evs []journal.Event) (string, int) {
 	var b strings.Builder
 	n := 0
 	for _, ev := range evs {
-		if ev.Kind != journal.KindDelta {
-			continue
-		}
 		var d struct {
-			Text string `json:"text"`
+			Text        string `json:"text"`
+			OffsetBytes int    `json:"offset_bytes"`
 		}
-		if json.Unmarshal(ev.Data, &d) == nil {
-			b.WriteString(d.Text)
-			n++
+		switch ev.Kind {
+		case journal.KindDelta:
+			if json.Unmarshal(ev.Data, &d) == nil {
+				b.WriteString(d.Text)
+				n++
+			}
+		case journal.KindRewind:
+			if json.Unmarshal(ev.Data, &d) == nil && d.OffsetBytes >= 0 && d.OffsetBytes < b.Len() {
+				kept := b.String()[:d.OffsetBytes]
+				b.Reset()
+				b.WriteString(kept)
+			}
 		}
 	}
 	return b.String(), n

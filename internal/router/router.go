@@ -225,6 +225,14 @@ func newAlias(ac Alias, health func(id string) *health) (*alias, error) {
 	return a, nil
 }
 
+// ContinuesAnswers reports whether alias name continues an answer that
+// broke after its first token (on_stream_failure: continue), and so one
+// whose replica died.
+func (r *Router) ContinuesAnswers(name string) bool {
+	a, err := r.lookup(name)
+	return err == nil && a.OnStreamFailure != StreamFailureEnd && a.MaxContinuations > 0
+}
+
 // Aliases returns the alias names, sorted.
 func (r *Router) Aliases() []string { return slices.Clone(r.names) }
 

@@ -404,10 +404,13 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 	if err := checkThinking(req); err != nil {
 		return nil, &chat.Error{Category: chat.CategoryInvalidRequest, Status: 400, Provider: p.cfg.Name, Message: err.Error(), ClientInduced: true}
 	}
+	// A request to continue a broken answer is answered with the rest of
+	// the answer first asked for: its words come from that request.
+	asked, delivered := continuationOf(req.Messages)
 	var user string
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == chat.RoleUser {
-			user = req.Messages[i].Content
+	for i := len(asked) - 1; i >= 0; i-- {
+		if asked[i].Role == chat.RoleUser {
+			user = asked[i].Content
 			break
 		}
 	}
@@ -425,7 +428,7 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 	seq := p.seq.Add(1)
 	timing := rand.New(rand.NewPCG(p.cfg.Seed, seq))
 	h := fnv64(user)
-	for _, m := range req.Messages {
+	for _, m := range asked {
 		h = h*1099511628211 ^ fnv64(m.Content)
 	}
 	text := rand.New(rand.NewPCG(p.cfg.Seed, h))
@@ -517,6 +520,9 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 		toks := tokenize(body)
 		if d.Tokens > 0 && len(toks) > d.Tokens {
 			toks = toks[:d.Tokens]
+		}
+		if c == 0 && delivered != "" {
+			toks = rest(toks, delivered)
 		}
 		if limit > 0 && len(toks) > limit {
 			toks = toks[:limit]

@@ -448,3 +448,31 @@ func TestClientInducedFaults(t *testing.T) {
 		t.Errorf("a malformed directive: %v, want it client-induced", err)
 	}
 }
+
+// A request to continue a broken answer, prefilled or instructed, gets
+// the rest of the answer first asked for, from where the delivered text
+// stopped (inside a word too).
+func TestContinuation(t *testing.T) {
+	p := New(Config{Name: "sim", Seed: 7})
+	ask := []chat.Message{{Role: chat.RoleSystem, Content: "Be brief."}, {Role: chat.RoleUser, Content: "Tell me about gateways. [sim ttft=0s gap=0s tokens=40]"}}
+	whole, err := chat.Collect(p.Stream(t.Context(), &chat.Request{Model: "small", Messages: ask}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := whole.Choices[0].Text
+	for _, cut := range []int{1, 7, len(full) / 2, len(full) - 1} {
+		done := full[:cut]
+		for name, msgs := range map[string][]chat.Message{
+			"prefill":  append(slices.Clone(ask), chat.Message{Role: chat.RoleAssistant, Content: done}),
+			"instruct": append(slices.Clone(ask), chat.Message{Role: chat.RoleAssistant, Content: done}, chat.Message{Role: chat.RoleUser, Content: "Continue.\n<<<\n" + done + "\n>>>"}),
+		} {
+			got, err := chat.Collect(p.Stream(t.Context(), &chat.Request{Model: "small", Messages: msgs}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done+got.Choices[0].Text != full {
+				t.Errorf("%s from %d: %q, want %q", name, cut, got.Choices[0].Text, full[cut:])
+			}
+		}
+	}
+}
