@@ -110,6 +110,14 @@ func readChat(t *testing.T, req *http.Request, key string, stop func(deltas int,
 			case "delta":
 				res.text += cur.data["text"].(string)
 				deltas++
+			case "rewind":
+				// The text from offset (characters) on is replaced by
+				// the deltas that follow.
+				if off, ok := cur.data["offset"].(float64); ok {
+					if r := []rune(res.text); int(off) < len(r) {
+						res.text = string(r[:int(off)])
+					}
+				}
 			}
 			if stop(deltas, cur) {
 				return res
