@@ -74,7 +74,11 @@ func startProcess(t *testing.T, cfgPath, addr string) *process {
 
 // TestCrashMidStream runs the real binary, kills it with SIGKILL while an
 // answer streams, restarts it, and finds the answer interrupted with its
-// last checkpoint, and the user's (acknowledged) message intact.
+// last checkpoint, and the user's (acknowledged) message intact. The
+// client then resumes from its last event id: the restarted process
+// continues the answer from the checkpoint (issue 33), the client is
+// rewound to the start and given the saved text and the rest, and the
+// answer is stored complete, as the unbroken answer reads.
 func TestCrashMidStream(t *testing.T) {
 	dir := t.TempDir()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -92,7 +96,7 @@ models:
 `, addr, filepath.Join(dir, "firstword.db"))), 0o600)
 
 	p := startProcess(t, cfg, addr)
-	message := "Tell me everything. [sim ttft=10ms gap=20ms tokens=1000]"
+	message := "Tell me everything. [sim ttft=10ms gap=20ms tokens=200]"
 	resp, err := http.Post(p.url+"/v1/chat", "application/json", strings.NewReader(`{"message":"`+message+`"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -102,12 +106,16 @@ models:
 	// client is still there when the server dies.
 	var meta map[string]any
 	var text strings.Builder
+	var lastID string
 	br := bufio.NewReader(resp.Body)
 	deltas := 0
 	for deltas < 30 {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			t.Fatalf("read: %v", err)
+		}
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "id: "); ok {
+			lastID = id
 		}
 		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
 		if !ok {
@@ -172,4 +180,23 @@ models:
 		t.Errorf("checkpoint %q does not start with the %d bytes the client received", content, len(r.text))
 	}
 	t.Logf("received %d bytes before the kill; the interrupted answer kept %d", len(r.text), len(content))
+
+	// The client resumes: the answer is continued from the checkpoint.
+	rest := resume(t, p2.url, conv, lastID, nil)
+	if len(rest.events) < 3 || rest.events[0].kind != "rewind" || rest.events[0].data["offset"] != float64(0) ||
+		rest.last.kind != "done" || rest.last.data["status"] != "complete" || rest.last.data["continued"] != true {
+		t.Fatalf("resume after the restart from %s: %d events, first %v, last %q %v", lastID, len(rest.events), rest.events[:min(1, len(rest.events))], rest.last.kind, rest.last.data)
+	}
+	clean := chatOnce(t, p2.url, "", map[string]any{"message": message}, 0)
+	if rest.text != clean.text || !strings.HasPrefix(rest.text, content) {
+		t.Errorf("the resumed answer reads\n%q\nthe unbroken answer\n%q", rest.text, clean.text)
+	}
+	code, c = gatewaytest.GetJSON(t, p2.url+"/v1/conversations/"+conv, "")
+	if code != 200 {
+		t.Fatalf("conversation after the continuation: %d", code)
+	}
+	ans = c["messages"].([]any)[1].(map[string]any)
+	if ans["status"] != "complete" || ans["content"] != clean.text {
+		t.Errorf("stored %v %q after the continuation, want complete with the whole answer", ans["status"], ans["content"])
+	}
 }
