@@ -6,6 +6,7 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	./internal/httpapi:FuzzParseIdempotencyKey \
 	./internal/httpapi:FuzzCORSRequestHeaders \
+	./internal/httpapi:FuzzCursor \
 	./internal/sse:FuzzReader \
 	./internal/yardstick:FuzzChatReader \
 	./internal/yardstick:FuzzProcParsers \

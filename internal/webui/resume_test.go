@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,6 +29,10 @@ import (
 // drops mid-answer.
 type wire struct {
 	cutAfter int
+	// rewind, if set, answers the first resume itself, as a server that
+	// took over an answer whose replica died: it is sent the message id
+	// (from the resume's Last-Event-ID).
+	rewind func(w http.ResponseWriter, msgID string)
 
 	mu   sync.Mutex
 	seen []string // "METHOD /path", with " Last-Event-ID=<id>" when sent
@@ -57,7 +62,18 @@ func (wr *wire) wrap(h http.Handler) http.Handler {
 		wr.seen = append(wr.seen, line)
 		cut := wr.cutAfter > 0 && !wr.cut && r.Method == "POST" && r.URL.Path == "/v1/chat"
 		wr.cut = wr.cut || cut
+		rewind := wr.rewind
+		if r.Method == "GET" && strings.HasSuffix(r.URL.Path, "/stream") && r.Header.Get("Last-Event-ID") != "" {
+			wr.rewind = nil
+		} else {
+			rewind = nil
+		}
 		wr.mu.Unlock()
+		if rewind != nil {
+			msgID, _, _ := strings.Cut(r.Header.Get("Last-Event-ID"), ":")
+			rewind(w, msgID)
+			return
+		}
 		if cut {
 			w = &cutter{ResponseWriter: w, left: wr.cutAfter}
 		}
@@ -361,5 +377,41 @@ func TestChatPageSecondTab(t *testing.T) {
 	}
 	if s := app.SimStats(t, "sim", ""); s.Cancelled != 0 || s.Completed != 1 {
 		t.Errorf("sim stats %+v", s)
+	}
+}
+
+// TestChatPageRewinds: the answer's connection is cut mid-answer and the
+// resume is answered as by a server that took the answer over from one
+// that died (issue 33): a rewind to a point before what the page shows
+// (text the dead server sent but never saved), then the continuation,
+// with ids of the new generation. The page keeps the saved text, drops
+// only the unsaved tail, and shows the continuation once: no duplicate,
+// nothing saved lost.
+func TestChatPageRewinds(t *testing.T) {
+	ctx := webuitest.Browser(t)
+	const keep = 6 // characters of the answer the rewind keeps
+	const tail = " and then the continuation, once."
+	wr := &wire{cutAfter: 10}
+	wr.rewind = func(w http.ResponseWriter, msgID string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rw, _ := json.Marshal(map[string]any{"message_id": msgID, "offset": keep, "offset_bytes": keep, "generation": 1})
+		delta, _ := json.Marshal(map[string]string{"text": tail})
+		done, _ := json.Marshal(map[string]any{"message_id": msgID, "status": "complete", "finish_reason": "stop", "continued": true})
+		for i, ev := range []struct{ kind, data string }{{"rewind", string(rw)}, {"delta", string(delta)}, {"done", string(done)}} {
+			fmt.Fprintf(w, "id: %s:1:%d\nevent: %s\ndata: %s\n\n", msgID, 900+i, ev.kind, ev.data)
+		}
+	}
+	_, url := serveWire(t, simConfig, wr)
+	openChat(t, ctx, url)
+	const message = "Why rewind? [sim ttft=50ms gap=20ms tokens=120]"
+	ask(t, ctx, message)
+	webuitest.WaitFor(t, ctx, `!![...document.querySelectorAll(".msg.assistant")].pop().dataset.status`, 40*time.Second)
+	text, status := lastAnswer(t, ctx)
+	want := string([]rune(upstreamText(t, url, message))[:keep]) + tail
+	if r := rendered(t, ctx, want); text != r || status != "complete" {
+		t.Errorf("the page shows %q (%s), want the saved start and the continuation, %q", text, status, r)
+	}
+	if wr.rewind != nil {
+		t.Error("the page never resumed")
 	}
 }

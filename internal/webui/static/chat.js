@@ -305,8 +305,9 @@
 
   // A turn is one answer shown while it arrives: one this page asked for,
   // or one it follows (a reload mid-answer, a second tab). Its events carry
-  // ids <message_id>:<n>; seq is the n of the last one applied, and lastId
-  // is what a resume hands back. floor: the length of the stored text on
+  // ids <message_id>:<n>, and <message_id>:<g>:<n> once another server
+  // took the answer over (generation g); gen and seq are those of the last
+  // one applied, and lastId is what a resume hands back. floor: the length of the stored text on
   // screen, which a replay from the start replaces once it has caught up.
   function newTurn(m, retry) {
     return {
@@ -316,7 +317,7 @@
       // thought came (performance.now()), redacted blocks, and whether the
       // answer began (the section is then collapsed, with its duration).
       thinkPending: "", thinkAt: 0, redacted: 0, answered: false,
-      conv: "", msgId: "", seq: -1, lastId: "", retryMs: 1000,
+      conv: "", msgId: "", gen: 0, seq: -1, lastId: "", retryMs: 1000,
       live: false,    // a stream is being read
       stopped: false, // the user asked to stop
       dropped: false, // its connection broke off at least once
@@ -360,12 +361,14 @@
     // of the answer's events, so its number is not taken.
     if (ev.event === "error" && d.status === "streaming") return { again: true };
     if (ev.id) {
-      const i = ev.id.lastIndexOf(":");
-      const msg = ev.id.slice(0, i), n = Number(ev.id.slice(i + 1));
+      const parts = ev.id.split(":");
+      const msg = parts[0], n = Number(parts[parts.length - 1]);
+      const gen = parts.length > 2 ? Number(parts[1]) : 0;
       if (turn.msgId && msg !== turn.msgId) return { other: true };
       // Already shown: a resume never repeats an event, but a duplicate
       // must not show twice if one ever did.
-      if (n <= turn.seq) return null;
+      if (gen < turn.gen || (gen === turn.gen && n <= turn.seq)) return null;
+      turn.gen = gen;
       turn.seq = n;
       turn.lastId = ev.id;
     }
@@ -381,6 +384,14 @@
       if (turn.stopped) postStop(turn);
     } else if (ev.event === "thinking") {
       think(turn, d);
+    } else if (ev.event === "rewind") {
+      // The server that wrote the answer died after sending text it had
+      // not saved: from offset (characters) on, the text is replaced by
+      // what follows. What was saved stays on screen.
+      const kept = Array.from(turn.text + turn.pending).slice(0, d.offset).join("");
+      turn.text = kept;
+      turn.pending = "";
+      if (turn.text.length >= turn.floor) fwMarkdown.render(turn.body, turn.text);
     } else if (ev.event === "delta") {
       turn.pending += d.text;
       turn.m.dataset.streaming = "1";
