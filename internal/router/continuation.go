@@ -441,9 +441,6 @@ func (s *session) continueAfter(d *deployment, idx int, t *tally, err error) ver
 //go:noinline
 func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	c := &s.cont
-	whole, partial := wholeRunes(c.text.String())
-	tail := tailOf(whole, seamMax)
-	c.seam = seam{tail: tail, partial: partial}
 	method := d.Continuation
 	if method == "" {
 		method = ContinueInstruct
@@ -453,6 +450,18 @@ func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	if th := req.Thinking; th != nil && th.Effort != "none" && method != ContinueInstruct {
 		method = ContinueInstruct
 	}
+	whole, partial := wholeRunes(c.text.String())
+	if method == ContinuePrefill {
+		// Anthropic refuses a prefill that ends with whitespace ("final
+		// assistant content cannot end with trailing whitespace"): the
+		// model is given the text without it, and the seam drops it from
+		// the continuation's start, as it does an incomplete character's
+		// first bytes.
+		trimmed := strings.TrimRightFunc(whole, unicode.IsSpace)
+		whole, partial = trimmed, whole[len(trimmed):]+partial
+	}
+	tail := tailOf(whole, seamMax)
+	c.seam = seam{tail: tail, partial: partial}
 	if whole == "" {
 		// Nothing readable was delivered (a first answer that was only a
 		// fragment of a character): the request is asked again as it was.
@@ -533,9 +542,10 @@ type seam struct {
 	// tail is the delivered text's end, whole characters: what the
 	// continuation request ended with.
 	tail string
-	// partial is an incomplete character the caller was given last (a
-	// failure cut its upstream's text inside it): the continuation's
-	// first character completes it.
+	// partial is what the caller was given last and the continuation
+	// request left out: an incomplete character (a failure cut its
+	// upstream's text inside it), which the continuation's first
+	// character completes, after a prefill's trailing whitespace.
 	partial string
 	buf     string
 	done    bool
