@@ -463,6 +463,8 @@ func TestPrefillTrailingWhitespace(t *testing.T) {
 		{"other whitespace", "Hello.\n\n", ContinuePrefill, "Hello.", " Next", " Next"},
 		{"space and a cut character", "Hello \xe6\x97", ContinuePrefill, "Hello", " 日本", "\xa5本"},
 		{"instruct", "Hello world.\n\n", ContinueInstruct, "Hello world.\n\n", "Next one.", "Next one."},
+		// The seam drops at most seamMax bytes of it.
+		{"long whitespace", "Hello" + strings.Repeat(" ", 300), ContinuePrefill, "Hello", strings.Repeat(" ", 300) + "world", strings.Repeat(" ", 100) + "world"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &session{alias: &alias{Alias: Alias{ContinuationPrompt: "go on"}}}
