@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
@@ -112,6 +113,52 @@ func finishAt(raw string) int {
 	return strings.LastIndexByte(raw[:best], '\n') + 1
 }
 
+// splitWords returns a dialect's stream of text with each event that
+// carries a piece of it (a JSON member whose value is the piece) of two
+// characters or more split into two events, cut at a random character
+// boundary inside the piece: the sim sends whole words, a model sends
+// pieces of words.
+func splitWords(t *testing.T, raw, text string, ndjson bool, rng *seededRand) string {
+	t.Helper()
+	sep := "\n\n"
+	if ndjson {
+		sep = "\n"
+	}
+	var out strings.Builder
+	pos, split := 0, 0
+	for _, ev := range strings.SplitAfter(raw, sep) {
+		// The longest piece of text from pos that the event carries.
+		piece := ""
+		for j := len(text); j > pos && piece == ""; j-- {
+			if q := ":" + jsonString(text[pos:j]); utf8.RuneStart(text[j%len(text)]) || j == len(text) {
+				if i := strings.Index(ev, q); i >= 0 && strings.Count(ev, q) == 1 && strings.ContainsAny(ev[i+len(q):i+len(q)+1], ",}") {
+					piece = text[pos:j]
+				}
+			}
+		}
+		if utf8.RuneCountInString(piece) < 2 {
+			out.WriteString(ev)
+			pos += len(piece)
+			continue
+		}
+		// Cut after 1 to n-1 characters.
+		k, n := 0, 1+rng.intn(utf8.RuneCountInString(piece)-1)
+		for range n {
+			_, size := utf8.DecodeRuneInString(piece[k:])
+			k += size
+		}
+		q := ":" + jsonString(piece)
+		out.WriteString(strings.Replace(ev, q, ":"+jsonString(piece[:k]), 1))
+		out.WriteString(strings.Replace(ev, q, ":"+jsonString(piece[k:]), 1))
+		pos += len(piece)
+		split++
+	}
+	if pos != len(text) || split < 10 {
+		t.Fatalf("split %d events, read %d bytes of %d from the stream:\n%s", split, pos, len(text), raw)
+	}
+	return out.String()
+}
+
 // upMsg is one message of a request to an upstream, in any dialect.
 type upMsg struct{ role, text string }
 
@@ -181,11 +228,13 @@ func dialectTail(s string) string {
 type dialectRig struct {
 	d       upstreamDialect
 	text    string // the sim's stream of the clean answer
+	split   string // text with each word's event split in two, inside the word
 	tool    string // the sim's stream of a tool call
 	ctype   string
 	dies    *httptest.Server
 	cont    *httptest.Server
 	asked   atomic.Int32 // continuation requests b was sent
+	midWord atomic.Int32 // of them, after a text that ended inside a word
 	answers atomic.Int32 // requests b was sent
 }
 
@@ -209,6 +258,7 @@ func newDialectRig(t *testing.T, d upstreamDialect, simH http.Handler, rng *seed
 	const directive = "echo gap=0s ttft=0s"
 	g := &dialectRig{d: d}
 	g.text, g.ctype = simStream(t, simH, d, dialectClean, directive)
+	g.split = splitWords(t, g.text, dialectClean, strings.HasPrefix(g.ctype, "application/x-ndjson"), rng)
 	g.tool, _ = simStream(t, simH, d, "tool", "tool=lookup gap=0s ttft=0s")
 	if d.ptype == "gemini" {
 		// Gemini sends a call whole, the sim's with the finish in the
@@ -229,7 +279,12 @@ func newDialectRig(t *testing.T, d upstreamDialect, simH http.Handler, rng *seed
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
+		var trial int
+		fmt.Sscanf(msgs[0].text, "trial %d", &trial)
 		raw := g.text
+		if trial%10 != 5 && trial/3%2 == 0 {
+			raw = g.split // a cut can end the text inside a word
+		}
 		lo := 1
 		if strings.HasPrefix(msgs[0].text, "tool") {
 			// Dies after the tool call started, before it finished.
@@ -242,8 +297,7 @@ func newDialectRig(t *testing.T, d upstreamDialect, simH http.Handler, rng *seed
 		}
 		hi := finishAt(raw)
 		cut := lo + rng.intn(hi-lo+1)
-		var trial int
-		if _, err := fmt.Sscanf(msgs[0].text, "trial %d", &trial); err == nil && trial%10 == 5 {
+		if strings.HasPrefix(msgs[0].text, "trial") && trial%10 == 5 {
 			// Right after the paragraph break: the delivered text ends
 			// with whitespace.
 			i := strings.Index(raw, `\n\n"`)
@@ -310,6 +364,11 @@ func newDialectRig(t *testing.T, d upstreamDialect, simH http.Handler, rng *seed
 				t.Errorf("%s trial %d: delivered %q is not a prefix of the answer", d.name, trial, done)
 			}
 			from = len(done)
+			if before, _ := utf8.DecodeLastRuneInString(done); from < len(dialectClean) && unicode.IsLetter(before) {
+				if after, _ := utf8.DecodeRuneInString(dialectClean[from:]); unicode.IsLetter(after) {
+					g.midWord.Add(1)
+				}
+			}
 			switch trial % 3 {
 			case 1: // repeat the last 4 to 12 bytes
 				from = max(0, from-4-rng.intn(9))
@@ -450,7 +509,10 @@ func TestContinuationEveryDialectOnRealSockets(t *testing.T) {
 			if continued < trials/2 || int(g.asked.Load()) != continued {
 				t.Errorf("%d of %d answers continued (%d continuation requests), want at least half", continued, trials, g.asked.Load())
 			}
-			t.Logf("%d of %d continued, %d read on /v1/messages, %v", continued, trials, viaMessages, time.Since(start).Round(time.Millisecond))
+			if g.midWord.Load() == 0 {
+				t.Errorf("no answer broke inside a word")
+			}
+			t.Logf("%d of %d continued (%d inside a word), %d read on /v1/messages, %v", continued, trials, g.midWord.Load(), viaMessages, time.Since(start).Round(time.Millisecond))
 		})
 	}
 	for _, d := range upstreamDialects {
