@@ -440,12 +440,14 @@ func streamMessages(t *testing.T, url, body string) messagesResult {
 // TestContinuationEveryDialectOnRealSockets: for each upstream dialect
 // firstword reads (and each continuation method: instruct, prefill,
 // continue_final_message), an upstream speaking it dies after a random
-// number of bytes of the sim's own stream of the answer, and the next
-// continues exactly, repeats the last bytes or restarts the last word,
-// in its dialect, after checking the continuation request's shape. Every
-// client, on Chat Completions and on Messages, reads the clean answer;
-// the record bills the broken attempt. A tool call in flight is never
-// continued: the stream ends with an error.
+// number of bytes of the sim's own stream of the answer (or of it with
+// its words split, see splitWords; or right after its paragraph break),
+// and the next continues exactly, repeats the last bytes or restarts the
+// last word, in its dialect, after checking the continuation request's
+// shape. Every client, streamed on Chat Completions and on Messages, and
+// not streamed, reads the clean answer; the record bills the broken
+// attempt. A tool call in flight is never continued: the stream ends with
+// an error, and the next upstream is sent nothing.
 func TestContinuationEveryDialectOnRealSockets(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -466,18 +468,39 @@ func TestContinuationEveryDialectOnRealSockets(t *testing.T) {
 		g := rigs[d.name]
 		t.Run(d.name, func(t *testing.T) {
 			start := time.Now()
-			continued, viaMessages := 0, 0
+			continued, viaMessages, notStreamed := 0, 0, 0
 			for trial := range trials {
 				prompt := fmt.Sprintf("trial %d", trial)
 				var text, errEv, id, route string
 				var complete bool
-				if trial%4 == 3 {
+				switch {
+				case trial%10 == 9:
+					// Not streamed: the route is in the headers.
+					notStreamed++
+					body, _ := json.Marshal(map[string]any{"model": d.name, "messages": []map[string]string{{"role": "user", "content": prompt}}})
+					resp := gatewaytest.Post(t, gw.URL, string(body))
+					var out struct {
+						Choices []struct {
+							Message      struct{ Content string } `json:"message"`
+							FinishReason string                   `json:"finish_reason"`
+						} `json:"choices"`
+					}
+					err := json.NewDecoder(resp.Body).Decode(&out)
+					resp.Body.Close()
+					if err != nil || resp.StatusCode != http.StatusOK || len(out.Choices) != 1 {
+						t.Fatalf("trial %d: status %d, %+v, %v", trial, resp.StatusCode, out, err)
+					}
+					text, id, complete = out.Choices[0].Message.Content, resp.Header.Get("X-Request-Id"), out.Choices[0].FinishReason == "stop"
+					if r := resp.Header.Get("X-Firstword-Route"); strings.Contains(r, "continued on") {
+						route = r
+					}
+				case trial%4 == 3:
 					viaMessages++
 					body, _ := json.Marshal(map[string]any{"model": d.name, "max_tokens": 4096, "stream": true,
 						"messages": []map[string]string{{"role": "user", "content": prompt}}})
 					r := streamMessages(t, gw.URL, string(body))
 					text, errEv, id, route, complete = r.text, r.errEv, r.id, r.routeTrailer, r.stopped && r.stop == "end_turn"
-				} else {
+				default:
 					body, _ := json.Marshal(map[string]any{"model": d.name, "stream": true, "stream_options": map[string]bool{"include_usage": true},
 						"messages": []map[string]string{{"role": "user", "content": prompt}}})
 					r := streamChat(t, gw.URL, string(body))
@@ -512,7 +535,7 @@ func TestContinuationEveryDialectOnRealSockets(t *testing.T) {
 			if g.midWord.Load() == 0 {
 				t.Errorf("no answer broke inside a word")
 			}
-			t.Logf("%d of %d continued (%d inside a word), %d read on /v1/messages, %v", continued, trials, g.midWord.Load(), viaMessages, time.Since(start).Round(time.Millisecond))
+			t.Logf("%d of %d continued (%d inside a word), %d read on /v1/messages, %d not streamed, %v", continued, trials, g.midWord.Load(), viaMessages, notStreamed, time.Since(start).Round(time.Millisecond))
 		})
 	}
 	for _, d := range upstreamDialects {
