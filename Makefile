@@ -12,6 +12,7 @@ FUZZ_TARGETS := \
 	./internal/yardstick:FuzzProcParsers \
 	./internal/hostcpu:FuzzParse \
 	./internal/limits:FuzzParseOverride \
+	./internal/router:FuzzSeam \
 	./internal/wire/openai:FuzzReadStream \
 	./internal/wire/openai:FuzzParseRequest \
 	./internal/wire/openai:FuzzParseSimpleRequest \

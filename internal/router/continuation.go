@@ -477,9 +477,6 @@ func (s *session) continueAfter(d *deployment, idx int, t *tally, err error) ver
 //go:noinline
 func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	c := &s.cont
-	whole, partial := wholeRunes(c.text.String())
-	tail := tailOf(whole, seamMax)
-	c.seam = seam{tail: tail, partial: partial}
 	method := d.Continuation
 	if method == "" {
 		method = ContinueInstruct
@@ -489,6 +486,9 @@ func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	if th := req.Thinking; th != nil && th.Effort != "none" && method != ContinueInstruct {
 		method = ContinueInstruct
 	}
+	whole, partial := given(c.text.String(), method == ContinuePrefill)
+	tail := tailOf(whole, seamMax)
+	c.seam = seam{tail: tail, partial: partial}
 	if whole == "" {
 		// Nothing readable was delivered (a first answer that was only a
 		// fragment of a character): the request is asked again as it was.
@@ -524,6 +524,30 @@ func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	}
 	c.req = req
 	return req
+}
+
+// given splits the delivered text into what a continuation request
+// carries and what it leaves out, which the caller has (see seam.partial):
+// an incomplete last character, and for a prefill the whitespace before
+// it. Anthropic refuses a prefill that ends with whitespace ("final
+// assistant content cannot end with trailing whitespace").
+func given(delivered string, prefill bool) (whole, partial string) {
+	whole, partial = wholeRunes(delivered)
+	if prefill {
+		trimmed := strings.TrimRightFunc(whole, unicode.IsSpace)
+		space := whole[len(trimmed):]
+		if len(space) > seamMax {
+			// The seam holds the continuation until it has seen partial:
+			// it drops at most seamMax bytes of whitespace.
+			n := seamMax
+			for !utf8.RuneStart(space[n]) {
+				n--
+			}
+			space, partial = space[:n], ""
+		}
+		whole, partial = trimmed, space+partial
+	}
+	return whole, partial
 }
 
 // wholeRunes splits s before an incomplete last character (the bytes a
@@ -564,14 +588,15 @@ const (
 
 // seam de-duplicates the start of a continuation against the end of the
 // delivered text, holding the continuation's first bytes (at most
-// seamMax) until the overlap is decided.
+// seamMax, and the partial character's) until the overlap is decided.
 type seam struct {
 	// tail is the delivered text's end, whole characters: what the
 	// continuation request ended with.
 	tail string
-	// partial is an incomplete character the caller was given last (a
-	// failure cut its upstream's text inside it): the continuation's
-	// first character completes it.
+	// partial is what the caller was given last and the continuation
+	// request left out: an incomplete character (a failure cut its
+	// upstream's text inside it), which the continuation's first
+	// character completes, after a prefill's trailing whitespace.
 	partial string
 	buf     string
 	done    bool
@@ -585,7 +610,9 @@ func (m *seam) feed(text string, ends bool) string {
 		return text
 	}
 	m.buf += text
-	drop, wait := m.overlap(ends || len(m.buf) >= seamMax)
+	// The overlap is at most seamMax bytes, and the partial character's
+	// bytes may follow it.
+	drop, wait := m.overlap(ends || len(m.buf) >= seamMax+len(m.partial))
 	if wait {
 		return ""
 	}
@@ -619,8 +646,13 @@ func (m *seam) overlap(final bool) (drop int, wait bool) {
 				return 0, true
 			}
 		}
-		if rest := buf[best:]; m.partial != "" && len(rest) < len(m.partial) && strings.HasPrefix(m.partial, rest) {
-			return 0, true
+		// The partial character's bytes may still come: after best, or
+		// after a longer overlap that they would make count.
+		for k := min(len(tail), len(buf)); m.partial != "" && k >= best; k-- {
+			if rest := buf[k:]; len(rest) < len(m.partial) && strings.HasPrefix(m.partial, rest) &&
+				(k == best || utf8.RuneStart(tail[len(tail)-k]) && tail[len(tail)-k:] == buf[:k]) {
+				return 0, true
+			}
 		}
 		if buf == "" {
 			return 0, true

@@ -493,3 +493,44 @@ func TestTakeOverFails(t *testing.T) {
 		}
 	})
 }
+
+// TestPrefillTrailingWhitespace: a prefill never ends with whitespace
+// (Anthropic refuses one: "final assistant content cannot end with
+// trailing whitespace"); the seam drops the whitespace the caller already
+// has when the continuation starts with it. An instructed continuation
+// keeps the delivered text as it is.
+func TestPrefillTrailingWhitespace(t *testing.T) {
+	user := chat.Message{Role: chat.RoleUser, Content: "hi"}
+	for _, tt := range []struct {
+		name, delivered string
+		method          Continuation
+		want            string // the assistant message
+		cont, out       string // a continuation, and what the seam passes on
+	}{
+		{"paragraph", "Hello world.\n\n", ContinuePrefill, "Hello world.", "\n\nNext one.", "Next one."},
+		{"space", "Hello ", ContinuePrefill, "Hello", " world", "world"},
+		{"restart", "Hello wide ", ContinuePrefill, "Hello wide", "wide world", "world"},
+		{"other whitespace", "Hello.\n\n", ContinuePrefill, "Hello.", " Next", " Next"},
+		{"space and a cut character", "Hello \xe6\x97", ContinuePrefill, "Hello", " 日本", "\xa5本"},
+		{"instruct", "Hello world.\n\n", ContinueInstruct, "Hello world.\n\n", "Next one.", "Next one."},
+		// The seam drops at most seamMax bytes of it.
+		{"long whitespace", "Hello" + strings.Repeat(" ", 300), ContinuePrefill, "Hello", strings.Repeat(" ", 300) + "world", strings.Repeat(" ", 100) + "world"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &session{alias: &alias{Alias: Alias{ContinuationPrompt: "go on"}}}
+			s.cont.text.WriteString(tt.delivered)
+			req := s.continuation(&chat.Request{Messages: []chat.Message{user}}, &deployment{Deployment: Deployment{Continuation: tt.method}})
+			if got := req.Messages[1]; got.Role != chat.RoleAssistant || got.Content != tt.want {
+				t.Errorf("assistant message %+v, want %q", got, tt.want)
+			}
+			var out strings.Builder
+			for _, r := range tt.cont {
+				out.WriteString(s.cont.seam.feed(string(r), false))
+			}
+			out.WriteString(s.cont.seam.feed("", true))
+			if out.String() != tt.out {
+				t.Errorf("passed on %q, want %q", out.String(), tt.out)
+			}
+		})
+	}
+}
