@@ -229,6 +229,7 @@ type turn struct {
 	text        string      // the deltas' text
 	last        chatEvent   // the terminal event (done or error), if any
 	connections int
+	rewound     int // rewind events
 	statuses    []int
 	ended       time.Time
 	err         error
@@ -333,6 +334,15 @@ func (c *fleetClient) follow(tr *turn, req *http.Request) (done bool, err error)
 			tr.conv, _ = ev.data["conversation_id"].(string)
 		case "delta":
 			tr.text += ev.data["text"].(string)
+		case "rewind":
+			// The text from offset (characters) on was never saved:
+			// what follows replaces it.
+			if off, ok := ev.data["offset"].(float64); ok {
+				if r := []rune(tr.text); int(off) < len(r) {
+					tr.text = string(r[:int(off)])
+				}
+			}
+			tr.rewound++
 		case "error":
 			if ev.data["code"] == "journal_unavailable" {
 				continue // the server's: resume again
@@ -346,18 +356,29 @@ func (c *fleetClient) follow(tr *turn, req *http.Request) (done bool, err error)
 	}
 }
 
-// continuity reports the first gap or duplicate in the ids of evs.
+// continuity reports the first gap or duplicate in the ids of evs: within
+// a generation (<message_id>:<n>, then <message_id>:<g>:<n> after each
+// take-over of the answer) the numbers go up by one; a new generation
+// starts anywhere after the old one.
 func continuity(evs []chatEvent) error {
-	next := 0
+	gen, next := 0, 0
 	for _, ev := range evs {
 		if ev.id == "" {
 			continue
 		}
-		n, err := strconv.Atoi(ev.id[strings.LastIndexByte(ev.id, ':')+1:])
-		if err != nil || n != next {
-			return fmt.Errorf("event id %q where number %d was due", ev.id, next)
+		parts := strings.Split(ev.id, ":")
+		n, err := strconv.Atoi(parts[len(parts)-1])
+		g := 0
+		if len(parts) == 3 {
+			g, _ = strconv.Atoi(parts[1])
 		}
-		next++
+		switch {
+		case err != nil || g < gen || (g == gen && n != next):
+			return fmt.Errorf("event id %q where number %d of generation %d was due", ev.id, next, gen)
+		case g > gen && n < next:
+			return fmt.Errorf("event id %q starts generation %d before the last of generation %d", ev.id, g, gen)
+		}
+		gen, next = g, n+1
 	}
 	return nil
 }
@@ -710,14 +731,16 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 		len(turns), time.Since(start).Round(time.Millisecond), resumed, statuses, f.refusals())
 }
 
-// fleetKill: replica 2 is killed (SIGKILL) under 50 streaming
-// conversations. Its clients' connections break; they resume through
-// nginx on the survivors, get the journaled events and a terminal
-// interrupted error within the lease; the answers are stored
-// interrupted with the journaled text (a prefix of what the client
-// showed: the events not yet flushed to Redis are the only loss, see
-// docs/resume.md); every user message is stored; new turns after the
-// kill go to the survivors without an error.
+// fleetKill (issues 19, 33): replica 2 is killed (SIGKILL) under 50
+// streaming conversations. Its clients' connections break; they resume
+// through nginx on the survivors, one of which takes each killed answer
+// over and continues it under the same message id: every turn ends done,
+// complete, and the killed ones read as the unbroken answer does (the
+// same question asked again in a new conversation), continued, with a
+// rewind where the client had shown text the dead replica never
+// journaled; each is stored complete with exactly the text shown; every
+// user message is stored; new turns after the kill go to the survivors
+// without an error.
 func fleetKill(t *testing.T, f *fleet) {
 	victim := f.pid(2)
 	_, logged := f.nginxStatuses(0)
@@ -732,7 +755,8 @@ func fleetKill(t *testing.T, f *fleet) {
 		close(killed)
 	}()
 	// About 4 s an answer: the kill lands in the middle of every one.
-	turns := load(f, 50, 1, "[sim ttft=50ms gap=50ms tokens=80]", stop)
+	const directive = "[sim ttft=50ms gap=50ms tokens=80]"
+	turns := load(f, 50, 1, directive, stop)
 	<-killed
 
 	// New turns after the kill: nginx finds replica 2's port closed and
@@ -745,7 +769,9 @@ func fleetKill(t *testing.T, f *fleet) {
 	}
 
 	client := newFleetClient(t, f.url)
-	interrupted := 0
+	var continued []turn
+	rewound := 0
+	var gap time.Duration // from the kill to a continued answer's first new event, at most
 	for _, tr := range turns {
 		if tr.err != nil {
 			t.Errorf("%q: %v (statuses %v)", tr.message, tr.err, tr.statuses)
@@ -762,32 +788,44 @@ func fleetKill(t *testing.T, f *fleet) {
 		if user["role"] != "user" || user["content"] != tr.message {
 			t.Errorf("%q: the user's message is stored as %v %q", tr.message, user["role"], user["content"])
 		}
-		switch {
-		case tr.last.kind == "done" && tr.last.data["status"] == "complete":
-			if ans["status"] != "complete" || ans["content"] != tr.text {
-				t.Errorf("%q stored %v %q, want complete with the text shown %q", tr.message, ans["status"], ans["content"], tr.text)
-			}
-		case tr.last.kind == "error" && tr.last.data["code"] == "interrupted":
-			interrupted++
+		if tr.last.kind != "done" || tr.last.data["status"] != "complete" {
+			t.Errorf("%q ended %q %v, want done complete", tr.message, tr.last.kind, tr.last.data)
+			continue
+		}
+		if ans["status"] != "complete" || ans["content"] != tr.text {
+			t.Errorf("%q stored %v %q, want complete with the text shown %q", tr.message, ans["status"], ans["content"], tr.text)
+		}
+		if tr.last.data["continued"] == true {
+			continued = append(continued, tr)
+			rewound += min(tr.rewound, 1)
 			if tr.connections < 2 {
-				t.Errorf("%q: interrupted on its first connection", tr.message)
+				t.Errorf("%q: continued on its first connection", tr.message)
 			}
-			if took := tr.ended.Sub(killedAt); took > fleetLease+5*time.Second {
-				t.Errorf("%q: the interrupted event came %v after the kill; the lease is %v", tr.message, took, fleetLease)
+			for _, ev := range tr.events {
+				if strings.Count(ev.id, ":") == 2 {
+					gap = max(gap, ev.at.Sub(killedAt))
+					break
+				}
 			}
-			content, _ := ans["content"].(string)
-			if ans["status"] != "interrupted" || !strings.HasPrefix(tr.text, content) {
-				t.Errorf("%q stored %v %q, want interrupted with a prefix of the text shown %q", tr.message, ans["status"], content, tr.text)
-			}
-			if lost := len(tr.text) - len(content); lost > 0 {
-				t.Logf("%q: the last %d bytes shown were not journaled before the kill", tr.message, lost)
-			}
-		default:
-			t.Errorf("%q ended %q %v, want done complete or (on the killed replica) an interrupted error", tr.message, tr.last.kind, tr.last.data)
 		}
 	}
-	if interrupted == 0 {
+	if len(continued) == 0 {
 		t.Error("no turn was on the killed replica")
+	}
+	if gap > fleetLease+5*time.Second {
+		t.Errorf("a killed answer went on %v after the kill; the lease is %v", gap, fleetLease)
+	}
+	// The unbroken answers of the continued ones, asked again at once.
+	var wg sync.WaitGroup
+	clean := make([]turn, len(continued))
+	for i, tr := range continued {
+		wg.Go(func() { clean[i] = client.chat(tr.message) })
+	}
+	wg.Wait()
+	for i, tr := range continued {
+		if clean[i].text == "" || tr.text != clean[i].text {
+			t.Errorf("%q continued reads\n%q\nthe unbroken answer\n%q", tr.message, tr.text, clean[i].text)
+		}
 	}
 	statuses, _ := f.nginxStatuses(logged)
 	for code, n := range statuses {
@@ -795,5 +833,5 @@ func fleetKill(t *testing.T, f *fleet) {
 			t.Errorf("nginx answered %d %d times", code, n)
 		}
 	}
-	t.Logf("kill -9: %d turns, %d interrupted and resumed elsewhere; %d new turns after it; nginx statuses %v; %d connections refused", len(turns), interrupted, len(after), statuses, f.refusals())
+	t.Logf("kill -9: %d turns, %d continued elsewhere (%d of them rewound, the last %v after the kill); %d new turns after it; nginx statuses %v; %d connections refused", len(turns), len(continued), rewound, gap.Round(time.Millisecond), len(after), statuses, f.refusals())
 }
