@@ -119,8 +119,10 @@ type continuer struct {
 	// on: the alias continues broken answers and the request asks for one
 	// choice.
 	on bool
-	// text is choice 0's text as passed to the caller.
-	text strings.Builder
+	// text is choice 0's text as passed to the caller, in inline while
+	// it fits (most answers' first chunks: no allocation).
+	text   []byte
+	inline [256]byte
 	// tools: a tool call was passed on; such an answer is never continued.
 	tools bool
 	made  int
@@ -137,8 +139,11 @@ type continuer struct {
 
 // note records what a chunk passed to the caller showed.
 func (c *continuer) note(ch *chat.Chunk) {
-	if ch.Choice == 0 {
-		c.text.WriteString(ch.Text)
+	if ch.Choice == 0 && ch.Text != "" {
+		if c.text == nil {
+			c.text = c.inline[:0]
+		}
+		c.text = append(c.text, ch.Text...)
 	}
 	if len(ch.ToolCalls) > 0 {
 		c.tools = true
@@ -172,39 +177,59 @@ func (s *session) mayContinue(t *tally, err error) bool {
 	return true
 }
 
+// The stall watch costs no timer operation per chunk: the loop notes
+// when it went back to reading the upstream (reading, nanoseconds on
+// the monotonic clock since epoch; 0 while the caller takes a chunk: a
+// slow reader is not a stalled upstream), and the timer, when it fires,
+// sets itself again for what is left of the stall timeout, or cancels
+// the attempt.
+var epoch = time.Now()
+
+func now() int64 { return int64(time.Since(epoch)) }
+
 // progress notes a chunk about to be passed on (what the continuer
-// keeps) and stops the stall timer while the caller takes it: a slow
-// reader is not a stalled upstream (rearm starts it again).
+// keeps): the caller takes it, the upstream is not being read.
 //
 //go:noinline
 func (a *try) progress(c *chat.Chunk) {
 	a.s.cont.note(c)
-	a.timer.Stop()
+	a.reading.Store(0)
 }
 
-// rearm restarts the stall timer: the upstream is read again.
-//
-//go:noinline
-func (a *try) rearm() { a.timer.Reset(a.s.alias.StallTimeout) }
+// rearm notes that the upstream is read again.
+func (a *try) rearm() { a.reading.Store(now()) }
 
-// watch starts an attempt's stall timer, its first answer (head) passed
-// on: the first-token timer, which inTime stopped, rearmed as it.
+// watch starts an attempt's stall watch, its first answer (head) passed
+// on: the first-token timer, which inTime stopped, set again as the
+// stall timer.
 //
 //go:noinline
 func (a *try) watch() {
 	a.s.cont.note(&a.head)
 	a.watched.Store(true)
 	a.rearm()
+	a.timer.Reset(a.s.alias.StallTimeout)
 }
 
 // expire is the attempt's timer firing: a first-token timeout, or once
-// the attempt is watched a stall.
+// the attempt is watched the stall watch's check.
 func (a *try) expire() {
-	if a.watched.Load() {
-		a.cancel(ErrStalled)
+	if !a.watched.Load() {
+		a.cancel(chat.ErrFirstTokenTimeout)
 		return
 	}
-	a.cancel(chat.ErrFirstTokenTimeout)
+	if a.closed.Load() {
+		return
+	}
+	stall := a.s.alias.StallTimeout
+	switch since := a.reading.Load(); {
+	case since == 0:
+		a.timer.Reset(stall) // the caller is taking a chunk
+	case time.Duration(now()-since) < stall:
+		a.timer.Reset(stall - time.Duration(now()-since))
+	default:
+		a.cancel(ErrStalled)
+	}
 }
 
 // broke handles the failure of an attempt after its first token.
@@ -273,7 +298,7 @@ func (s *session) takeOver() {
 	s.order, s.marks = order, map[*deployment]mark{}
 	c := &s.cont
 	c.on = true
-	c.text.WriteString(s.req.Hints.Continues)
+	c.text = append(c.inline[:0], s.req.Hints.Continues...)
 	c.err = &chat.Error{Category: chat.CategoryUpstreamUnavailable, Retryable: true,
 		Message: "the answer could not be continued: no deployment answered"}
 	// after(last) is the order's first.
@@ -365,6 +390,7 @@ func (a *try) splice() verdict {
 	// The first-token timer, which inTime stopped, is the stall timer now.
 	a.watched.Store(true)
 	a.rearm()
+	a.timer.Reset(a.s.alias.StallTimeout)
 	for i := range a.pending {
 		if !a.pass(&a.pending[i]) {
 			return s.stopped(a.d, a.idx)
@@ -486,7 +512,7 @@ func (s *session) continuation(req *chat.Request, d *deployment) *chat.Request {
 	if th := req.Thinking; th != nil && th.Effort != "none" && method != ContinueInstruct {
 		method = ContinueInstruct
 	}
-	whole, partial := given(c.text.String(), method == ContinuePrefill)
+	whole, partial := given(string(c.text), method == ContinuePrefill)
 	tail := tailOf(whole, seamMax)
 	c.seam = seam{tail: tail, partial: partial}
 	if whole == "" {

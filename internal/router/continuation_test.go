@@ -425,7 +425,7 @@ func TestContinuationRequest(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &session{alias: &alias{Alias: Alias{ContinuationPrompt: "go on"}}}
-			s.cont.text.WriteString("Hello wor")
+			s.cont.text = []byte("Hello wor")
 			orig := &chat.Request{Messages: tt.msgs, Thinking: tt.think, MaxTokens: 100}
 			req := s.continuation(orig.Clone(), &deployment{Deployment: Deployment{Continuation: tt.method}})
 			if !slices.EqualFunc(req.Messages, tt.want, func(a, b chat.Message) bool { return a.Role == b.Role && a.Content == b.Content }) {
@@ -518,7 +518,7 @@ func TestPrefillTrailingWhitespace(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &session{alias: &alias{Alias: Alias{ContinuationPrompt: "go on"}}}
-			s.cont.text.WriteString(tt.delivered)
+			s.cont.text = []byte(tt.delivered)
 			req := s.continuation(&chat.Request{Messages: []chat.Message{user}}, &deployment{Deployment: Deployment{Continuation: tt.method}})
 			if got := req.Messages[1]; got.Role != chat.RoleAssistant || got.Content != tt.want {
 				t.Errorf("assistant message %+v, want %q", got, tt.want)

@@ -383,6 +383,9 @@ type try struct {
 	// watched: the timer is the stall timer (see watch); set on the
 	// session's goroutine, read by the timer's.
 	watched atomic.Bool
+	// reading and closed: see expire.
+	reading atomic.Int64
+	closed  atomic.Bool
 
 	// For a hedged pair (see hedged): res reports that first returned,
 	// on the attempt's goroutine; done that it was received.
@@ -429,6 +432,7 @@ func (a *try) close() {
 	// Close first, aborting the upstream request; cancel(nil) keeps an
 	// earlier cause (a timeout, a lost hedge) if there was one.
 	a.up.Close()
+	a.closed.Store(true)
 	a.timer.Stop()
 	a.cancel(nil)
 }
