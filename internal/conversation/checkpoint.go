@@ -48,8 +48,10 @@ type checkpointer struct {
 	once    sync.Once
 }
 
-func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int) *checkpointer {
-	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, lastAt: time.Now(),
+// newCheckpointer starts the saver of answer id; held and prior are the
+// fields' (nil: none).
+func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int, held func() bool, prior []chat.ThinkingBlock) *checkpointer {
+	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, lastAt: time.Now(), held: held, prior: prior,
 		kick: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c

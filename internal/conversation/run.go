@@ -273,8 +273,11 @@ func (r *run) startGuard(runCtx context.Context) *remoteVerdict {
 // message.
 func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	t, s := r.t, r.t.s
-	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens)
-	cp.held = t.in.Held
+	var prior []chat.ThinkingBlock
+	if t.continues != "" {
+		prior = StoredThinking(t.assistant.Thinking)
+	}
+	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens, t.in.Held, prior)
 	// Deferred as well as called below: the blocked path returns from
 	// inside the loop (stop is idempotent).
 	defer cp.stop()
@@ -282,9 +285,6 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	// An answer taken over: what its first producer delivered is the
 	// start of what is saved; the router passes on only the rest.
 	sent.WriteString(t.continues)
-	if t.continues != "" {
-		cp.prior = StoredThinking(t.assistant.Thinking)
-	}
 	// Under runCtx: a guard's block or the client's leaving cancels the model
 	// at once. The call's report is the router's to write between chunks,
 	// and read here only when the loop body runs or the loop is over.
