@@ -322,6 +322,10 @@ func (s *fakeStore) LastMessages(ctx context.Context, tenantID, conversationID s
 	return out[max(len(out)-n, 0):], nil
 }
 
+func (s *fakeStore) ListMessages(ctx context.Context, tenantID, conversationID string) ([]store.Message, error) {
+	return s.LastMessages(ctx, tenantID, conversationID, 1<<30)
+}
+
 func (s *fakeStore) CheckpointMessage(_ context.Context, id, content string, thinking []byte, tokens int, at time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
