@@ -21,6 +21,7 @@ type checkpointer struct {
 	ready    <-chan struct{} // closed once the row exists
 	interval time.Duration
 	every    int
+	touch    time.Duration
 	// held, if set, is false once another process took the answer over:
 	// nothing more is saved.
 	held func() bool
@@ -49,9 +50,13 @@ type checkpointer struct {
 }
 
 // newCheckpointer starts the saver of answer id; held and prior are the
-// fields' (nil: none).
-func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int, held func() bool, prior []chat.ThinkingBlock) *checkpointer {
-	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, lastAt: time.Now(), held: held, prior: prior,
+// fields' (nil: none), touch how often a silent stream's row is
+// rewritten (0: touchEvery).
+func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int, touch time.Duration, held func() bool, prior []chat.ThinkingBlock) *checkpointer {
+	if touch <= 0 {
+		touch = touchEvery
+	}
+	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, touch: touch, lastAt: time.Now(), held: held, prior: prior,
 		kick: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
@@ -114,7 +119,8 @@ func (c *checkpointer) run() {
 }
 
 // touchEvery is how often a silent stream's row is rewritten to show it is
-// alive; StreamLease must be several times longer.
+// alive, by default (Options.TouchInterval); StreamLease must be several
+// times longer.
 const touchEvery = 5 * time.Second
 
 // StreamLease is how long a streaming row may go unwritten before another
@@ -126,7 +132,7 @@ func (c *checkpointer) save() {
 		return
 	}
 	c.mu.Lock()
-	if !c.dirty && time.Since(c.lastAt) < touchEvery {
+	if !c.dirty && time.Since(c.lastAt) < c.touch {
 		c.mu.Unlock()
 		return
 	}

@@ -94,7 +94,7 @@ func TestCheckpointer(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newFakeStore()
 				start := time.Now()
-				c := newCheckpointer(st, "msg_1", written, interval, every, nil, nil)
+				c := newCheckpointer(st, "msg_1", written, interval, every, 0, nil, nil)
 				tt.play(c, func(d time.Duration) {
 					time.Sleep(d)
 					synctest.Wait()

@@ -83,6 +83,11 @@ type Options struct {
 	// answer is saved.
 	CheckpointInterval time.Duration
 	CheckpointTokens   int
+	// TouchInterval is how often a streaming answer's row is rewritten
+	// while the model is silent, to show it is alive (default 5s): with a
+	// shared journal, a third of its lease, so that a row quiet for a
+	// lease is a dead producer's (see httpapi.ContinueLost).
+	TouchInterval time.Duration
 	Log                *slog.Logger
 }
 

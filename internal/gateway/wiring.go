@@ -70,6 +70,17 @@ func usageOptions(cfg *config.Config, log *slog.Logger) metering.UsageOptions {
 	return metering.UsageOptions{Timeout: cfg.Store.Timeout, Queue: cfg.Usage.Queue, SpillPath: spill, RetryMax: cfg.Usage.RetryMax, Log: log}
 }
 
+// touchInterval is how often a silent answer's row is rewritten: with a
+// shared journal, a third of its lease (at most the default, 5s), so that
+// a replica taking over an answer whose row was quiet for a lease takes a
+// dead producer's (httpapi.ContinueLost).
+func touchInterval(cfg *config.Config) time.Duration {
+	if cfg.Resume.Journal != "redis" {
+		return 0
+	}
+	return min(5*time.Second, cfg.Resume.Lease/3)
+}
+
 // chatOptions builds the /v1/chat pipeline's guard and sources.
 func chatOptions(cfg *config.Config, client *http.Client, log *slog.Logger) (conversation.Options, error) {
 	o := conversation.Options{
@@ -78,6 +89,7 @@ func chatOptions(cfg *config.Config, client *http.Client, log *slog.Logger) (con
 		HistoryTimeout:     cfg.Sources.History.Timeout,
 		CheckpointInterval: cfg.Chat.CheckpointInterval,
 		CheckpointTokens:   cfg.Chat.CheckpointTokens,
+		TouchInterval:      touchInterval(cfg),
 		Log:                log,
 		SystemPrompt: func(alias string) string {
 			if m := cfg.Models[alias]; m != nil && m.SystemPrompt != "" {

@@ -354,9 +354,10 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 		err = again()
 	}
 	life := lifetime(r)
-	if errors.Is(err, journal.ErrNotFound) && m.Status == store.StatusInterrupted && m.ErrorCode == "" && !es.Committed() {
-		// A crash cut the answer and its journal is gone (an in-process
-		// journal, restarted): continue it from its checkpoint.
+	if _, inProcess := s.opt.Journal.(*journal.Memory); inProcess && errors.Is(err, journal.ErrNotFound) &&
+		m.Status == store.StatusInterrupted && m.ErrorCode == "" && !es.Committed() {
+		// A crash cut the answer and its journal is gone with the process
+		// (restarted since): continue it from its checkpoint.
 		if cerr := s.continueStored(life, m); cerr == nil || errors.Is(cerr, ErrNotTaken) {
 			for wait := 0; wait < 20; wait++ {
 				if err = again(); !errors.Is(err, journal.ErrNotFound) {
@@ -447,18 +448,21 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 // the text it keeps: it is not sent.
 type sent struct {
 	at      position
-	gen     int  // the generation of the events read so far
-	sending bool // every event from here on is sent
+	gen     int   // the generation of the events read so far
+	prev    int64 // the Seq of the event read last
+	sending bool  // every event from here on is sent
 }
 
 func (f *sent) send(ev journal.Event) bool {
+	prev := f.prev
+	f.prev = ev.Seq
 	if ev.Kind == journal.KindRewind {
-		f.gen++
+		f.gen = rewindGeneration(ev.Data, f.gen)
 		if f.sending || f.at.gen >= f.gen {
 			return false
 		}
 		f.sending = true
-		return f.at.seq >= ev.Seq
+		return f.at.seq > prev
 	}
 	if !f.sending {
 		if f.gen != f.at.gen || ev.Seq <= f.at.seq {
@@ -467,6 +471,16 @@ func (f *sent) send(ev journal.Event) bool {
 		f.sending = true
 	}
 	return true
+}
+
+// rewindGeneration is the generation a rewind starts (its data's), at
+// least one more than the one before it.
+func rewindGeneration(data []byte, before int) int {
+	var d struct {
+		Generation int `json:"generation"`
+	}
+	json.Unmarshal(data, &d)
+	return max(d.Generation, before+1)
 }
 
 // lifetime is the server's lifetime context (see WithLifetime): work
@@ -499,7 +513,8 @@ func (s *Server) awaitLapse(ctx context.Context, tenant, conversationID string, 
 
 // leaseLapsed reports whether a streaming answer's row has gone unwritten
 // for longer than the lease: a producer checkpoints it twice a second
-// while text flows. An answer that is no longer streaming has ended:
+// while text flows, and touches it every third of a lease while the
+// model is silent (conversation.Options.TouchInterval). An answer that is no longer streaming has ended:
 // lapsed.
 func leaseLapsed(m *store.Message, lease time.Duration) bool {
 	return m.Status != store.StatusStreaming || time.Since(m.UpdatedAt) > lease

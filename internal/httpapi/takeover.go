@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -61,12 +62,12 @@ func (s *Server) ContinueLost(ctx context.Context, id string) error {
 		s.endTaken(jw, snap.Next, id, store.StatusInterrupted)
 		return err
 	}
-	text, _ := JournaledText(snap.Events)
+	text, deltas := JournaledText(snap.Events)
 	switch {
 	case m.Status != store.StatusStreaming && m.Status != store.StatusInterrupted:
 		// Stored as ended (its producer's last write reached the
-		// database, not the journal).
-		s.endTaken(jw, snap.Next, id, m.Status)
+		// database, not the journal): the journal ends as the store.
+		s.endStored(jw, snap.Next, m, text)
 		return ErrNotTaken
 	case m.Status == store.StatusInterrupted:
 		if ok, err := s.opt.Store.ReopenMessage(ctx, id, time.Now().UTC()); err != nil || !ok {
@@ -76,17 +77,16 @@ func (s *Server) ContinueLost(ctx context.Context, id string) error {
 	}
 	if text == "" || snap.Truncated || !s.continues(m.Model) {
 		s.endTaken(jw, snap.Next, id, store.StatusInterrupted)
-		var tc chat.TokenCount
-		tc.Add(text)
-		s.opt.Store.InterruptMessage(ctx, id, &text, tc.Tokens(), time.Now().UTC())
+		s.interrupt(ctx, id, text, deltas)
 		return ErrNotTaken
 	}
-	gen := 1
+	gen := 0
 	for _, ev := range snap.Events {
 		if ev.Kind == journal.KindRewind {
-			gen++
+			gen = rewindGeneration(ev.Data, gen)
 		}
 	}
+	gen++
 	return s.continueAnswer(ctx, m, text, jw, snap.Next, gen, nil)
 }
 
@@ -107,7 +107,10 @@ func (s *Server) continueStored(ctx context.Context, m *store.Message) error {
 		return ErrNotTaken
 	}
 	jw := s.opt.Journal.Begin(m.ID)
-	return s.continueAnswer(ctx, m, m.Content, jw, 0, 1, func(t *conversation.Turn) []journal.Event {
+	// The journal starts again from nothing: its generation must be
+	// above any a client of an earlier restart may hold.
+	gen := int(time.Now().UnixMilli())
+	return s.continueAnswer(ctx, m, m.Content, jw, 0, gen, func(t *conversation.Turn) []journal.Event {
 		meta, _ := json.Marshal(t.Meta())
 		text, _ := json.Marshal(map[string]string{"text": m.Content})
 		return []journal.Event{{Seq: 0, Kind: journal.KindMeta, Data: meta}, {Kind: journal.KindRewind}, {Kind: journal.KindDelta, Data: text}}
@@ -138,7 +141,7 @@ func (s *Server) continueAnswer(ctx context.Context, m *store.Message, text stri
 	if err != nil {
 		s.log.Warn("continuing an answer whose replica died", "message_id", m.ID, "err", err)
 		s.endTaken(jw, next, m.ID, store.StatusInterrupted)
-		s.opt.Store.InterruptMessage(context.WithoutCancel(ctx), m.ID, &text, 0, time.Now().UTC())
+		s.interrupt(context.WithoutCancel(ctx), m.ID, text, 1)
 		return err
 	}
 	p := &continuer{jw: jw, id: m.ID, seq: next}
@@ -183,6 +186,33 @@ func rewindJSON(id, text string, gen int, fromStart bool) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"message_id": id, "offset": utf8.RuneCountInString(text[:n]), "offset_bytes": n, "generation": gen})
 	return b
+}
+
+// interrupt stores an answer that is not continued interrupted, with the
+// durable text (none: its last checkpoint's stays).
+func (s *Server) interrupt(ctx context.Context, id, text string, deltas int) {
+	var content *string
+	tokens := 0
+	if deltas > 0 {
+		var tc chat.TokenCount
+		tc.Add(text)
+		content, tokens = &text, tc.Tokens()
+	}
+	if _, err := s.opt.Store.InterruptMessage(ctx, id, content, tokens, time.Now().UTC()); err != nil {
+		s.log.Warn("storing a lost answer", "message_id", id, "err", err)
+	}
+}
+
+// endStored ends the journal of an answer taken over that the store
+// says has ended: with the stored text the journal lacks, then the
+// stored ending.
+func (s *Server) endStored(jw journal.Writer, next int64, m *store.Message, journaled string) {
+	if rest, ok := strings.CutPrefix(m.Content, journaled); ok && rest != "" {
+		data, _ := json.Marshal(map[string]string{"text": rest})
+		jw.Append(journal.Event{Seq: next, Kind: journal.KindDelta, Data: data})
+		next++
+	}
+	jw.End(storedEnding(m, next))
 }
 
 // endTaken ends an answer taken over that is not continued: its journal

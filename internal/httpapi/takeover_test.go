@@ -77,6 +77,38 @@ func TestSentAcrossTakeOvers(t *testing.T) {
 	}
 }
 
+// A take-over on Redis numbers its events from a fence far past the
+// dead producer's last (journal/redis Take): a client that saw past what
+// was journaled is still told to rewind.
+func TestSentAcrossAFence(t *testing.T) {
+	const fence = 1 << 20
+	evs := []journal.Event{
+		{Seq: 0, Kind: journal.KindMeta}, {Seq: 1, Kind: journal.KindDelta}, {Seq: 2, Kind: journal.KindDelta},
+		{Seq: fence + 3, Kind: journal.KindRewind, Data: []byte(`{"offset":4,"generation":1}`)},
+		{Seq: fence + 4, Kind: journal.KindDelta}, {Seq: fence + 5, Kind: journal.KindDone},
+	}
+	for _, c := range []struct {
+		at   position
+		want []int64
+	}{
+		{position{seq: -1}, []int64{0, 1, 2, fence + 4, fence + 5}},
+		{position{seq: 2}, []int64{fence + 4, fence + 5}},
+		{position{seq: 3}, []int64{fence + 3, fence + 4, fence + 5}},
+		{position{gen: 1, seq: fence + 4}, []int64{fence + 5}},
+	} {
+		f := sent{at: c.at}
+		var got []int64
+		for _, ev := range evs {
+			if f.send(ev) {
+				got = append(got, ev.Seq)
+			}
+		}
+		if !equal(got, c.want) || (len(got) > 0 && f.gen != 1) {
+			t.Errorf("from %+v: sent %v (generation %d), want %v", c.at, got, f.gen, c.want)
+		}
+	}
+}
+
 func equal(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false

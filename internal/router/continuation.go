@@ -229,6 +229,10 @@ func (a *try) expire() {
 		a.timer.Reset(stall - time.Duration(now()-since))
 	default:
 		a.cancel(ErrStalled)
+		return
+	}
+	if a.closed.Load() {
+		a.timer.Stop() // close ran between the check above and the Reset
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/journal/journaltest"
 )
@@ -446,7 +448,7 @@ func TestTakenOverProducerStops(t *testing.T) {
 	k := a.keys("taken")
 	a.c.Del(t.Context(), k.lease)
 	nw, snap, err := b.Take(t.Context(), "taken")
-	if err != nil || snap.Next != 1 {
+	if err != nil || snap.Next < 1 {
 		t.Fatalf("Take = %v, next %d", err, snap.Next)
 	}
 	select {
@@ -458,8 +460,11 @@ func TestTakenOverProducerStops(t *testing.T) {
 		t.Fatal("the producer taken over still holds the answer")
 	}
 	w.Append(ev(1))
-	nw.Append(journal.Event{Seq: 1, Kind: journal.KindRewind, Data: []byte(`{"offset":1}`)})
-	nw.End(journal.Event{Seq: 2, Kind: journal.KindDone, Data: []byte(`{}`)})
+	// A late write of the old producer, as a pipeline still on its way
+	// when the answer was taken over: the fence refuses it.
+	a.c.XAdd(t.Context(), &goredis.XAddArgs{Stream: k.stream, ID: eventID(1, 1), Values: []any{fKind, journal.KindDelta, fData, `{"text":"late"}`}})
+	nw.Append(journal.Event{Seq: snap.Next, Kind: journal.KindRewind, Data: []byte(`{"offset":1}`)})
+	nw.End(journal.Event{Seq: snap.Next + 1, Kind: journal.KindDone, Data: []byte(`{}`)})
 	var s journal.Snapshot
 	eventually(t, "the new producer's end written", func() bool {
 		s, err = b.Snapshot(t.Context(), "taken")

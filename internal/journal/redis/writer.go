@@ -100,50 +100,66 @@ func (j *Journal) Take(ctx context.Context, id string) (journal.Writer, journal.
 	}
 	k := j.keys(id)
 	sent := time.Now()
-	n, err := takeScript.Run(ctx, j.c, []string{k.lease, k.stream}, j.token, j.o.Lease.Milliseconds(), (j.o.Retention + j.o.Lease).Milliseconds()).Int()
+	fence, err := takeScript.Run(ctx, j.c, []string{k.lease, k.stream}, j.token, j.o.Lease.Milliseconds(), (j.o.Retention + j.o.Lease).Milliseconds(), fenceGap).Int64()
 	switch {
 	case err != nil:
 		return nil, journal.Snapshot{}, unavailable(ctx, "take", err)
-	case n == -1:
+	case fence == -1:
 		return nil, journal.Snapshot{}, journal.ErrNotFound
-	case n != 1:
+	case fence < 0:
 		return nil, journal.Snapshot{}, journal.ErrHeld
 	}
-	w := &writer{j: j, id: id, k: k, stopped: make(chan struct{}), last: -1, written: -1, cut: -1, begun: true, created: true}
+	w := &writer{j: j, id: id, k: k, stopped: make(chan struct{}), last: fence, written: fence, cut: -1, begun: true, created: true}
 	w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
 	snap, err := j.Snapshot(ctx, id)
 	if err != nil {
 		// The lease lapses again: another may take it.
 		return nil, journal.Snapshot{}, err
 	}
-	// What is written, cut marker included, is below Next.
-	w.last, w.written = snap.Next-1, snap.Next-1
+	// The new producer's events go after the fence.
+	snap.Next = fence + 1
 	if snap.Truncated {
 		w.cut, w.cutDone = snap.Next, true
 	}
 	j.mu.Lock()
+	old := j.writers[id]
 	ok := j.register(w)
 	j.mu.Unlock()
 	if !ok {
 		return nil, journal.Snapshot{}, journal.ErrClosed
 	}
+	if old != nil {
+		// This process's own producer lost the answer (its lease lapsed
+		// while Redis was away): it stops as one taken over elsewhere.
+		old.taken.Store(true)
+		old.stop()
+	}
 	return w, snap, nil
 }
 
-// takeScript: KEYS lease, stream; ARGV token, lease ms, stream TTL ms.
-// Returns 1 when it took the lease; 0 when a producer holds it or the
+// fenceGap is how far past the answer's last entry a take-over puts its
+// fence: further than the old producer's events could ever reach.
+const fenceGap = 1 << 20
+
+// takeScript: KEYS lease, stream; ARGV token, lease ms, stream TTL ms,
+// fence gap. It takes the lapsed lease and writes the fence, a marker
+// entry at "<last Seq + gap>-0": the old producer's late writes (a
+// pipeline still on its way) all have lower IDs, which Redis refuses.
+// Returns the fence's Seq; -2 when a producer holds the lease or the
 // answer ended; -1 when there is no stream.
 var takeScript = goredis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return -2 end
 local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 if #top == 0 then return -1 end
 local f = top[1][2]
 for i = 1, #f, 2 do
-  if f[i] == 'e' or (f[i] == 'm' and f[i + 1] == 'end') then return 0 end
+  if f[i] == 'e' or (f[i] == 'm' and f[i + 1] == 'end') then return -2 end
 end
+local fence = tonumber(string.match(top[1][1], '^%d+')) + tonumber(ARGV[4])
+redis.call('XADD', KEYS[2], fence .. '-0', 'm', 'take')
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-return 1`)
+return fence`)
 
 // signal wakes the writing goroutine.
 func (j *Journal) signal() {
@@ -517,9 +533,11 @@ func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
 		add(eventID(b.endSeq, 2), fMarker, "end")
 	}
 	if b.end != nil || b.endSeq >= 0 {
+		// The lease is released only if it is still this producer's: a
+		// late end must not free another's.
 		b.cmds = append(b.cmds,
 			pipe.PExpire(ctx, k.stream, j.o.Retention),
-			pipe.Del(ctx, k.lease, k.stop, k.att))
+			releaseScript.Eval(ctx, pipe, []string{k.lease, k.stop, k.att}, j.token))
 	} else if b.mk && len(b.adds) > 0 {
 		// The stream may be created here: give it a TTL at once, so that
 		// it goes even if this process dies before its first renewal.
@@ -599,6 +617,14 @@ func (j *Journal) renew() {
 		r.w.attached.Store(v[1] > 0)
 	}
 }
+
+// releaseScript: KEYS lease, stop, att; ARGV token. Deletes them if the
+// lease is the token's (or gone).
+var releaseScript = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return 1`)
 
 // renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
 // stream TTL ms, the last Seq this producer wrote. Returns {stop
