@@ -88,7 +88,7 @@ type Options struct {
 	// shared journal, a third of its lease, so that a row quiet for a
 	// lease is a dead producer's (see httpapi.ContinueLost).
 	TouchInterval time.Duration
-	Log                *slog.Logger
+	Log           *slog.Logger
 }
 
 // Service runs chat turns. It is safe for concurrent use.
