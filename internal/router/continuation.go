@@ -257,25 +257,10 @@ func (s *session) resume() {
 		if s.ctx.Err() != nil {
 			break
 		}
-		d := s.after(c.last)
 		c.made++
-		v := s.resumeOn(d)
-		switch v {
-		case verdictDone:
+		if s.continueOn(s.after(c.last)) {
 			return
-		case verdictNoFallback:
-			// The request's deadline (handled below), or a continuation
-			// request refused outright: no other will do better.
-			if s.ctx.Err() == nil {
-				s.yield(chat.Chunk{}, c.err)
-				return
-			}
-		case verdictNext:
-			// The continuation failed before its first token: the next
-			// is asked after it.
-			c.last = d
 		}
-		// verdictContinue: it broke in turn (cont.last, cont.err are it).
 	}
 	switch {
 	case s.gone():
@@ -307,19 +292,31 @@ func (s *session) takeOver() {
 		Message: "the answer could not be continued: no deployment answered"}
 	// after(last) is the order's first.
 	c.last = order[len(order)-1]
-	d := s.after(c.last)
+	if !s.continueOn(s.after(c.last)) {
+		s.resume()
+	}
+}
+
+// continueOn runs one continuation attempt on d and reports whether the
+// stream ended (else resume goes on with the next).
+func (s *session) continueOn(d *deployment) bool {
+	c := &s.cont
 	switch s.resumeOn(d) {
 	case verdictDone:
-		return
+		return true
 	case verdictNoFallback:
+		// The request's deadline (resume ends the stream), or a
+		// continuation request refused outright: no other will do better.
 		if s.ctx.Err() == nil {
 			s.yield(chat.Chunk{}, c.err)
-			return
+			return true
 		}
 	case verdictNext:
+		// It failed before its first token: the next is asked after it.
 		c.last = d
 	}
-	s.resume()
+	// verdictContinue: it broke in turn (cont.last, cont.err are it).
+	return false
 }
 
 // after returns the deployment to continue on after d broke: the next in
