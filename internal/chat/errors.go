@@ -92,6 +92,12 @@ var ErrClientClosed = &Error{Category: CategoryClientClosed,
 	Message: "the client closed its side of the connection before the answer began; the request was cancelled (a half-close counts as leaving)"}
 
 // Error is a classified failure: an upstream's, the router's, or a
+// CodeInsufficientQuota is the Code of a spent quota or budget: the
+// account cannot pay, so retrying does not help (OpenAI's
+// insufficient_quota, Anthropic's billing_error). It is kept as the
+// failure's code on every surface.
+const CodeInsufficientQuota = "insufficient_quota"
+
 // request firstword refuses itself.
 type Error struct {
 	Category Category

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -270,14 +271,32 @@ func TestResponsesUpstreamSDK(t *testing.T) {
 
 	t.Run("failure before the first token", func(t *testing.T) {
 		// The recorded stream's error event (insufficient_quota) comes
-		// before any text: the client gets a real status.
+		// before any text: the client gets a real status, and the
+		// upstream's code on every surface (issue 34), streamed or not.
 		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model: "chat", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Spend the quota.")},
 		})
 		var apiErr *openai.Error
-		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "rate_limited" ||
-			!strings.Contains(apiErr.Message, "You exceeded your current quota") {
-			t.Errorf("error = %v, want a 429 rate_limited with the upstream's message", err)
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "insufficient_quota" ||
+			apiErr.Type != "insufficient_quota" || !strings.Contains(apiErr.Message, "You exceeded your current quota") {
+			t.Errorf("error = %v, want a 429 insufficient_quota with the upstream's message", err)
+		}
+		for _, c := range []struct{ path, body, status, typ, code string }{
+			{"/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"Spend the quota."}]}`, "429", "insufficient_quota", "insufficient_quota"},
+			{"/v1/responses", `{"model":"chat","input":"Spend the quota."}`, "429", "insufficient_quota", "insufficient_quota"},
+			{"/v1/responses", `{"model":"chat","stream":true,"input":"Spend the quota."}`, "429", "insufficient_quota", "insufficient_quota"},
+			{"/v1/messages", `{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":"Spend the quota."}]}`, "402", "billing_error", ""},
+			{"/v1/messages", `{"model":"chat","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"Spend the quota."}]}`, "402", "billing_error", ""},
+		} {
+			resp := gatewaytest.PostPath(t, gw.URL, c.path, c.body)
+			var e struct {
+				Error struct{ Type, Code, Message string }
+			}
+			json.NewDecoder(resp.Body).Decode(&e)
+			resp.Body.Close()
+			if fmt.Sprint(resp.StatusCode) != c.status || e.Error.Type != c.typ || e.Error.Code != c.code || !strings.Contains(e.Error.Message, "quota") {
+				t.Errorf("%s %s: %d %+v, want %s %s (code %q)", c.path, c.body, resp.StatusCode, e.Error, c.status, c.typ, c.code)
+			}
 		}
 	})
 }
@@ -345,4 +364,44 @@ func holdResponses(w http.ResponseWriter, r *http.Request) {
 		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":2,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hello\",\"logprobs\":[]}\n\n")
 	w.(http.Flusher).Flush()
 	<-r.Context().Done()
+}
+
+// TestQuotaMidStream: an upstream whose quota runs out after the first
+// words (an error event with insufficient_quota) ends each surface's
+// stream with the upstream's code, not retryable, after the text: Chat
+// Completions' error event says insufficient_quota, Responses'
+// response.failed too, Messages' error event billing_error (issue 34).
+func TestQuotaMidStream(t *testing.T) {
+	up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		gatewaytest.SSEHeaders(w)
+		gatewaytest.SSEWrite(w, gatewaytest.ChunkJSON("Hello"))
+		gatewaytest.SSEWrite(w, `data: {"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`+"\n\n")
+	})
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, `
+providers:
+  a: {type: openai, base_url: `+up.URL+`/v1}
+models:
+  chat: {deployments: [{provider: a, model: m}]}
+`))
+	for _, c := range []struct{ path, body, event, want string }{
+		{"/v1/chat/completions", `{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "", `"code":"insufficient_quota"`},
+		{"/v1/responses", `{"model":"chat","stream":true,"input":"hi"}`, "response.failed", `"code":"insufficient_quota"`},
+		{"/v1/messages", `{"model":"chat","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "error", `"type":"billing_error"`},
+	} {
+		resp := gatewaytest.PostPath(t, gw.URL, c.path, c.body)
+		evs := gatewaytest.ReadEvents(resp.Body)
+		resp.Body.Close()
+		var last gatewaytest.Event
+		text := false
+		for _, e := range evs {
+			if e.Comment {
+				continue
+			}
+			text = text || strings.Contains(e.Data, "Hello")
+			last = e
+		}
+		if resp.StatusCode != 200 || !text || last.Name != c.event || !strings.Contains(last.Data, c.want) || strings.Contains(last.Data, "rate_limit") {
+			t.Errorf("%s: status %d, text shown %v, last event %q %s; want the text, then %q with %s", c.path, resp.StatusCode, text, last.Name, last.Data, c.event, c.want)
+		}
+	}
 }

@@ -49,8 +49,9 @@ var refusalTypes = map[chat.Category]struct{ openAI, anthropic string }{
 }
 
 // codeInsufficientQuota is OpenAI's code and type of a 429 for a spent
-// budget (Anthropic's dialect keeps rate_limit_error).
-const codeInsufficientQuota = "insufficient_quota"
+// budget (Anthropic's dialect keeps rate_limit_error for the gateway's
+// own budget, and says billing_error for an upstream's).
+const codeInsufficientQuota = chat.CodeInsufficientQuota
 
 // statusOverloaded is Anthropic's status for an overloaded API, which its
 // SDKs retry; it answers CategoryOverloaded in Anthropic's dialect.
@@ -112,6 +113,11 @@ func (d dialect) writeError(w http.ResponseWriter, err error) {
 		if e.Category == chat.CategoryOverloaded {
 			status = statusOverloaded
 		}
+		if e.Code == chat.CodeInsufficientQuota && e.Provider != "" {
+			// An upstream's spent quota (the gateway's own budget keeps
+			// rate_limit_error: its window resets).
+			typ, status = anthropic.BillingError()
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		w.Write(anthropic.ErrorResponse(typ, clip(e.Message)))
@@ -124,9 +130,6 @@ func (d dialect) writeError(w http.ResponseWriter, err error) {
 	}
 	if e.Code != "" {
 		body.Code, _ = json.Marshal(e.Code)
-	}
-	if e.Category == chat.CategoryRateLimited && e.Code == codeInsufficientQuota {
-		body.Type = codeInsufficientQuota // OpenAI's spent quota: its type is its code
 	}
 	if e.Param != "" {
 		body.Param = &e.Param

@@ -175,7 +175,7 @@ func TestStreamErrorStatus(t *testing.T) {
 		{"503 html", 503, "text/html", "<html><title>Service Unavailable</title></html>",
 			&chat.Error{Category: chat.CategoryOverloaded, Status: 503, Retryable: true, Provider: "oai", Message: `upstream answered 503 with an HTML page (title: "Service Unavailable")`}},
 		{"200 with an error object", 200, "application/json", `{"error":{"message":"quota exceeded","type":"insufficient_quota","code":"insufficient_quota"}}`,
-			&chat.Error{Category: chat.CategoryRateLimited, Status: 502, Provider: "oai", Message: "quota exceeded"}},
+			&chat.Error{Category: chat.CategoryRateLimited, Status: 502, Provider: "oai", Message: "quota exceeded", Code: chat.CodeInsufficientQuota}},
 		{"200 with a whole response", 200, "application/json", `{"id":"resp_1","object":"response","status":"completed","output":[]}`,
 			&chat.Error{Category: chat.CategoryProtocol, Status: 502, Retryable: true, Provider: "oai", Message: "upstream answered with JSON, not an event stream"}},
 	}

@@ -277,6 +277,11 @@ func appendUsage(b []byte, u Usage) []byte {
 // error of e's type (see ErrorType).
 func (e *EventEncoder) Error(b []byte, ce *chat.Error) []byte {
 	typ, _ := ErrorType(ce.Category)
+	if ce.Code == chat.CodeInsufficientQuota {
+		// Only an upstream's failure comes mid-stream: its account
+		// cannot pay, Anthropic's billing_error.
+		typ = typeBilling
+	}
 	b = append(b, "event: error\ndata: "...)
 	b = appendErrorBody(b, typ, ce.Message)
 	return append(b, "\n\n"...)
@@ -286,6 +291,14 @@ func (e *EventEncoder) Error(b []byte, ce *chat.Error) []byte {
 func (e *EventEncoder) Ping(b []byte) []byte {
 	return append(b, "event: ping\ndata: {\"type\": \"ping\"}\n\n"...)
 }
+
+// typeBilling is Anthropic's error type (HTTP 402) for an account that
+// cannot pay: OpenAI's insufficient_quota.
+const typeBilling = "billing_error"
+
+// BillingError returns the Anthropic error type and status of an
+// upstream's spent quota (chat.CodeInsufficientQuota).
+func BillingError() (typ string, status int) { return typeBilling, 402 }
 
 // ErrorType returns the Anthropic error type and HTTP status for a
 // category. An upstream's authentication failure is an api_error (502),

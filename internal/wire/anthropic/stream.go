@@ -454,7 +454,11 @@ func errorFromBody(status int, eb *ErrorBody, raw []byte) *chat.Error {
 	if msg == "" {
 		msg = eb.Type
 	}
-	return &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+	ce := &chat.Error{Category: cat, Status: status, Message: msg, Retryable: retry}
+	if eb.Type == "billing_error" {
+		ce.Code = chat.CodeInsufficientQuota
+	}
+	return ce
 }
 
 // classify maps an Anthropic error type onto a category; an unknown type

@@ -750,7 +750,7 @@ func TestDecodeError(t *testing.T) {
 		{"authentication", 401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
 			chat.Error{Category: chat.CategoryAuth, Status: 401, Message: "invalid x-api-key"}},
 		{"billing", 402, `{"type":"error","error":{"type":"billing_error","message":"credit balance too low"}}`,
-			chat.Error{Category: chat.CategoryRateLimited, Status: 402, Message: "credit balance too low"}},
+			chat.Error{Category: chat.CategoryRateLimited, Status: 402, Message: "credit balance too low", Code: chat.CodeInsufficientQuota}},
 		{"permission", 403, `{"type":"error","error":{"type":"permission_error","message":"no access"}}`,
 			chat.Error{Category: chat.CategoryAuth, Status: 403, Message: "no access"}},
 		{"not found", 404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-nope"}}`,

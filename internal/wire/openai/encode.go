@@ -348,6 +348,10 @@ func ErrorFromChat(e *chat.Error) *ErrorBody {
 	if e.Category == chat.CategoryContextLength {
 		c = "context_length_exceeded" // OpenAI's own code, which its SDKs' users test for
 	}
+	typ := ErrorType(e.Category)
+	if e.Code == chat.CodeInsufficientQuota {
+		c, typ = e.Code, e.Code // OpenAI's spent quota: its type is its code
+	}
 	code, _ := json.Marshal(c)
-	return &ErrorBody{Message: e.Message, Type: ErrorType(e.Category), Code: code}
+	return &ErrorBody{Message: e.Message, Type: typ, Code: code}
 }

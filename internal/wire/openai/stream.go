@@ -414,12 +414,16 @@ func errorFromBody(status int, eb *ErrorBody) *chat.Error {
 		cat, retry = chat.CategoryOverloaded, true
 	case code == "invalid_api_key" || eb.Type == "authentication_error":
 		cat, retry = chat.CategoryAuth, false
-	case code == "insufficient_quota":
+	case code == chat.CodeInsufficientQuota || eb.Type == chat.CodeInsufficientQuota:
 		cat, retry = chat.CategoryRateLimited, false
 	case status == 0 && eb.Type == "invalid_request_error":
 		cat, retry = chat.CategoryInvalidRequest, false
 	}
-	return &chat.Error{Category: cat, Status: status, Message: eb.Message, Retryable: retry}
+	ce := &chat.Error{Category: cat, Status: status, Message: eb.Message, Retryable: retry}
+	if code == chat.CodeInsufficientQuota || eb.Type == chat.CodeInsufficientQuota {
+		ce.Code = chat.CodeInsufficientQuota
+	}
+	return ce
 }
 
 // CompletionChunks decodes a non-streaming chat.completion response from r

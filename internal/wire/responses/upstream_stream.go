@@ -580,7 +580,11 @@ func streamError(ue *upError) *chat.Error {
 	if msg == "" {
 		msg = "upstream error: " + code
 	}
-	return &chat.Error{Category: cat, Message: msg, Retryable: retry}
+	ce := &chat.Error{Category: cat, Message: msg, Retryable: retry}
+	if code == chat.CodeInsufficientQuota || typ == chat.CodeInsufficientQuota {
+		ce.Code = chat.CodeInsufficientQuota
+	}
+	return ce
 }
 
 func malformed(typ string, err error) error {
