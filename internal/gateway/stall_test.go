@@ -130,6 +130,12 @@ models:
 				if code != http.StatusServiceUnavailable || d > limit {
 					t.Errorf("frozen: %s %s: %d after %s, want 503 within %s", rt.method, rt.path, code, d.Round(time.Millisecond), limit)
 				}
+				// The key check and the turn's write share one store
+				// timeout (issue 34): before, each waited its own, and
+				// the 503 came after two.
+				if rt.path == "/v1/chat" && d >= 2*timeout {
+					t.Errorf("frozen: /v1/chat answered after %s: the key check and the turn waited a store timeout (%s) each", d.Round(time.Millisecond), timeout)
+				}
 			}
 			for range 3 {
 				code, d := timed(t, "POST", gw.URL+"/v1/chat/completions", key, completion)

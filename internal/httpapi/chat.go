@@ -45,7 +45,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Trace-Id", trace.String())
 	w.Header().Set("X-Firstword-Protocol", ChatProtocol)
-	p, err := s.authenticate(w, r, rec)
+	// The waits on the store before the answer starts (the key check, the
+	// conversation's read, the turn's first write) share one store
+	// timeout; the answer's own writes later do not.
+	prep := r.Context()
+	if s.opt.StoreTimeout > 0 {
+		prep = store.WithBudget(prep, start.Add(s.opt.StoreTimeout))
+	}
+	p, err := s.authenticate(w, r.WithContext(prep), rec)
 	if err != nil {
 		return err
 	}
@@ -99,7 +106,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	// the model's call start now, and meta (the first event) waits for the
 	// write, which a failure turns into a real status while nothing was
 	// sent.
-	turn, err := s.opt.Chat.Begin(r.Context(), in)
+	turn, err := s.opt.Chat.Begin(prep, in)
 	if err != nil {
 		claim.release(r.Context())
 		return s.prepareError(err)

@@ -72,6 +72,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// MaxRequestBytes bounds request bodies (default 4 MiB).
 	MaxRequestBytes int64
+	// StoreTimeout is the store's timeout (store.timeout): on /v1/chat
+	// the key check and the turn's first reads and write share one (see
+	// store.WithBudget), so a stalled database answers 503 within it.
+	StoreTimeout time.Duration
 	// BodyTimeout bounds how long a request body may take to arrive
 	// (default 10s), so a client trickling its body cannot hold a
 	// connection forever; the stream after it is not limited by it.

@@ -27,14 +27,28 @@ type timeoutStore struct {
 	d  time.Duration
 }
 
-// bound runs op under the timeout and tells a timeout from the caller's
-// own cancellation.
+type budgetKey struct{}
+
+// WithBudget returns ctx carrying a deadline that the store operations
+// made under it share (see WithTimeout): each waits until it at most, or
+// its own timeout if that ends sooner. A request that must answer within
+// one store timeout, whatever it asks of the store, sets it once.
+func WithBudget(ctx context.Context, deadline time.Time) context.Context {
+	return context.WithValue(ctx, budgetKey{}, deadline)
+}
+
+// bound runs op under the timeout (or what is left of ctx's budget) and
+// tells a timeout from the caller's own cancellation.
 func bound[T any](s *timeoutStore, ctx context.Context, op func(context.Context) (T, error)) (T, error) {
-	tctx, cancel := context.WithTimeoutCause(ctx, s.d, ErrUnavailable)
+	d := s.d
+	if b, ok := ctx.Value(budgetKey{}).(time.Time); ok {
+		d = max(0, min(d, time.Until(b)))
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, d, ErrUnavailable)
 	defer cancel()
 	v, err := op(tctx)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(tctx), ErrUnavailable) {
-		err = fmt.Errorf("%w: no answer within %s: %w", ErrUnavailable, s.d, err)
+		err = fmt.Errorf("%w: no answer within %s: %w", ErrUnavailable, d.Round(time.Millisecond), err)
 	}
 	return v, err
 }

@@ -38,3 +38,20 @@ func TestWithTimeout(t *testing.T) {
 		t.Errorf("cancelled caller: err = %v, want context.Canceled only", err)
 	}
 }
+
+// Operations under one budget share it: the second waits only for what
+// the first left, and one made after it ran out fails at once.
+func TestWithBudget(t *testing.T) {
+	st := store.WithTimeout(stalled{}, time.Hour)
+	ctx := store.WithBudget(context.Background(), time.Now().Add(30*time.Millisecond))
+	start := time.Now()
+	for range 2 {
+		if _, err := st.GetConversation(ctx, "t", "c"); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("err = %v, want ErrUnavailable", err)
+		}
+	}
+	// Two operations of a 30 ms budget, under an hour's timeout each.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("two operations under a 30ms budget took %s", d)
+	}
+}
