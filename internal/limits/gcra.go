@@ -74,6 +74,28 @@ func (l *local) admit(checks []Check) []Result {
 	return res
 }
 
+// note counts checks the shared counts admitted for this replica, without
+// refusing: at a switch to local counts, what this replica was granted in
+// the current window is already counted, so that it never admits more
+// than one limit by itself (the slots are released as any local ones).
+func (l *local) note(checks []Check) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range checks {
+		if c.concurrency() {
+			l.open[c.Key]++
+			continue
+		}
+		tat := l.tats[c.Key]
+		if tat.Before(now) {
+			tat = now
+		}
+		l.tats[c.Key] = tat.Add(c.interval() * time.Duration(c.Cost))
+	}
+	l.sweep(now)
+}
+
 // gcra is the generic cell rate algorithm with the whole limit as burst,
 // as redis_rate counts it: one cost unit every Period/Limit, up to Limit
 // at once.

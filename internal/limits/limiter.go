@@ -78,6 +78,7 @@ type Limiter struct {
 	spend      map[subject]*spent  // this replica's spend since the last reload
 	spendPrev  map[subject]*spent  // ... and in the reload before
 	softLogged map[string]bool     // subject+period whose soft threshold was logged
+	spentCaps  map[string]bool     // subject+unit+period+cap found spent (see budget)
 
 	stats   statCounters
 	stop    chan struct{}
@@ -154,7 +155,7 @@ func New(ctx context.Context, opt Options) *Limiter {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	l := &Limiter{opt: opt, now: time.Now, leases: map[string][]string{}, spend: map[subject]*spent{},
-		softLogged: map[string]bool{}, stop: make(chan struct{})}
+		softLogged: map[string]bool{}, spentCaps: map[string]bool{}, stop: make(chan struct{})}
 	l.stats.refused = newRefusedCounters()
 	l.local = newLocal(l.now)
 	l.install(nil, nil)
@@ -538,6 +539,9 @@ func (l *Limiter) admit(ctx context.Context, checks []Check, t *Ticket) ([]Resul
 			res, err := l.opt.Shared.Admit(sctx, checks, lease)
 			cancel()
 			if err == nil {
+				if allowed(res) {
+					l.local.note(checks)
+				}
 				if lease != "" && allowed(res) {
 					t.lease = lease
 					l.mu.Lock()
@@ -606,10 +610,11 @@ func (t *Ticket) release() {
 			return
 		}
 		l := t.l
+		// A shared ticket's slots are counted locally too (see note).
+		for _, k := range t.slots {
+			l.local.release(k)
+		}
 		if !t.shared {
-			for _, k := range t.slots {
-				l.local.release(k)
-			}
 			return
 		}
 		l.mu.Lock()
@@ -634,14 +639,14 @@ func (t *Ticket) settle(tokens int) {
 	}
 	l := t.l
 	for _, c := range t.tokens {
+		// Local counts shadow the shared ones (see note).
+		l.local.adjust(c, delta)
 		if t.shared {
 			ctx, cancel := context.WithTimeout(context.Background(), l.opt.Timeout*4)
 			if err := l.opt.Shared.Adjust(ctx, c, delta); err != nil {
 				l.stats.sharedErrors.Add(1)
 			}
 			cancel()
-		} else {
-			l.local.adjust(c, delta)
 		}
 	}
 }
@@ -712,15 +717,28 @@ func (l *Limiter) budget(snap *snapshot, s subject, b Budget, now time.Time) err
 		if c.limit <= 0 {
 			continue
 		}
-		if c.used >= c.limit {
+		period := sp.day
+		if c.period == "month" {
+			period = sp.month
+		}
+		// Spend never falls within a period: a cap found spent stays spent
+		// until the period ends or the cap is raised, whatever a later read
+		// of the sums shows (rows still on their way to the store).
+		spentKey := s.String() + "|" + c.unit + "|" + period + "|" + trim(c.limit)
+		l.mu.Lock()
+		if c.used >= c.limit && !l.spentCaps[spentKey] {
+			if len(l.spentCaps) > 100000 {
+				clear(l.spentCaps)
+			}
+			l.spentCaps[spentKey] = true
+		}
+		spent := l.spentCaps[spentKey]
+		l.mu.Unlock()
+		if spent {
 			return &Refusal{Reason: reasonBudget, Subject: s.kind,
 				Message: fmt.Sprintf("This %s's budget of %s %s per %s is spent. It resets at the start of the next UTC %s; an operator can raise it.", s.kind, trim(c.limit), c.unit, c.period, c.period)}
 		}
 		if c.used >= c.limit*b.soft() {
-			period := sp.day
-			if c.period == "month" {
-				period = sp.month
-			}
 			k := s.String() + "|" + c.unit + "|" + period
 			l.mu.Lock()
 			first := !l.softLogged[k]

@@ -254,3 +254,105 @@ func TestFailedReloadsKeepSpend(t *testing.T) {
 		t.Errorf("after the store came back: %s, want budget", reason(err))
 	}
 }
+
+// grantingShared admits every check until down, then fails every call, as
+// a Redis that stops answering does: it is the other replicas' counts that
+// it would have refused on, which this replica cannot see.
+type grantingShared struct{ down bool }
+
+func (g *grantingShared) Admit(ctx context.Context, checks []Check, lease string) ([]Result, error) {
+	if g.down {
+		return nil, errors.New("shared counts unreachable")
+	}
+	res := make([]Result, len(checks))
+	for i := range res {
+		res[i] = Result{Allowed: true}
+	}
+	return res, nil
+}
+func (g *grantingShared) Adjust(context.Context, Check, int) error         { return nil }
+func (g *grantingShared) Release(context.Context, []string, string) error  { return nil }
+func (g *grantingShared) Renew(context.Context, map[string][]string) error { return nil }
+
+// TestSwitchToLocalCountsWhatWasGranted (issue 34): when the shared counts
+// fail, the replica counts alone, starting from what the shared counts
+// granted it in the current window: it never admits more than one limit
+// by itself (requests, tokens, open streams), where before it took a
+// fresh full burst.
+func TestSwitchToLocalCountsWhatWasGranted(t *testing.T) {
+	sh := &grantingShared{}
+	l, _ := newTest(t, Options{Shared: sh, Tenants: map[string]Policy{"acme": {Limits: Rates{RequestsPerMinute: 60, TokensPerMinute: 3000, ConcurrentStreams: 3}}}})
+	ctx := context.Background()
+	var open []*Ticket
+	admit := func() bool {
+		tk, err := l.Admit(ctx, Request{Tenant: "acme", Tokens: 100})
+		if err == nil && len(open) < 3 {
+			open = append(open, tk) // the first three stay open
+		} else if err == nil {
+			tk.settle(100)
+			tk.Close()
+		}
+		return err == nil
+	}
+	admitted := 0
+	for range 20 {
+		if admit() {
+			admitted++
+		}
+	}
+	if admitted != 20 {
+		t.Fatalf("the shared counts admitted %d of 20", admitted)
+	}
+	sh.down = true
+	for range 100 {
+		if admit() {
+			admitted++
+		}
+	}
+	// 3 open streams were granted: no more while they are open.
+	if admitted != 20 {
+		t.Errorf("%d admitted after the switch with 3 streams open (limit 3), want none", admitted-20)
+	}
+	for _, tk := range open[:2] {
+		tk.settle(100)
+		tk.Close()
+	}
+	open = open[:1]
+	for range 100 {
+		if admit() {
+			admitted++
+		}
+	}
+	// 30 of the 3000 tokens a minute (100 each) were used by the 20 plus
+	// the two closed; 60 requests a minute: at most 60 in all.
+	if admitted > 30 {
+		t.Errorf("%d admitted in the minute, shared and local together; the replica's limit is 30 requests of 100 tokens (3000 tokens)", admitted)
+	}
+}
+
+// TestBudgetStaysSpent (issue 34): a budget found spent stays refused for
+// the rest of its period, even when a later read of the sums shows less
+// (rows on their way to the store, or the replica's own spend rotated
+// out), until the cap is raised.
+func TestBudgetStaysSpent(t *testing.T) {
+	src := &fakeSource{spend: []store.SpendSum{{TenantID: "acme", Day: "2026-12-01", Tokens: 700}}}
+	l, _ := newTest(t, Options{Source: src, Tenants: map[string]Policy{"acme": {Budget: Budget{TokensPerDay: 600}}}})
+	ctx := context.Background()
+	l.Reload(ctx)
+	if _, err := l.Admit(ctx, Request{Tenant: "acme"}); reason(err) != "budget" {
+		t.Fatalf("700 of 600 tokens: %s, want budget", reason(err))
+	}
+	src.spend = []store.SpendSum{{TenantID: "acme", Day: "2026-12-01", Tokens: 500}}
+	for range 3 {
+		l.Reload(ctx)
+		if _, err := l.Admit(ctx, Request{Tenant: "acme"}); reason(err) != "budget" {
+			t.Fatalf("a later read shows less: %s, want budget still", reason(err))
+		}
+	}
+	// A raised cap is a new decision.
+	src.ovs = []store.LimitOverride{{Scope: store.ScopeTenant, SubjectID: "acme", Settings: []byte(`{"tokens_per_day": 1000}`)}}
+	l.Reload(ctx)
+	if _, err := l.Admit(ctx, Request{Tenant: "acme"}); err != nil {
+		t.Errorf("after the cap was raised to 1000: %v, want admitted", err)
+	}
+}
