@@ -232,6 +232,12 @@ type fakeStore struct {
 	lastDelay time.Duration
 	// createGate, when set, holds CreateConversation until it is closed.
 	createGate chan struct{}
+	// landLate makes a failing CreateConversation or AddMessages store
+	// its rows all the same (a write whose answer was lost);
+	// deleteFailures is how many deletes fail before one goes through.
+	landLate       bool
+	deleteFailures int
+	deletes        int // delete calls
 
 	mu          sync.Mutex
 	convs       map[string]store.Conversation
@@ -246,14 +252,40 @@ func (s *fakeStore) CreateConversation(_ context.Context, c *store.Conversation,
 	if s.createGate != nil {
 		<-s.createGate
 	}
-	if s.errCreate != nil {
-		return s.errCreate
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.errCreate != nil && !s.landLate {
+		return s.errCreate
+	}
 	s.convs[c.ID] = *c
 	s.appendLocked(first)
+	return s.errCreate
+}
+
+func (s *fakeStore) DeleteConversation(_ context.Context, tenantID, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deletes++; s.deletes <= s.deleteFailures {
+		return store.ErrUnavailable
+	}
+	c, ok := s.convs[id]
+	if !ok || c.TenantID != tenantID {
+		return store.ErrNotFound
+	}
+	delete(s.convs, id)
+	s.msgs = slices.DeleteFunc(s.msgs, func(m *store.Message) bool { return m.ConversationID == id })
 	return nil
+}
+
+func (s *fakeStore) DeleteMessages(_ context.Context, tenantID string, ids ...string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deletes++; s.deletes <= s.deleteFailures {
+		return 0, store.ErrUnavailable
+	}
+	n := len(s.msgs)
+	s.msgs = slices.DeleteFunc(s.msgs, func(m *store.Message) bool { return m.TenantID == tenantID && slices.Contains(ids, m.ID) })
+	return n - len(s.msgs), nil
 }
 
 func (s *fakeStore) GetConversation(_ context.Context, tenantID, id string) (*store.Conversation, error) {
@@ -270,16 +302,16 @@ func (s *fakeStore) GetConversation(_ context.Context, tenantID, id string) (*st
 }
 
 func (s *fakeStore) AddMessages(_ context.Context, ms ...*store.Message) error {
-	if s.errAdd != nil {
-		return s.errAdd
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.errAdd != nil && !s.landLate {
+		return s.errAdd
+	}
 	if c, ok := s.convs[ms[0].ConversationID]; !ok || c.TenantID != ms[0].TenantID {
 		return store.ErrNotFound
 	}
 	s.appendLocked(ms)
-	return nil
+	return s.errAdd
 }
 
 // appendLocked numbers ms after their conversation's last message and

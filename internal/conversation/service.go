@@ -269,6 +269,13 @@ func (t *Turn) write(ctx context.Context) {
 	} else {
 		t.writeErr = err
 	}
+	if t.writeErr != nil && !errors.Is(t.writeErr, ErrNotFound) {
+		// The turn is refused; its write may still land (a database
+		// that stalled, then went on): it is undone, so that the
+		// conversation does not keep a message the client was told
+		// failed, nor an empty answer.
+		go t.undo()
+	}
 	// The store set Seq in the write: history is what came before this
 	// message, even if other turns add messages meanwhile.
 	t.historyUntil = t.user.Seq
@@ -277,6 +284,38 @@ func (t *Turn) write(ctx context.Context) {
 // writeTimeout bounds the turn's first write once the request no longer
 // does; the store's own timeout is usually shorter.
 const writeTimeout = 5 * time.Second
+
+// undoFor is how long a refused turn's write is undone for: past it, a
+// database that was away that long has rolled back what it had not
+// committed.
+const undoFor = 15 * time.Minute
+
+// undo deletes what a refused turn's write stored, if anything, trying
+// again with backoff until the store answers (or undoFor passed).
+func (t *Turn) undo() {
+	st, deadline := t.s.opt.Store, time.Now().Add(undoFor)
+	wait := 500 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		var err error
+		if t.created {
+			if err = st.DeleteConversation(ctx, t.in.TenantID, t.conv.ID); errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
+		} else {
+			_, err = st.DeleteMessages(ctx, t.in.TenantID, t.user.ID, t.assistant.ID)
+		}
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			if err != nil {
+				t.s.opt.Log.Warn("undoing a refused turn's write", "request_id", t.in.RequestID, "err", err)
+			}
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 30*time.Second)
+	}
+}
 
 // Stored waits for the turn's first write and returns its error: nil once
 // the user's message and the answer's placeholder are in the store.

@@ -54,7 +54,10 @@ func TestPrepareErrors(t *testing.T) {
 					t.Errorf("Prepare = %v, %v; want nil, %v", turn, err, want)
 				}
 			}
-			if n := len(st.msgs); n != 2 {
+			st.mu.Lock() // a refused write's undo may be running
+			n := len(st.msgs)
+			st.mu.Unlock()
+			if n != 2 {
 				t.Errorf("%d messages stored, want the 2 seeded", n)
 			}
 		})

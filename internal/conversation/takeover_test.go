@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -106,4 +107,46 @@ func TestRunTakenOverStoresNothing(t *testing.T) {
 			t.Errorf("last event %+v: want a retryable interrupted error", last)
 		}
 	})
+}
+
+// A turn refused because its first write failed leaves nothing behind
+// when the write landed after all (a stalled database that went on): its
+// user message and empty answer, or the conversation it created, are
+// deleted, trying again while the store fails (issue 34).
+func TestRefusedTurnUndone(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			st := newFakeStore()
+			if existing {
+				seed(st)
+				st.errAdd = store.ErrUnavailable
+			} else {
+				st.errCreate = store.ErrUnavailable
+			}
+			st.landLate, st.deleteFailures = true, 2
+			s := New(Options{Store: st})
+			in := Input{RequestID: "req_1", TenantID: "t1", UserID: "u1", Model: "chat", Message: "Hi",
+				Call: newCall(t, &fakeRouter{}, budget.New(time.Now()), nil, 0)}
+			if existing {
+				in.ConversationID = "conv_1"
+			}
+			if _, err := s.Prepare(context.Background(), in); !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("Prepare = %v, want the write's error", err)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			want := 0
+			if existing {
+				want = 2 // the seeded exchange
+			}
+			if len(st.msgs) != want || st.deletes != 3 {
+				t.Errorf("existing %v: %d messages left, %d deletes; want %d, the third delete going through", existing, len(st.msgs), st.deletes, want)
+			}
+			if _, ok := st.convs["conv_1"]; existing != ok || (!existing && len(st.convs) != 0) {
+				t.Errorf("existing %v: conversations %v", existing, st.convs)
+			}
+		})
+	}
 }

@@ -69,6 +69,10 @@ type Store interface {
 	FinishMessage(ctx context.Context, m *Message) error
 	// ListMessages returns a tenant's conversation's messages in order.
 	ListMessages(ctx context.Context, tenantID, conversationID string) ([]Message, error)
+	// DeleteMessages deletes a tenant's messages ids that exist (a turn
+	// refused after its write may have landed) and returns how many there
+	// were.
+	DeleteMessages(ctx context.Context, tenantID string, ids ...string) (int, error)
 	// GetMessage returns message id, whatever its tenant (ErrNotFound if
 	// there is none): for the server's own work on an answer (continuing
 	// one whose replica died), never for a client.

@@ -144,6 +144,10 @@ func (s *timeoutStore) InterruptMessage(ctx context.Context, id string, content 
 	})
 }
 
+func (s *timeoutStore) DeleteMessages(ctx context.Context, tenantID string, ids ...string) (int, error) {
+	return bound(s, ctx, func(ctx context.Context) (int, error) { return s.st.DeleteMessages(ctx, tenantID, ids...) })
+}
+
 func (s *timeoutStore) GetMessage(ctx context.Context, id string) (*Message, error) {
 	return bound(s, ctx, func(ctx context.Context) (*Message, error) { return s.st.GetMessage(ctx, id) })
 }

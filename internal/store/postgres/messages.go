@@ -121,6 +121,15 @@ func (s *Store) LastMessages(ctx context.Context, tenantID, conversationID strin
 	return ms, nil
 }
 
+// DeleteMessages deletes a tenant's messages ids.
+func (s *Store) DeleteMessages(ctx context.Context, tenantID string, ids ...string) (int, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM messages WHERE id = ANY($1) AND tenant_id = $2`, ids, tenantID)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: delete messages: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // GetMessage returns message id, whatever its tenant.
 func (s *Store) GetMessage(ctx context.Context, id string) (*store.Message, error) {
 	ms, err := s.queryMessages(ctx, `SELECT `+store.MessageColumns+` FROM messages WHERE id = $1`, id)

@@ -89,6 +89,19 @@ func (s *Store) ListMessages(ctx context.Context, tenantID, conversationID strin
 	return ms, nil
 }
 
+// DeleteMessages deletes a tenant's messages ids.
+func (s *Store) DeleteMessages(ctx context.Context, tenantID string, ids ...string) (int, error) {
+	total := 0
+	for _, id := range ids {
+		n, err := changed(s.w.ExecContext(ctx, `DELETE FROM messages WHERE id = ? AND tenant_id = ?`, id, tenantID))
+		if err != nil {
+			return total, fmt.Errorf("sqlite: delete message %s: %w", id, err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
 // GetMessage returns message id, whatever its tenant.
 func (s *Store) GetMessage(ctx context.Context, id string) (*store.Message, error) {
 	ms, err := queryMessages(s.r.QueryContext(ctx, `SELECT `+store.MessageColumns+` FROM messages WHERE id = ?`, id))

@@ -638,6 +638,11 @@ func testInterruptMessage(t *testing.T, s store.Store) {
 	if _, err := s.GetMessage(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetMessage(nope) = %v, want ErrNotFound", err)
 	}
+	// Another tenant's message, and one that is not there, are not
+	// deleted; the tenant's is, once.
+	if n, err := s.DeleteMessages(ctx, "globex", kept.ID, "nope"); err != nil || n != 0 {
+		t.Errorf("DeleteMessages of another tenant's = %d, %v, want 0", n, err)
+	}
 	// Reopened once, for one continuation; an answer that ended, or was
 	// cut by a shutdown (an error code says so), is not.
 	for _, c := range []struct {
@@ -659,6 +664,15 @@ func testInterruptMessage(t *testing.T, s store.Store) {
 	}
 	if ok, err := s.ReopenMessage(ctx, shut.ID, at(3*time.Minute)); err != nil || ok {
 		t.Errorf("ReopenMessage of an answer cut by a shutdown = %v, %v, want false", ok, err)
+	}
+	if n, err := s.DeleteMessages(ctx, "acme", kept.ID, "nope"); err != nil || n != 1 {
+		t.Errorf("DeleteMessages = %d, %v, want 1", n, err)
+	}
+	if n, err := s.DeleteMessages(ctx, "acme", kept.ID); err != nil || n != 0 {
+		t.Errorf("DeleteMessages again = %d, %v, want 0", n, err)
+	}
+	if diff := cmp.Diff([]store.Message{done}, messages(t, s, "acme", "acme-c1")); diff != "" {
+		t.Errorf("acme-c1 after DeleteMessages (-want +got):\n%s", diff)
 	}
 }
 
