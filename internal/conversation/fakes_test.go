@@ -237,6 +237,9 @@ type fakeStore struct {
 	// deleteFailures is how many deletes fail before one goes through.
 	landLate       bool
 	deleteFailures int
+	// finishFailures is how many FinishMessage calls fail as a stalled
+	// database does (store.ErrUnavailable) before one goes through.
+	finishFailures int
 	deletes        int // delete calls
 
 	mu          sync.Mutex
@@ -379,6 +382,10 @@ func (s *fakeStore) FinishMessage(_ context.Context, m *store.Message) error {
 	s.finished = append(s.finished, *m)
 	if s.errFinish != nil {
 		return s.errFinish
+	}
+	if s.finishFailures > 0 {
+		s.finishFailures--
+		return store.ErrUnavailable
 	}
 	for i, o := range s.msgs {
 		if o.ID == m.ID {

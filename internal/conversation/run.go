@@ -474,7 +474,14 @@ func (r *run) finish(ctx context.Context) {
 		// caller answers with the write's error if it sent nothing yet).
 		m.Status, code, retryable = store.StatusError, "store_unavailable", true
 		m.ErrorCode, m.ErrorMessage = code, "the message could not be saved"
-	} else if err := finishUnlessFenced(pctx, s.opt.Store, m, fenced); err != nil {
+	} else if err := finishUnlessFenced(pctx, s.opt.Store, m, fenced); errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		// The database is stalled or away: the last write is retried
+		// until it lands, and the client is told the answer's ending as
+		// it is, which is what the store will say (issue 34).
+		s.opt.Log.Warn("saving the answer failed; retrying until the store answers", "request_id", t.in.RequestID, "message_id", m.ID, "err", err)
+		saved := *m
+		go s.retryFinish(t.in.RequestID, &saved)
+	} else if err != nil {
 		s.opt.Log.Error("saving the answer", "request_id", t.in.RequestID, "message_id", m.ID, "err", err)
 		// A done event promises a saved answer: an answer that could not be
 		// saved is reported as an error instead.
@@ -505,6 +512,30 @@ func (r *run) finish(ctx context.Context) {
 		return
 	}
 	r.yield(Event{Kind: "error", Error: &ErrorEvent{MessageID: m.ID, Code: code, Message: m.ErrorMessage, Retryable: retryable, Status: m.Status, Usage: u, Timings: rec.Timings()}})
+}
+
+// retryFinish writes an answer's last state until the store takes it,
+// with backoff, for up to undoFor: the store then says what its client
+// was told. (Rows left streaming meanwhile may be marked interrupted by
+// the stale-row sweep; this write replaces that.)
+func (s *Service) retryFinish(requestID string, m *store.Message) {
+	deadline := time.Now().Add(undoFor)
+	wait := 500 * time.Millisecond
+	for {
+		time.Sleep(wait)
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := s.opt.Store.FinishMessage(ctx, m)
+		cancel()
+		switch {
+		case err == nil:
+			s.opt.Log.Info("the answer is saved after a retry", "request_id", requestID, "message_id", m.ID)
+			return
+		case time.Now().After(deadline) || !(errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
+			s.opt.Log.Error("saving the answer: giving up", "request_id", requestID, "message_id", m.ID, "err", err)
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // finishUnlessFenced saves m, unless another process took the answer

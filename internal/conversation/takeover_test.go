@@ -150,3 +150,36 @@ func TestRefusedTurnUndone(t *testing.T) {
 		})
 	}
 }
+
+// An answer whose last write meets a stalled database is still told as it
+// ended (done, complete), and the write is retried until it lands: the
+// store then says what the client was told, with the text it was sent
+// (issue 34).
+func TestFinishRetriedUntilItLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newFakeStore()
+		st.finishFailures = 3
+		r := &fakeRouter{script: []step{{chunk: chat.Chunk{Text: "Hello "}}, {chunk: chat.Chunk{Text: "world"}}, {chunk: chat.Chunk{FinishReason: chat.FinishStop}}}}
+		p := play(t, setup{router: r, store: st})
+		last := p.events[len(p.events)-1]
+		if last.Kind != "done" || last.Done.Status != store.StatusComplete {
+			t.Fatalf("last event %+v, want done complete", last)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.finished) != 4 {
+			t.Fatalf("%d writes of the answer, want 4 (3 failed, then it landed)", len(st.finished))
+		}
+		var stored *store.Message
+		for _, m := range st.msgs {
+			if m.ID == p.meta.MessageID {
+				stored = m
+			}
+		}
+		if stored == nil || stored.Status != store.StatusComplete || stored.Content != "Hello world" {
+			t.Errorf("stored %+v, want complete with the text sent", stored)
+		}
+	})
+}
