@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	neturl "net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +157,127 @@ models:
 				t.Errorf("after the thaw: chat %d", code)
 			}
 		})
+	}
+}
+
+// TestStoredEqualsShownThroughAStall (issue 34): PostgreSQL freezes for
+// 15 s under 60 streaming /v1/chat clients, some mid-answer, some arriving
+// during the freeze. After the thaw every stored answer equals what its
+// client received, with the status its client was told (the answers'
+// last writes are retried until they land), and the turns refused during
+// the freeze (503) leave no conversation, message or empty answer behind.
+func TestStoredEqualsShownThroughAStall(t *testing.T) {
+	direct := pgSchema(t, "the frozen-database test")
+	u, err := neturl.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr()
+	t.Setenv("FW_STALL_PG_URL", viaProxy.String())
+	gw := gatewaytest.Start(t, gatewaytest.MustParseEnv(t, `store: {driver: postgres, url_env: FW_STALL_PG_URL, timeout: 500ms}
+chat: {checkpoint_interval: 100ms}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`))
+	type told struct {
+		code            int
+		conv, msg, text string
+		last, status    string
+	}
+	const clients, stall = 60, 15 * time.Second
+	results := make([]told, clients)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			// Staggered over 1.8 s: the freeze comes at 1 s.
+			time.Sleep(time.Duration(i) * 30 * time.Millisecond)
+			body := fmt.Sprintf(`{"message":"client %d [sim ttft=10ms gap=50ms tokens=60]"}`, i)
+			resp, err := client.Post(gw.URL+"/v1/chat", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Errorf("client %d: %v", i, err)
+				return
+			}
+			defer resp.Body.Close()
+			r := told{code: resp.StatusCode}
+			if r.code == 200 {
+				for _, e := range gatewaytest.ReadEvents(resp.Body) {
+					var d map[string]any
+					if e.Comment || json.Unmarshal([]byte(e.Data), &d) != nil {
+						continue
+					}
+					switch e.Name {
+					case "meta":
+						r.conv, r.msg = d["conversation_id"].(string), d["message_id"].(string)
+					case "delta":
+						r.text += d["text"].(string)
+					case "done", "error":
+						r.last = e.Name
+						r.status, _ = d["status"].(string)
+					}
+				}
+			}
+			results[i] = r
+		})
+	}
+	time.Sleep(time.Second)
+	proxy.Freeze()
+	time.Sleep(stall)
+	proxy.Thaw()
+	wg.Wait()
+
+	// The rows, read around the proxy once nothing is left to settle.
+	db, err := pgx.Connect(context.Background(), direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	answered := 0
+	for _, r := range results {
+		if r.code == 200 {
+			answered++
+		}
+	}
+	var convs, streaming, empty int
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM conversations),
+			(SELECT count(*) FROM messages WHERE status = 'streaming'),
+			(SELECT count(*) FROM messages WHERE role = 'assistant' AND content = '')`).Scan(&convs, &streaming, &empty)
+		if convs == answered && streaming == 0 && empty == 0 {
+			break
+		}
+	}
+	if convs != answered || streaming != 0 || empty != 0 {
+		t.Errorf("after the thaw: %d conversations for %d turns answered, %d answers still streaming, %d empty answers", convs, answered, streaming, empty)
+	}
+	refused, mismatched := 0, 0
+	for i, r := range results {
+		if r.code != 200 {
+			refused++
+			if r.code != http.StatusServiceUnavailable {
+				t.Errorf("client %d: %d, want 200 or 503", i, r.code)
+			}
+			continue
+		}
+		var status, content string
+		err := db.QueryRow(context.Background(), `SELECT status, content FROM messages WHERE id = $1`, r.msg).Scan(&status, &content)
+		if err != nil || status != r.status || content != r.text {
+			mismatched++
+			t.Errorf("client %d: told %s %q with %d characters; stored %q with %d (%v)", i, r.last, r.status, len(r.text), status, len(content), err)
+		}
+	}
+	t.Logf("%d turns answered (their last events: stored as told, text as sent, %d mismatched), %d refused during the %v freeze", answered, mismatched, refused, stall)
+	if answered == 0 || refused == 0 {
+		t.Errorf("%d answered, %d refused: want both (answers across the freeze, turns arriving during it)", answered, refused)
 	}
 }
