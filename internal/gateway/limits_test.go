@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,6 +286,13 @@ tenants:
 // returns its URL and a function that kills it.
 func ownRedis(t *testing.T) (url string, kill func()) {
 	t.Helper()
+	url, _, kill = ownRedisProcess(t)
+	return url, kill
+}
+
+// ownRedisProcess is ownRedis, with the server's process (to freeze it).
+func ownRedisProcess(t *testing.T) (url string, cmd *exec.Cmd, kill func()) {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Skip("redis-server not installed: skipping the test that stops a Redis")
@@ -295,12 +303,13 @@ func ownRedis(t *testing.T) (url string, kill func()) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd = exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	kill = func() {
 		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGCONT) // a frozen one too
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
@@ -316,12 +325,93 @@ func ownRedis(t *testing.T) (url string, kill func()) {
 			t.Fatal("redis-server did not listen")
 		}
 	}
-	return "redis://" + addr + "/0", kill
+	return "redis://" + addr + "/0", cmd, kill
+}
+
+// TestFrozenRedisKeepsOneLimitPerReplica (issue 34): two replicas share
+// limits on a Redis of the test's own, which freezes (SIGSTOP) after
+// admissions began. Each replica then counts alone, starting from what
+// Redis granted it in the window: it admits no more than one limit by
+// itself (requests), and no more open streams than one limit (before,
+// each took a fresh full burst at the switch).
+func TestFrozenRedisKeepsOneLimitPerReplica(t *testing.T) {
+	url, redis, _ := ownRedisProcess(t)
+	cfg := `
+limits: {driver: redis, url: "` + url + `", period: 1m, timeout: 50ms, cooldown: 1m}
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+tenants:
+  local: {limits: {requests_per_minute: 30, concurrent_streams: 3}}
+`
+	a, b := gatewaytest.StartYAML(t, cfg, ""), gatewaytest.StartYAML(t, cfg, "")
+	short := `{"model":"chat","messages":[{"role":"user","content":"hi [sim ttft=1ms tokens=2]"}]}`
+	admitted := map[*gatewaytest.Gateway]int{}
+	post := func(gw *gatewaytest.Gateway) int {
+		code, body := send(t, "POST", gw.URL+"/v1/chat/completions", "", short)
+		switch code {
+		case http.StatusOK:
+			admitted[gw]++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("%d %s", code, body)
+		}
+		return code
+	}
+	// Through Redis: 10 on each replica, 20 of the 30 between them.
+	for range 10 {
+		post(a)
+		post(b)
+	}
+	if admitted[a] != 10 || admitted[b] != 10 {
+		t.Fatalf("through Redis: %d and %d admitted, want 10 each", admitted[a], admitted[b])
+	}
+	// A opens 2 long streams through Redis: 2 of its 3.
+	long := `{"model":"chat","stream":true,"messages":[{"role":"user","content":"go on [sim ttft=1ms gap=100ms tokens=300]"}]}`
+	for range 2 {
+		resp := gatewaytest.Post(t, a.URL, long)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a long stream through Redis: %d", resp.StatusCode)
+		}
+		defer resp.Body.Close()
+		admitted[a]++
+	}
+
+	if err := redis.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer redis.Process.Signal(syscall.SIGCONT)
+	// A's 2 streams are still open: one more, not three.
+	opened := 0
+	for range 3 {
+		resp := gatewaytest.Post(t, a.URL, long)
+		if resp.StatusCode == http.StatusOK {
+			opened++
+			admitted[a]++
+		}
+		defer resp.Body.Close()
+	}
+	if opened != 1 {
+		t.Errorf("with Redis frozen and 2 streams open: %d more opened, want 1 (3 concurrent streams)", opened)
+	}
+	// Counting alone: each replica may admit only what is left of its
+	// own limit, 30 less what Redis granted it.
+	for range 40 {
+		post(a)
+		post(b)
+	}
+	// (A's 3 open streams hold all its concurrent slots meanwhile.)
+	if admitted[a] > 30 || admitted[b] != 30 {
+		t.Errorf("with Redis frozen: %d and %d admitted in the minute, want at most 30 on A and 30 on B (one limit per replica, no more)", admitted[a], admitted[b])
+	}
+	t.Logf("admitted in the minute: replica A %d, replica B %d (limit 30 each while Redis is frozen); %d of 3 more streams opened beside 2 open", admitted[a], admitted[b], opened)
 }
 
 // TestReplicasShareOneLimit: two replicas on one Redis admit 4 requests
 // per period between them, not 4 each; with Redis killed, both go on
-// serving under their own counts, without refusing or stalling.
+// serving under their own counts, from what Redis granted each, without
+// stalling.
 func TestReplicasShareOneLimit(t *testing.T) {
 	url, kill := ownRedis(t)
 	cfg := `
@@ -357,6 +447,8 @@ tenants:
 	}
 
 	kill()
+	// Each replica now counts alone, from the 2 Redis granted it: 2 more
+	// each, then 429, without stalling.
 	for i := range 6 {
 		gw := a
 		if i%2 == 1 {
@@ -364,8 +456,12 @@ tenants:
 		}
 		start := time.Now()
 		code, body := send(t, "POST", gw.URL+"/v1/chat/completions", "", body)
-		if code != http.StatusOK {
-			t.Fatalf("with Redis gone, request %d: %d %s, want 200 under the replica's own count", i, code, body)
+		want := http.StatusOK
+		if i >= 4 {
+			want = http.StatusTooManyRequests
+		}
+		if code != want {
+			t.Fatalf("with Redis gone, request %d: %d %s, want %d under the replica's own count", i, code, body, want)
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("with Redis gone, request %d took %v", i, d)
