@@ -72,11 +72,13 @@ func TestErrorsBeforeFirstByte(t *testing.T) {
 func TestUpstreamOKButNoAnswer(t *testing.T) {
 	for _, tt := range []struct {
 		name, ctype, body, wantMsg string
+		status                     int
 	}{
-		{"html page", "text/html; charset=utf-8", "<html><body>Welcome to nginx!</body></html>", "HTML page"},
-		{"error object", "application/json", `{"error":{"message":"quota exceeded","type":"insufficient_quota"}}`, "quota exceeded"},
-		{"no choices", "application/json", `{"id":"x","object":"chat.completion","choices":[]}`, "without choices"},
-		{"only [DONE]", "text/event-stream", "data: [DONE]\n\n", "before any chunk"},
+		{"html page", "text/html; charset=utf-8", "<html><body>Welcome to nginx!</body></html>", "HTML page", 502},
+		// The upstream's spent quota keeps its code (issue 34).
+		{"error object", "application/json", `{"error":{"message":"quota exceeded","type":"insufficient_quota"}}`, `"code":"insufficient_quota"`, 429},
+		{"no choices", "application/json", `{"id":"x","object":"chat.completion","choices":[]}`, "without choices", 502},
+		{"only [DONE]", "text/event-stream", "data: [DONE]\n\n", "before any chunk", 502},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := gatewaytest.NewUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -88,8 +90,8 @@ func TestUpstreamOKButNoAnswer(t *testing.T) {
 				resp := gatewaytest.Post(t, gw.URL, `{"model":"chat","stream":`+stream+`,"messages":[{"role":"user","content":"hi"}]}`)
 				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode != 502 || !strings.Contains(string(b), tt.wantMsg) || strings.Contains(string(b), "[DONE]") {
-					t.Errorf("stream=%s: %d %s; want 502 saying %q", stream, resp.StatusCode, b, tt.wantMsg)
+				if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.wantMsg) || strings.Contains(string(b), "[DONE]") {
+					t.Errorf("stream=%s: %d %s; want %d saying %q", stream, resp.StatusCode, b, tt.status, tt.wantMsg)
 				}
 			}
 		})
