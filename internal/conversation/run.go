@@ -514,28 +514,17 @@ func (r *run) finish(ctx context.Context) {
 	r.yield(Event{Kind: "error", Error: &ErrorEvent{MessageID: m.ID, Code: code, Message: m.ErrorMessage, Retryable: retryable, Status: m.Status, Usage: u, Timings: rec.Timings()}})
 }
 
-// retryFinish writes an answer's last state until the store takes it,
-// with backoff, for up to undoFor: the store then says what its client
-// was told. (Rows left streaming meanwhile may be marked interrupted by
-// the stale-row sweep; this write replaces that.)
+// retryFinish writes an answer's last state until the store takes it
+// (see retry): the store then says what its client was told. (Rows left
+// streaming meanwhile may be marked interrupted by the stale-row sweep;
+// this write replaces that.)
 func (s *Service) retryFinish(requestID string, m *store.Message) {
-	deadline := time.Now().Add(undoFor)
-	wait := 500 * time.Millisecond
-	for {
-		time.Sleep(wait)
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err := s.opt.Store.FinishMessage(ctx, m)
-		cancel()
-		switch {
-		case err == nil:
-			s.opt.Log.Info("the answer is saved after a retry", "request_id", requestID, "message_id", m.ID)
-			return
-		case time.Now().After(deadline) || !(errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)):
-			s.opt.Log.Error("saving the answer: giving up", "request_id", requestID, "message_id", m.ID, "err", err)
-			return
-		}
-		wait = min(2*wait, 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if err := retry(func(ctx context.Context) error { return s.opt.Store.FinishMessage(ctx, m) }); err != nil {
+		s.opt.Log.Error("saving the answer: giving up", "request_id", requestID, "message_id", m.ID, "err", err)
+		return
 	}
+	s.opt.Log.Info("the answer is saved after a retry", "request_id", requestID, "message_id", m.ID)
 }
 
 // finishUnlessFenced saves m, unless another process took the answer

@@ -285,35 +285,44 @@ func (t *Turn) write(ctx context.Context) {
 // does; the store's own timeout is usually shorter.
 const writeTimeout = 5 * time.Second
 
-// undoFor is how long a refused turn's write is undone for: past it, a
-// database that was away that long has rolled back what it had not
-// committed.
-const undoFor = 15 * time.Minute
+// retryFor is how long a write that meets a stalled or unreachable
+// database is tried again (see retry).
+const retryFor = 15 * time.Minute
 
-// undo deletes what a refused turn's write stored, if anything, trying
-// again with backoff until the store answers (or undoFor passed).
-func (t *Turn) undo() {
-	st, deadline := t.s.opt.Store, time.Now().Add(undoFor)
+// retry runs op until it succeeds, with backoff (from half a second to
+// 30 s), while it fails as an unreachable store does and for up to
+// retryFor; it returns op's last error.
+func retry(op func(ctx context.Context) error) error {
+	deadline := time.Now().Add(retryFor)
 	wait := 500 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		var err error
-		if t.created {
-			if err = st.DeleteConversation(ctx, t.in.TenantID, t.conv.ID); errors.Is(err, store.ErrNotFound) {
-				err = nil
-			}
-		} else {
-			_, err = st.DeleteMessages(ctx, t.in.TenantID, t.user.ID, t.assistant.ID)
-		}
+		err := op(ctx)
 		cancel()
-		if err == nil || time.Now().After(deadline) {
-			if err != nil {
-				t.s.opt.Log.Warn("undoing a refused turn's write", "request_id", t.in.RequestID, "err", err)
-			}
-			return
+		if err == nil || time.Now().After(deadline) || !(errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
 		}
 		time.Sleep(wait)
 		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// undo deletes what a refused turn's write stored, if anything, trying
+// again while the store does not answer.
+func (t *Turn) undo() {
+	st := t.s.opt.Store
+	err := retry(func(ctx context.Context) error {
+		if t.created {
+			if err := st.DeleteConversation(ctx, t.in.TenantID, t.conv.ID); !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			return nil
+		}
+		_, err := st.DeleteMessages(ctx, t.in.TenantID, t.user.ID, t.assistant.ID)
+		return err
+	})
+	if err != nil {
+		t.s.opt.Log.Warn("undoing a refused turn's write", "request_id", t.in.RequestID, "err", err)
 	}
 }
 
