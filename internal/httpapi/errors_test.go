@@ -59,6 +59,13 @@ func (s errorStore) CreateConversation(context.Context, *store.Conversation, ...
 	return s.err()
 }
 
+// The undo of a refused turn (see conversation.Turn.undo) finds nothing.
+func (s errorStore) DeleteConversation(context.Context, string, string) error {
+	return store.ErrNotFound
+}
+
+func (s errorStore) DeleteMessages(context.Context, string, ...string) (int, error) { return 0, nil }
+
 func (s errorStore) UsageSummary(context.Context, string, time.Time, time.Time) ([]store.UsageSum, error) {
 	return nil, s.err()
 }
