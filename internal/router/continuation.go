@@ -659,6 +659,16 @@ func (m *seam) overlap(final bool) (drop int, wait bool) {
 		if !utf8.RuneStart(tail[i]) || tail[i:] != buf[:k] {
 			continue
 		}
+		// The overlap ends on one of the continuation's character
+		// boundaries, which a delivered text ending in invalid UTF-8 does
+		// not promise ("\xf0" against "\xf0\x9f\x99\x82"): the byte
+		// after it tells.
+		if k < len(buf) && !utf8.RuneStart(buf[k]) {
+			continue
+		}
+		if k == len(buf) && !final {
+			return 0, true
+		}
 		if k >= seamMin || wordStart(tail, i) || (m.partial != "" && strings.HasPrefix(buf[k:], m.partial)) {
 			best = k
 			break
