@@ -298,9 +298,8 @@ type Cache struct {
 	Driver string `yaml:"driver"`
 	// MaxBytes bounds the memory cache (default 64 MiB).
 	MaxBytes int64 `yaml:"max_bytes"`
-	// URL or URLEnv name the Redis server (redis://host:6379/0).
-	URL    string `yaml:"url"`
-	URLEnv string `yaml:"url_env"`
+	// Redis is the server, for driver redis.
+	Redis `yaml:",inline"`
 	// ReplayTokensPerSecond paces cache hits (0: at once).
 	ReplayTokensPerSecond float64 `yaml:"replay_tokens_per_second"`
 	// Timeout bounds one cache read or write (default 50ms): a slower
@@ -310,9 +309,28 @@ type Cache struct {
 	// the cache is skipped for Cooldown (default 10s), then tried again.
 	Failures int           `yaml:"failures"`
 	Cooldown time.Duration `yaml:"cooldown"`
+}
 
+// Redis names a Redis deployment: one server, a master that Sentinel
+// watches, or a Redis Cluster.
+type Redis struct {
+	// URL or URLEnv name the server (redis://host:6379/0), or with
+	// SentinelMaster a sentinel, or with Cluster a node of the cluster.
+	URL    string `yaml:"url"`
+	URLEnv string `yaml:"url_env"`
+	// Addrs are more sentinels, or more cluster nodes (host:port).
+	Addrs []string `yaml:"addrs"`
+	// SentinelMaster is the name of the master Sentinel watches.
+	SentinelMaster string `yaml:"sentinel_master"`
+	// Cluster: the servers are nodes of a Redis Cluster.
+	Cluster bool `yaml:"cluster"`
+
+	// ResolvedURL is URL or the value of URLEnv.
 	ResolvedURL string `yaml:"-"`
 }
+
+// Named reports whether r names a server.
+func (r Redis) Named() bool { return r.URL != "" || r.URLEnv != "" || len(r.Addrs) > 0 }
 
 // Resume configures resumable /v1/chat answers: the journal of each
 // answer's events, the grace window after a dropped connection and the
@@ -321,10 +339,9 @@ type Resume struct {
 	// Journal is memory (default: this process only) or redis (shared:
 	// a resume or a stop on any replica reaches the answer).
 	Journal string `yaml:"journal"`
-	// URL or URLEnv name the Redis server; default: the cache's, when
+	// Redis is the journal's server; default: the cache's, when
 	// cache.driver is redis.
-	URL    string `yaml:"url"`
-	URLEnv string `yaml:"url_env"`
+	Redis `yaml:",inline"`
 	// Grace is how long an answer goes on after its client dropped, for
 	// a resume to pick it up (default 15s; 0 cancels at once).
 	Grace *time.Duration `yaml:"grace"`
@@ -338,8 +355,6 @@ type Resume struct {
 	// (default 4 MiB) and in all (default 256 MiB).
 	MaxAnswerBytes int64 `yaml:"max_answer_bytes"`
 	MaxBytes       int64 `yaml:"max_bytes"`
-
-	ResolvedURL string `yaml:"-"`
 }
 
 // GraceWindow is Grace with its default.
@@ -454,10 +469,9 @@ type Limits struct {
 	// Driver is memory (default: each replica counts alone) or redis
 	// (the replicas share the counts).
 	Driver string `yaml:"driver"`
-	// URL or URLEnv name the Redis server; default: the cache's, when
+	// Redis is the counts' server; default: the cache's, when
 	// cache.driver is redis.
-	URL    string `yaml:"url"`
-	URLEnv string `yaml:"url_env"`
+	Redis `yaml:",inline"`
 	// Timeout bounds admission's one Redis round trip (default 50ms).
 	// Past it, or on an error, the request is admitted by this replica's
 	// own counts, and Redis is skipped for Cooldown (default 5s).
@@ -473,8 +487,6 @@ type Limits struct {
 	// tests shorten it: requests_per_minute: 3 with period: 2s lets 3
 	// requests through every 2 seconds.
 	Period time.Duration `yaml:"period"`
-
-	ResolvedURL string `yaml:"-"`
 }
 
 // Auth tunes authentication. Keys are managed with "firstword keys".
@@ -994,12 +1006,12 @@ func (c *Config) resolve(getenv func(string) string) error {
 	}
 	c.Cache.ResolvedURL = resolveURL("cache", c.Cache.URL, c.Cache.URLEnv)
 	c.Resume.ResolvedURL = resolveURL("resume", c.Resume.URL, c.Resume.URLEnv)
-	if c.Resume.ResolvedURL == "" && c.Cache.Driver == "redis" {
-		c.Resume.ResolvedURL = c.Cache.ResolvedURL
+	if !c.Resume.Named() && c.Cache.Driver == "redis" {
+		c.Resume.Redis = c.Cache.Redis
 	}
 	c.Limits.ResolvedURL = resolveURL("limits", c.Limits.URL, c.Limits.URLEnv)
-	if c.Limits.ResolvedURL == "" && c.Cache.Driver == "redis" {
-		c.Limits.ResolvedURL = c.Cache.ResolvedURL
+	if !c.Limits.Named() && c.Cache.Driver == "redis" {
+		c.Limits.Redis = c.Cache.Redis
 	}
 	c.Store.ResolvedURL = resolveURL("store", c.Store.URL, c.Store.URLEnv)
 	// expand replaces each ${NAME} in v, the field at path, by the

@@ -171,18 +171,20 @@ func (c *Config) problems() []string {
 	switch c.Cache.Driver {
 	case "memory":
 	case "redis":
-		if c.Cache.URL == "" && c.Cache.URLEnv == "" {
-			bad(c.line("cache", "driver"), "cache.url", "required for driver redis (or url_env)")
+		if !c.Cache.Named() {
+			bad(c.line("cache", "driver"), "cache.url", "required for driver redis (or url_env, or addrs)")
 		}
+		c.redisProblems("cache", c.Cache.Redis, bad)
 	default:
 		bad(c.line("cache", "driver"), "cache.driver", "want memory or redis, got %q", c.Cache.Driver)
 	}
 	switch r := c.Resume; r.Journal {
 	case "memory":
 	case "redis":
-		if r.URL == "" && r.URLEnv == "" && c.Cache.Driver != "redis" {
-			bad(c.line("resume", "journal"), "resume.url", "required for journal redis (or url_env, or a redis cache)")
+		if !r.Named() {
+			bad(c.line("resume", "journal"), "resume.url", "required for journal redis (or url_env, addrs, or a redis cache)")
 		}
+		c.redisProblems("resume", r.Redis, bad)
 	default:
 		bad(c.line("resume", "journal"), "resume.journal", "want memory or redis, got %q", r.Journal)
 	}
@@ -438,9 +440,10 @@ func (c *Config) limitProblems(bad func(line int, field, format string, args ...
 	switch l := c.Limits; l.Driver {
 	case "memory":
 	case "redis":
-		if l.ResolvedURL == "" {
-			bad(c.line("limits", "driver"), "limits.url", "required for driver redis (or url_env, or a redis cache)")
+		if !l.Named() {
+			bad(c.line("limits", "driver"), "limits.url", "required for driver redis (or url_env, addrs, or a redis cache)")
 		}
+		c.redisProblems("limits", l.Redis, bad)
 	default:
 		bad(c.line("limits", "driver"), "limits.driver", "want memory or redis, got %q", l.Driver)
 	}
@@ -487,4 +490,20 @@ func validHeaderName(name string) bool {
 		}
 	}
 	return true
+}
+
+// redisProblems checks a section's Redis deployment, reporting each
+// problem with bad.
+func (c *Config) redisProblems(section string, r Redis, bad func(line int, field, format string, args ...any)) {
+	if r.Cluster && r.SentinelMaster != "" {
+		bad(c.line(section, "cluster"), section+".cluster", "a Redis Cluster has no Sentinel master: set cluster or sentinel_master, not both")
+	}
+	for _, a := range r.Addrs {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			bad(c.line(section, "addrs"), section+".addrs", "want host:port, got %q", a)
+		}
+	}
+	if len(r.Addrs) > 0 && !r.Cluster && r.SentinelMaster == "" {
+		bad(c.line(section, "addrs"), section+".addrs", "more servers are for a cluster (cluster: true) or sentinels (sentinel_master); one server is url")
+	}
 }

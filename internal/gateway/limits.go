@@ -31,7 +31,7 @@ func (g *Gateway) buildLimits(ctx context.Context, cfg *config.Config, st store.
 		opt.Tenants[id] = p
 	}
 	if cfg.Limits.Driver == "redis" {
-		rc, err := limitsredis.Open(cfg.Limits.ResolvedURL, "", cfg.Limits.Lease)
+		rc, err := limitsredis.Open(redisServer(cfg.Limits.Redis), "", cfg.Limits.Lease)
 		if err != nil {
 			return fmt.Errorf("limits: %w", err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/firstword/firstword/internal/levers"
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/metrics"
+	"github.com/firstword/firstword/internal/redisconn"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/store"
 	"github.com/firstword/firstword/internal/store/postgres"
@@ -219,7 +220,7 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *G
 	opt := levers.Options{Inner: r, Aliases: map[string]levers.Alias{}, ReplayTokensPerSecond: cfg.Cache.ReplayTokensPerSecond, Log: log}
 	switch cfg.Cache.Driver {
 	case "redis":
-		rc, err := cacheredis.Open(ctx, cfg.Cache.ResolvedURL, "")
+		rc, err := cacheredis.Open(ctx, redisServer(cfg.Cache.Redis), "")
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
@@ -269,9 +270,14 @@ func openJournal(ctx context.Context, cfg *config.Config, log *slog.Logger) (j j
 	if rc.Journal != "redis" {
 		return journal.NewMemory(o), false, nil
 	}
-	rj, err := redisjournal.Open(ctx, rc.ResolvedURL, o, log)
+	rj, err := redisjournal.Open(ctx, redisServer(rc.Redis), o, log)
 	if err != nil {
 		return nil, false, fmt.Errorf("resume: %w", err)
 	}
 	return rj, true, nil
+}
+
+// redisServer is the Redis deployment a config section names.
+func redisServer(r config.Redis) redisconn.Server {
+	return redisconn.Server{URL: r.ResolvedURL, Addrs: r.Addrs, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster}
 }

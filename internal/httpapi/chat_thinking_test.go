@@ -22,6 +22,7 @@ import (
 	"github.com/firstword/firstword/internal/metering"
 	"github.com/firstword/firstword/internal/provider"
 	"github.com/firstword/firstword/internal/provider/providertest"
+	"github.com/firstword/firstword/internal/redisconn"
 	"github.com/firstword/firstword/internal/router"
 	"github.com/firstword/firstword/internal/sse"
 	"github.com/firstword/firstword/internal/store"
@@ -314,7 +315,7 @@ func TestChatThinkingResume(t *testing.T) {
 			}
 			o := journal.Options{KeyPrefix: fmt.Sprintf("fwtest:%d:", time.Now().UnixNano())}
 			open := func() journal.Journal {
-				j, err := redisjournal.Open(t.Context(), url, o, nil)
+				j, err := redisjournal.Open(t.Context(), redisconn.Server{URL: url}, o, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

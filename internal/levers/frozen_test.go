@@ -13,6 +13,7 @@ import (
 	"github.com/firstword/firstword/internal/cache"
 	cacheredis "github.com/firstword/firstword/internal/cache/redis"
 	"github.com/firstword/firstword/internal/faultproxy"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // proxiedRedis opens the Redis named by FIRSTWORD_TEST_REDIS_URL through a
@@ -33,7 +34,7 @@ func proxiedRedis(t *testing.T) (*cacheredis.Cache, *faultproxy.Proxy) {
 	}
 	t.Cleanup(func() { p.Close() })
 	u.Host = p.Addr()
-	c, err := cacheredis.Open(t.Context(), u.String(), fmt.Sprintf("firstword:test:%s:%d:", t.Name(), time.Now().UnixNano()))
+	c, err := cacheredis.Open(t.Context(), redisconn.Server{URL: u.String()}, fmt.Sprintf("firstword:test:%s:%d:", t.Name(), time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,10 @@ import (
 // Check is one count admission takes: a rate (GCRA: Limit per Period, all
 // of it as burst) or open streams (Limit at once).
 type Check struct {
-	Key    string
+	Key string
+	// Tag names the keys a shared store keeps together (a tenant's):
+	// one admission's checks share it.
+	Tag    string
 	Limit  int
 	Period time.Duration // 0: a concurrency cap
 	Cost   int           // a rate's cost: 1 request, or the tokens reserved

@@ -432,16 +432,16 @@ func (l *Limiter) Admit(ctx context.Context, q Request) (*Ticket, error) {
 	for i, p := range policies {
 		sub := subjects[i].String()
 		if p.Limits.RequestsPerMinute > 0 {
-			checks = append(checks, Check{Key: "rpm:" + sub, Limit: p.Limits.RequestsPerMinute, Period: l.opt.Period, Cost: 1})
+			checks = append(checks, Check{Key: "rpm:" + sub, Tag: q.Tenant, Limit: p.Limits.RequestsPerMinute, Period: l.opt.Period, Cost: 1})
 			kinds = append(kinds, reasonRequests)
 		}
 		if p.Limits.TokensPerMinute > 0 {
 			cost := min(max(q.Tokens, 1), p.Limits.TokensPerMinute)
-			checks = append(checks, Check{Key: "tpm:" + sub, Limit: p.Limits.TokensPerMinute, Period: l.opt.Period, Cost: cost})
+			checks = append(checks, Check{Key: "tpm:" + sub, Tag: q.Tenant, Limit: p.Limits.TokensPerMinute, Period: l.opt.Period, Cost: cost})
 			kinds = append(kinds, reasonTokens)
 		}
 		if p.Limits.ConcurrentStreams > 0 {
-			checks = append(checks, Check{Key: "open:" + sub, Limit: p.Limits.ConcurrentStreams})
+			checks = append(checks, Check{Key: "open:" + sub, Tag: q.Tenant, Limit: p.Limits.ConcurrentStreams})
 			kinds = append(kinds, reasonConcurrency)
 		}
 	}

@@ -17,21 +17,21 @@ import (
 // Cache is a cache.Cache on Redis: each entry is one JSON value with the
 // entry's expiry as its TTL.
 type Cache struct {
-	c      *goredis.Client
+	c      goredis.UniversalClient
 	prefix string
 }
 
-// Open connects to url (redis://host:port/db) and checks the connection.
-// Every later operation honours its context's deadline.
-func Open(ctx context.Context, url, prefix string) (*Cache, error) {
-	opt, err := redisconn.Options(url)
+// Open connects to s and checks the connection. Every later operation
+// honours its context's deadline. Each entry is one key: the cache runs
+// on a Redis Cluster as it does on one server.
+func Open(ctx context.Context, s redisconn.Server, prefix string) (*Cache, error) {
+	c, err := redisconn.Open(s, 0)
 	if err != nil {
 		return nil, err
 	}
-	c := goredis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, redisconn.PingTimeout)
 	defer cancel()
-	if err := c.WithTimeout(redisconn.PingTimeout).Ping(pctx).Err(); err != nil {
+	if err := c.Ping(pctx).Err(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/firstword/firstword/internal/cache"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/faultproxy"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // slow is a generous bound for what should take about the 50ms budget:
@@ -38,7 +39,7 @@ func proxied(t *testing.T) (*Cache, *faultproxy.Proxy) {
 	}
 	t.Cleanup(func() { p.Close() })
 	u.Host = p.Addr()
-	c, err := Open(t.Context(), u.String(), fmt.Sprintf("firstword:test:%s:%d:", t.Name(), time.Now().UnixNano()))
+	c, err := Open(t.Context(), redisconn.Server{URL: u.String()}, fmt.Sprintf("firstword:test:%s:%d:", t.Name(), time.Now().UnixNano()))
 	if err != nil {
 		t.Fatal(err)
 	}

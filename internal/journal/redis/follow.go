@@ -82,11 +82,10 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 			lease := pipe.Exists(ctx, k.lease)
 			read := pipe.XRead(ctx, &goredis.XReadArgs{Streams: []string{k.stream, cursor}, Count: readCount, Block: -1})
 			last := pipe.XRevRangeN(ctx, k.stream, "+", "-", 1)
-			announce := ""
+			attachScript.Eval(ctx, pipe, []string{k.att}, member, j.o.Lease.Milliseconds())
 			if !attached {
-				announce = "a" + id
+				j.publish(ctx, pipe, 'a', id)
 			}
-			attachScript.Eval(ctx, pipe, []string{k.att}, member, j.o.Lease.Milliseconds(), j.ctl, announce)
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 				return unavailable(ctx, "follow", err)
 			}
@@ -153,14 +152,13 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 	}
 }
 
-// attachScript: KEYS att; ARGV member, TTL ms, channel, announcement (or
-// ""). The member's score is its expiry, in Redis's clock.
+// attachScript: KEYS att; ARGV member, TTL ms. The member's score is its
+// expiry, in Redis's clock.
 var attachScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
 return 1`)
 
 // detach removes a follower's attachment and tells the producer to
@@ -170,7 +168,7 @@ func (j *Journal) detach(ctx context.Context, k keys, id, member string) {
 	defer cancel()
 	pipe := j.f.Pipeline()
 	pipe.ZRem(ctx, k.att, member)
-	pipe.Publish(ctx, j.ctl, "d"+id)
+	j.publish(ctx, pipe, 'd', id)
 	_, _ = pipe.Exec(ctx)
 }
 

@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,13 +48,14 @@ type Journal struct {
 	// follower holds one of f's connections for every blocking read, so
 	// the two have pools of their own: a crowd of resumers cannot starve
 	// the writes and renewals that keep answers alive.
-	c, f  *goredis.Client
-	o     journal.Options
-	block time.Duration // a follower's XREAD BLOCK, and how often it checks the lease
-	ctl   string        // the pub/sub channel of stops and attachments
-	token string        // this process, in leases and attachments
-	log   *slog.Logger
-	ps    *goredis.PubSub
+	c, f    goredis.UniversalClient
+	cluster bool // on a Redis Cluster: the control channels are sharded
+	o       journal.Options
+	block   time.Duration // a follower's XREAD BLOCK, and how often it checks the lease
+	ctl     string        // the pub/sub channel of stops and attachments (on a cluster, its shards' prefix)
+	token   string        // this process, in leases and attachments
+	log     *slog.Logger
+	subs    []*goredis.PubSub
 
 	mu      sync.Mutex
 	writers map[string]*writer // live, by message id
@@ -70,10 +73,11 @@ type Journal struct {
 	failed  atomic.Int64
 }
 
-// Open connects to url (redis://host:port/db), subscribes to the
-// journal's control channel and starts the writer. o's zero fields take
-// their defaults (MaxTotalBytes: DefaultMaxPendingBytes).
-func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) (*Journal, error) {
+// Open connects to s, subscribes to the journal's control channel (on a
+// cluster, its ctlShards sharded channels) and starts the writer. o's
+// zero fields take their defaults (MaxTotalBytes:
+// DefaultMaxPendingBytes).
+func Open(ctx context.Context, s redisconn.Server, o journal.Options, log *slog.Logger) (*Journal, error) {
 	if o.MaxTotalBytes == 0 {
 		o.MaxTotalBytes = DefaultMaxPendingBytes
 	}
@@ -81,8 +85,13 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
-	opt, err := redisconn.Options(url)
+	c, err := redisconn.Open(s, 0)
 	if err != nil {
+		return nil, fmt.Errorf("journal/redis: %w", err)
+	}
+	f, err := redisconn.Open(s, followerPool)
+	if err != nil {
+		c.Close()
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
 	if log == nil {
@@ -90,11 +99,10 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 	}
 	var tok [8]byte
 	rand.Read(tok[:])
-	fopt := *opt
-	fopt.PoolSize = followerPool
 	j := &Journal{
-		c:       goredis.NewClient(opt),
-		f:       goredis.NewClient(&fopt),
+		c:       c,
+		f:       f,
+		cluster: s.Cluster,
 		o:       o,
 		block:   min(o.Lease/3, maxBlock),
 		ctl:     o.KeyPrefix + "ctl",
@@ -112,19 +120,52 @@ func Open(ctx context.Context, url string, o journal.Options, log *slog.Logger) 
 		j.f.Close()
 		return nil, fmt.Errorf("journal/redis: %w", err)
 	}
-	j.ps = j.c.Subscribe(pctx, j.ctl)
-	// Wait for the subscription, so that no stop sent after Open is missed.
-	if _, err := j.ps.Receive(pctx); err != nil {
-		j.ps.Close()
-		j.c.Close()
-		j.f.Close()
-		return nil, fmt.Errorf("journal/redis: subscribing: %w", err)
+	if j.cluster {
+		for i := range ctlShards {
+			j.subs = append(j.subs, j.c.SSubscribe(pctx, j.shard(i)))
+		}
+	} else {
+		j.subs = append(j.subs, j.c.Subscribe(pctx, j.ctl))
 	}
-	j.wg.Add(3)
-	go j.listen()
+	// Wait for the subscriptions, so that no stop sent after Open is
+	// missed.
+	for _, ps := range j.subs {
+		if _, err := ps.Receive(pctx); err != nil {
+			for _, ps := range j.subs {
+				ps.Close()
+			}
+			j.c.Close()
+			j.f.Close()
+			return nil, fmt.Errorf("journal/redis: subscribing: %w", err)
+		}
+	}
+	j.wg.Add(2 + len(j.subs))
+	for _, ps := range j.subs {
+		go j.listen(ps)
+	}
 	go j.run()
 	go j.renewing()
 	return j, nil
+}
+
+// ctlShards is how many sharded channels carry a cluster's stops and
+// attachments: each answer's go on one, picked by its id, so that a
+// message reaches one shard, not every node of the cluster.
+const ctlShards = 16
+
+// shard is the name of control channel i on a cluster.
+func (j *Journal) shard(i int) string { return j.ctl + ":{" + strconv.Itoa(i) + "}" }
+
+// publish adds to p the control message kind+id, on id's channel.
+func (j *Journal) publish(ctx context.Context, p goredis.Cmdable, kind byte, id string) {
+	msg := string(kind) + id
+	if !j.cluster {
+		p.Publish(ctx, j.ctl, msg)
+		return
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	p.SPublish(ctx, j.shard(int(h.Sum32()%ctlShards)), msg)
 }
 
 // keys are one message's Redis keys. The hash tag keeps them in one
@@ -171,27 +212,31 @@ func (j *Journal) Stop(ctx context.Context, id string) error {
 	}
 	k := j.keys(id)
 	ttl := (j.o.Retention + j.o.Lease).Milliseconds()
-	n, err := stopScript.Run(ctx, j.c, []string{k.lease, k.stop}, ttl, j.ctl, "s"+id).Int()
-	if err != nil {
+	pipe := j.c.Pipeline()
+	set := stopScript.Eval(ctx, pipe, []string{k.lease, k.stop}, ttl)
+	j.publish(ctx, pipe, 's', id)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return unavailable(ctx, "stop", err)
 	}
-	if n == 0 {
+	if n, _ := set.Int(); n == 0 {
 		return journal.ErrNotFound
 	}
 	return nil
 }
 
+// stopScript: KEYS lease, stop; ARGV the stop key's TTL (ms). The stop
+// key is for a producer that missed the message (it reads it at its next
+// renewal). Returns 0 when no producer holds the answer.
 var stopScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
-redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1`)
 
-// listen dispatches the control channel's messages to this process's
+// listen dispatches a control channel's messages to this process's
 // writers: s<id> stop, a<id> a follower attached, d<id> one left.
-func (j *Journal) listen() {
+func (j *Journal) listen(ps *goredis.PubSub) {
 	defer j.wg.Done()
-	for m := range j.ps.Channel() {
+	for m := range ps.Channel() {
 		if len(m.Payload) < 2 {
 			continue
 		}
@@ -228,7 +273,9 @@ func (j *Journal) Close() error {
 	j.closed = true
 	j.mu.Unlock()
 	close(j.closing)
-	j.ps.Close()
+	for _, ps := range j.subs {
+		ps.Close()
+	}
 	j.wg.Wait()
 	j.f.Close()
 	return j.c.Close()

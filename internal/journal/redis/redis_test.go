@@ -15,6 +15,7 @@ import (
 
 	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/journal/journaltest"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // redisURL returns FIRSTWORD_TEST_REDIS_URL or skips the test.
@@ -35,7 +36,7 @@ func prefix(t testing.TB) string {
 // open opens a journal on url, closed when the test ends.
 func open(t testing.TB, url string, o journal.Options) *Journal {
 	t.Helper()
-	j, err := Open(context.Background(), url, o, nil)
+	j, err := Open(context.Background(), redisconn.Server{URL: url}, o, nil)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

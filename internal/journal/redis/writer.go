@@ -670,9 +670,14 @@ func (j *Journal) shutdown() {
 	j.writers = map[string]*writer{}
 	j.mu.Unlock()
 	if len(leases) > 0 {
+		// One DEL each: on a cluster the leases are in many slots.
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		defer cancel()
-		j.c.Del(ctx, leases...)
+		pipe := j.c.Pipeline()
+		for _, l := range leases {
+			pipe.Del(ctx, l)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
 }
 

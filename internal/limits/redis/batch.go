@@ -188,59 +188,105 @@ func (r *Counts) send() {
 	}
 }
 
-// run sends batch in one script call and hands out the answers.
+// run sends batch in one script call (on a cluster, one per tenant, in
+// one pipeline: a script touches one slot) and hands out the answers.
 // Admissions whose caller gave up are left out: they would take counts
 // nobody holds.
 func (r *Counts) run(batch []op) {
-	var keys []string
-	args := []any{r.lease.Milliseconds()}
-	var answered []op // admissions and refills, in the script's answer order
+	var calls []*call
+	byTag := map[string]*call{}
+	callFor := func(tag string) *call {
+		if !r.cluster {
+			tag = ""
+		}
+		c := byTag[tag]
+		if c == nil {
+			c = &call{args: []any{r.lease.Milliseconds()}}
+			byTag[tag] = c
+			calls = append(calls, c)
+		}
+		return c
+	}
 	for _, o := range batch {
+		if o.kind == 'a' && o.ctx.Err() != nil {
+			continue
+		}
+		cl := callFor(r.tag(o.checks[0]))
 		switch o.kind {
 		case 'a':
-			if o.ctx.Err() != nil {
-				continue
-			}
-			answered = append(answered, o)
-			args = append(args, "a", o.lease, len(o.checks))
+			cl.answered = append(cl.answered, o)
+			cl.args = append(cl.args, "a", o.lease, len(o.checks))
 			for i, c := range o.checks {
-				keys = append(keys, r.prefix+c.Key)
-				args = append(args, c.Period.Seconds(), c.Limit, c.Cost, o.extra[i])
+				cl.keys = append(cl.keys, r.rkey(c))
+				cl.args = append(cl.args, c.Period.Seconds(), c.Limit, c.Cost, o.extra[i])
 			}
 		case 'g':
 			c := o.checks[0]
-			answered = append(answered, o)
-			keys = append(keys, r.prefix+c.Key)
-			args = append(args, "g", c.Period.Seconds(), c.Limit, c.Cost)
+			cl.answered = append(cl.answered, o)
+			cl.keys = append(cl.keys, r.rkey(c))
+			cl.args = append(cl.args, "g", c.Period.Seconds(), c.Limit, c.Cost)
 		case 'j':
 			c := o.checks[0]
-			keys = append(keys, r.prefix+c.Key)
-			args = append(args, "j", c.Period.Seconds(), c.Limit, o.delta)
+			cl.keys = append(cl.keys, r.rkey(c))
+			cl.args = append(cl.args, "j", c.Period.Seconds(), c.Limit, o.delta)
+			cl.background++
 		case 'r':
-			keys = append(keys, r.prefix+o.checks[0].Key)
-			args = append(args, "r", o.lease)
+			cl.keys = append(cl.keys, r.rkey(o.checks[0]))
+			cl.args = append(cl.args, "r", o.lease)
+			cl.background++
 		}
 	}
-	if len(keys) == 0 {
+	var answered []op
+	for _, cl := range calls {
+		answered = append(answered, cl.answered...)
+	}
+	if len(calls) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout(answered))
-	v, err := batchScript.Run(ctx, r.c, keys, args...).Slice()
-	cancel()
-	if err == nil && len(v) != len(answered) {
-		err = fmt.Errorf("%d answers for %d calls", len(v), len(answered))
-	}
-	if err != nil {
-		err = fmt.Errorf("redis: admit: %w", err)
-		lost := 0
-		for _, o := range batch {
-			if o.kind == 'j' || o.kind == 'r' {
-				lost++
-			}
+	if len(calls) == 1 {
+		calls[0].v, calls[0].err = batchScript.Run(ctx, r.c, calls[0].keys, calls[0].args...).Slice()
+	} else {
+		pipe := r.c.Pipeline()
+		cmds := make([]*goredis.Cmd, len(calls))
+		for i, cl := range calls {
+			// Eval, not EvalSha: in a pipeline, a NOSCRIPT cannot fall back.
+			cmds[i] = batchScript.Eval(ctx, pipe, cl.keys, cl.args...)
 		}
-		r.lateErrors.Add(uint64(lost))
+		_, _ = pipe.Exec(ctx)
+		for i, cl := range calls {
+			cl.v, cl.err = cmds[i].Slice()
+		}
 	}
+	cancel()
 	now := r.now()
+	for _, cl := range calls {
+		err := cl.err
+		if err == nil && len(cl.v) != len(cl.answered) {
+			err = fmt.Errorf("%d answers for %d calls", len(cl.v), len(cl.answered))
+		}
+		if err != nil {
+			err = fmt.Errorf("redis: admit: %w", err)
+			r.lateErrors.Add(uint64(cl.background))
+		}
+		r.answer(now, cl.answered, cl.v, err)
+	}
+}
+
+// call is one script call of a batch: its keys and arguments, the
+// admissions and refills it answers, how many calls nobody waits for it
+// carries, and its answer.
+type call struct {
+	keys       []string
+	args       []any
+	answered   []op
+	background int
+	v          []any
+	err        error
+}
+
+// answer hands out one script call's answers (or its error).
+func (r *Counts) answer(now time.Time, answered []op, v []any, err error) {
 	for i, o := range answered {
 		var res []granted
 		e := err
@@ -254,7 +300,7 @@ func (r *Counts) run(batch []op) {
 				// The script may have run: a slot it added is nobody's.
 				for _, c := range o.checks {
 					if c.Period == 0 {
-						r.background(op{kind: 'r', checks: []limits.Check{{Key: c.Key}}, lease: o.lease})
+						r.background(op{kind: 'r', checks: []limits.Check{{Key: c.Key, Tag: c.Tag}}, lease: o.lease})
 					}
 				}
 			case *o.gone:

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstword/firstword/internal/limits"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // slow delays the scripts (EVALSHA/EVAL) while on: before sending, and
@@ -47,7 +48,7 @@ func TestCloseDuringInlineAdmit(t *testing.T) {
 	if url == "" {
 		t.Skip("FIRSTWORD_TEST_REDIS_URL is not set: skipping the Redis limits tests")
 	}
-	c, err := Open(url, "fwtest:limits:close:"+time.Now().Format("150405.000000")+":", time.Second)
+	c, err := Open(redisconn.Server{URL: url}, "fwtest:limits:close:"+time.Now().Format("150405.000000")+":", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,10 @@ import (
 
 // Counts is a limits.Shared on Redis.
 type Counts struct {
-	c      *goredis.Client
-	prefix string
+	c       goredis.UniversalClient
+	cluster bool     // c is a Redis Cluster's: a tenant's keys share a hash tag
+	tags    sync.Map // check key -> its Tag, for the calls that name only the key
+	prefix  string
 	lease  time.Duration
 	linger time.Duration
 	now    func() time.Time
@@ -57,19 +59,19 @@ type Counts struct {
 	lateErrors atomic.Uint64
 }
 
-// Open returns Counts on the server at url, its keys under prefix
-// (default "firstword:limits:"), with concurrency leases of lease. It
-// does not wait for the server: admission falls back to local counts
-// while it is away.
-func Open(url, prefix string, lease time.Duration) (*Counts, error) {
-	opt, err := redisconn.Options(url)
+// Open returns Counts on s, its keys under prefix (default
+// "firstword:limits:"), with concurrency leases of lease. It does not
+// wait for the server: admission falls back to local counts while it is
+// away.
+func Open(s redisconn.Server, prefix string, lease time.Duration) (*Counts, error) {
+	c, err := redisconn.Open(s, 0)
 	if err != nil {
 		return nil, err
 	}
 	if prefix == "" {
 		prefix = "firstword:limits:"
 	}
-	r := &Counts{c: goredis.NewClient(opt), prefix: prefix, lease: lease, linger: linger, now: time.Now,
+	r := &Counts{c: c, cluster: s.Cluster, prefix: prefix, lease: lease, linger: linger, now: time.Now,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), tidied: make(chan struct{}),
 		held: newHeld(), refunds: map[string]*op{}}
 	r.timer = time.AfterFunc(time.Hour, r.signal)
@@ -219,20 +221,70 @@ func (r *Counts) Renew(ctx context.Context, _ map[string][]string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	args := make([]any, 1, 1+len(members))
-	args[0] = r.lease.Milliseconds()
-	for i := range keys {
-		keys[i] = r.prefix + keys[i]
-		args = append(args, members[i])
+	// One script call per tenant on a cluster (a script touches one
+	// slot), all in one pipeline; one call on a server.
+	type call struct {
+		keys []string
+		args []any
+	}
+	var calls []*call
+	byTag := map[string]*call{}
+	for i, k := range keys {
+		c := limits.Check{Key: k}
+		tag := ""
+		if r.cluster {
+			tag = r.tag(c)
+		}
+		cl := byTag[tag]
+		if cl == nil {
+			cl = &call{args: []any{r.lease.Milliseconds()}}
+			byTag[tag] = cl
+			calls = append(calls, cl)
+		}
+		cl.keys = append(cl.keys, r.rkey(c))
+		cl.args = append(cl.args, members[i])
 	}
 	renewed := r.now()
-	if err := renewScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
-		return fmt.Errorf("redis: renew: %w", err)
+	pipe := r.c.Pipeline()
+	cmds := make([]*goredis.Cmd, len(calls))
+	for i, cl := range calls {
+		cmds[i] = renewScript.Eval(ctx, pipe, cl.keys, cl.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("redis: renew: %w", err)
+		}
 	}
 	r.mu.Lock()
 	r.renewed(members, renewed.Add(r.lease))
 	r.mu.Unlock()
 	return nil
+}
+
+// tag is c's Tag, or the one it had when its key was last seen with one
+// (a release or a renewal names only the key).
+func (r *Counts) tag(c limits.Check) string {
+	if c.Tag != "" {
+		if v, ok := r.tags.Load(c.Key); !ok || v.(string) != c.Tag {
+			r.tags.Store(c.Key, c.Tag)
+		}
+		return c.Tag
+	}
+	if v, ok := r.tags.Load(c.Key); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// rkey is c's Redis key. On a cluster a tenant's keys share a hash tag,
+// so that one admission's script touches one slot; on one server the
+// names stay as they were, so that an upgrade moves no count.
+func (r *Counts) rkey(c limits.Check) string {
+	if !r.cluster {
+		return r.prefix + c.Key
+	}
+	return r.prefix + "{" + r.tag(c) + "}:" + c.Key
 }
 
 // newMember returns a lease ID unique across replicas: an open stream's

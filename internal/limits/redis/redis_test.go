@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/firstword/firstword/internal/limits"
+	"github.com/firstword/firstword/internal/redisconn"
 )
 
 // open returns Counts on the test Redis under a prefix of the test's own.
@@ -23,7 +24,7 @@ func open(t testing.TB) *Counts {
 	if url == "" {
 		t.Skip("FIRSTWORD_TEST_REDIS_URL is not set: skipping the Redis limits tests")
 	}
-	c, err := Open(url, fmt.Sprintf("fwtest:limits:%s:%d:", t.Name(), time.Now().UnixNano()), time.Second)
+	c, err := Open(redisconn.Server{URL: url}, fmt.Sprintf("fwtest:limits:%s:%d:", t.Name(), time.Now().UnixNano()), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func replicas(t *testing.T, n int) ([]*Counts, []*scripts) {
 	cs, ss := []*Counts{first}, []*scripts{{}}
 	first.c.AddHook(ss[0])
 	for range n - 1 {
-		c, err := Open(os.Getenv("FIRSTWORD_TEST_REDIS_URL"), first.prefix, time.Second)
+		c, err := Open(redisconn.Server{URL: os.Getenv("FIRSTWORD_TEST_REDIS_URL")}, first.prefix, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
