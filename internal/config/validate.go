@@ -188,7 +188,7 @@ func (c *Config) problems() []string {
 	default:
 		bad(c.line("resume", "journal"), "resume.journal", "want memory or redis, got %q", r.Journal)
 	}
-	if g := c.Resume.Grace; g != nil && *g < 0 || c.Resume.Lease < 0 || c.Resume.Retain < 0 || c.Resume.MaxAnswerBytes < 0 || c.Resume.MaxBytes < 0 {
+	if g := c.Resume.Grace; g != nil && *g < 0 || c.Resume.Lease < 0 || c.Resume.Retain < 0 || c.Resume.MaxAnswerBytes < 0 || c.Resume.MaxBytes < 0 || c.Resume.FlushInterval < 0 {
 		bad(c.line("resume"), "resume", "durations and sizes must not be negative")
 	}
 	if c.Cache.ReplayTokensPerSecond < 0 {

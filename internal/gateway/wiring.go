@@ -263,7 +263,7 @@ func buildLevers(ctx context.Context, cfg *config.Config, r *router.Router, g *G
 // Redis, shared by the replicas.
 func openJournal(ctx context.Context, cfg *config.Config, log *slog.Logger) (j journal.Journal, shared bool, err error) {
 	rc := cfg.Resume
-	o := journal.Options{Lease: rc.Lease, Retention: rc.Retain, MaxMessageBytes: rc.MaxAnswerBytes, MaxTotalBytes: rc.MaxBytes}
+	o := journal.Options{Lease: rc.Lease, Retention: rc.Retain, MaxMessageBytes: rc.MaxAnswerBytes, MaxTotalBytes: rc.MaxBytes, FlushInterval: rc.FlushInterval}
 	if err := o.Validate(); err != nil {
 		return nil, false, fmt.Errorf("resume: %w", err)
 	}

@@ -204,7 +204,17 @@ type Options struct {
 	// KeyPrefix starts every Redis key and channel of the journal.
 	// Default "firstword:journal:".
 	KeyPrefix string
+	// FlushInterval is how often, at most, the Redis journal writes one
+	// answer's events (all since the last write, in one entry): sooner
+	// only for its first write, its end, a cut, or FlushEvents events.
+	// A follower on another replica sees events up to about this late;
+	// the live stream never waits for it. Default 200ms.
+	FlushInterval time.Duration
 }
+
+// FlushEvents is how many events an answer's next write waits for at
+// most (see Options.FlushInterval).
+const FlushEvents = 64
 
 // Defaults for Options.
 const (
@@ -213,6 +223,7 @@ const (
 	DefaultMaxMessageBytes = 4 << 20
 	DefaultMaxTotalBytes   = 256 << 20
 	DefaultKeyPrefix       = "firstword:journal:"
+	DefaultFlushInterval   = 200 * time.Millisecond
 )
 
 // WithDefaults returns o with each zero field set to its default. The
@@ -223,6 +234,7 @@ func (o Options) WithDefaults() Options {
 	o.MaxMessageBytes = cmp.Or(o.MaxMessageBytes, DefaultMaxMessageBytes)
 	o.MaxTotalBytes = cmp.Or(o.MaxTotalBytes, DefaultMaxTotalBytes)
 	o.KeyPrefix = cmp.Or(o.KeyPrefix, DefaultKeyPrefix)
+	o.FlushInterval = cmp.Or(o.FlushInterval, DefaultFlushInterval)
 	return o
 }
 
@@ -231,6 +243,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Lease < 0 || (o.Lease > 0 && o.Lease < 30*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("lease %v: must be at least 30ms", o.Lease))
+	}
+	if o.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("flush interval %v: must not be negative", o.FlushInterval))
 	}
 	if o.Retention < 0 {
 		errs = append(errs, fmt.Errorf("retention %v: must not be negative", o.Retention))

@@ -14,19 +14,20 @@ import (
 
 // entry is a stream entry, decoded.
 type entry struct {
-	ev     journal.Event
-	ok     bool // an ID this package wrote
+	evs    []journal.Event // in Seq order
+	seq    int64           // the Seq in its ID
+	ok     bool            // an entry this package wrote
 	marker string
 	end    bool // the last entry of the answer (event or marker)
 	cut    bool // the answer was cut before this entry
 }
 
 func decode(m goredis.XMessage) entry {
-	seq, _, ok := parseID(m.ID)
+	seq, part, ok := parseID(m.ID)
 	if !ok {
 		return entry{}
 	}
-	e := entry{ok: true, ev: journal.Event{Seq: seq}}
+	e := entry{ok: true, seq: seq}
 	e.marker, _ = m.Values[fMarker].(string)
 	switch e.marker {
 	case "cut":
@@ -39,12 +40,21 @@ func decode(m goredis.XMessage) entry {
 	default:
 		return entry{}
 	}
-	e.ev.Kind, _ = m.Values[fKind].(string)
-	if d, _ := m.Values[fData].(string); d != "" {
-		e.ev.Data = []byte(d)
-	}
 	e.end = m.Values[fEnd] != nil
 	e.cut = m.Values[fCut] != nil
+	if part == partBatch {
+		b, _ := m.Values[fBatch].(string)
+		if e.evs, ok = unpack(b); !ok || e.evs[len(e.evs)-1].Seq != seq {
+			return entry{}
+		}
+		return e
+	}
+	ev := journal.Event{Seq: seq}
+	ev.Kind, _ = m.Values[fKind].(string)
+	if d, _ := m.Values[fData].(string); d != "" {
+		ev.Data = []byte(d)
+	}
+	e.evs = []journal.Event{ev}
 	return e
 }
 
@@ -127,12 +137,32 @@ func (j *Journal) Follow(ctx context.Context, id string, after int64, yield func
 			switch {
 			case !e.ok:
 				continue
-			case e.cut:
+			case e.marker == "cut":
 				return journal.ErrTruncated
 			case e.marker != "":
 				return nil // the end marker
+			case e.seq <= after:
+				// Read already (a retried write's entry, or the one the
+				// cursor is in).
+				if e.end {
+					return nil
+				}
+				continue
+			case e.cut:
+				return journal.ErrTruncated
 			}
-			if !yield(e.ev) || e.end {
+			// An entry holds the events of one write: those up to the
+			// cursor (or a retried write's, already read) are skipped.
+			for _, ev := range e.evs {
+				if ev.Seq <= after {
+					continue
+				}
+				after = ev.Seq
+				if !yield(ev) {
+					return nil
+				}
+			}
+			if e.end {
 				return nil
 			}
 		}
@@ -195,9 +225,11 @@ func (j *Journal) Snapshot(ctx context.Context, id string) (journal.Snapshot, er
 		}
 		s.Truncated = s.Truncated || e.cut
 		s.Ended = s.Ended || e.end
-		s.Next = max(s.Next, e.ev.Seq+1)
-		if e.marker == "" {
-			s.Events = append(s.Events, e.ev)
+		s.Next = max(s.Next, e.seq+1)
+		for _, ev := range e.evs {
+			if n := len(s.Events); n == 0 || ev.Seq > s.Events[n-1].Seq {
+				s.Events = append(s.Events, ev)
+			}
 		}
 	}
 	s.Lost = !s.Ended && lease.Val() == 0

@@ -273,7 +273,9 @@ func TestParseID(t *testing.T) {
 		{"0-0", 0, 0, false},
 		{"-1-1", 0, 0, false},
 		{"01-1", 0, 0, false},
-		{"1-3", 0, 0, false},
+		{"7-3", 7, 3, true},
+		{"7-4", 7, 4, true},
+		{"1-5", 0, 0, false},
 		{"1700000000000-0", 0, 0, false},
 		{"x", 0, 0, false},
 	} {
@@ -330,7 +332,7 @@ func BenchmarkAppendCaller(b *testing.B) {
 		seq++
 		if seq%64 == 0 {
 			j.dirty = j.dirty[:0]
-			if bt := w.take(); bt != nil {
+			if bt, _ := w.take(time.Now().Add(time.Hour)); bt != nil {
 				j.pending.Add(-bt.bytes)
 				w.done(bt)
 			}

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,20 +49,37 @@ type writer struct {
 	endDone bool // the end is written
 	dead    bool // crashed or closed: writes nothing more
 	waiting bool // its queue waits for a renewal that finds its lease
+	// since is when the first event not yet taken into a write was
+	// queued; urgent: the next write goes at once (FlushEvents events
+	// queued, or a failed write to retry).
+	since  time.Time
+	urgent bool
 }
 
-// Stream entries. An event is {k: kind, d: data}, plus e=1 if End wrote
-// it and c=1 if the answer was cut before it, at ID "<seq>-1". Markers
-// have m: "cut" at "<seq>-1" (the Seq of the first event not journaled)
-// or "end" at "<seq>-2" (an End whose event did not follow the last
-// Seq): an ID a cursor "<after>-1" is before exactly when the entry is
-// after the event Seq after.
+// Stream entries. A write's events are one entry {b: the events, packed
+// (see pack)} at ID "<last Seq>-3", plus e=1 if its last event is End's
+// and c=1 if the answer was cut before it. Markers have m: "cut" at
+// "<seq>-1" (the Seq of the first event not journaled) or "end" at
+// "<seq>-4" (an End whose event did not follow the last Seq). A cursor
+// "<after>-1" is before every entry that holds an event past Seq after
+// (a reader skips the entry's events up to after). Earlier versions wrote
+// one event an entry, {k: kind, d: data} at "<seq>-1", and the end marker
+// at "<seq>-2": they are still read.
 const (
+	fBatch  = "b"
 	fKind   = "k"
 	fData   = "d"
 	fEnd    = "e"
 	fCut    = "c"
 	fMarker = "m"
+)
+
+// ID parts: what an entry at "<seq>-<part>" is.
+const (
+	partEvent  = 1 // one event (earlier versions), or the cut marker
+	partEndOld = 2 // the end marker, earlier versions
+	partBatch  = 3 // a write's events
+	partEnd    = 4 // the end marker
 )
 
 // Begin implements journal.Journal. It does no I/O: the lease is taken
@@ -194,11 +213,20 @@ func (w *writer) Append(ev journal.Event) {
 		ev.Data = w.data.Copy(ev.Data)
 		w.pend = append(w.pend, ev)
 	}
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
+	// The first write takes the lease; a cut and FlushEvents events go
+	// at once; the rest waits for the flush interval.
+	urgent := !w.begun || over || len(w.pend) >= journal.FlushEvents
+	w.urgent = w.urgent || urgent
 	mark := !w.queued
 	w.queued = true
 	w.mu.Unlock()
 	if mark {
-		w.j.markDirty(w)
+		w.j.queueWriter(w, urgent)
+	} else if urgent {
+		w.j.signal()
 	}
 }
 
@@ -217,11 +245,14 @@ func (w *writer) End(ev journal.Event) {
 		w.end = &ev
 		w.j.pending.Add(ev.Size())
 	}
+	w.urgent = true
 	mark := !w.queued
 	w.queued = true
 	w.mu.Unlock()
 	if mark {
 		w.j.markDirty(w)
+	} else {
+		w.j.signal()
 	}
 }
 
@@ -241,11 +272,17 @@ func (w *writer) crash() {
 	w.mu.Unlock()
 }
 
-func (j *Journal) markDirty(w *writer) {
+func (j *Journal) markDirty(w *writer) { j.queueWriter(w, true) }
+
+// queueWriter puts w among the writers with something to write, and
+// wakes the writing goroutine if it must write now.
+func (j *Journal) queueWriter(w *writer, now bool) {
 	j.mu.Lock()
 	j.dirty = append(j.dirty, w)
 	j.mu.Unlock()
-	j.signal()
+	if now {
+		j.signal()
+	}
 }
 
 // run is the journal's one writing goroutine: it writes what was queued
@@ -253,10 +290,15 @@ func (j *Journal) markDirty(w *writer) {
 // one).
 func (j *Journal) run() {
 	defer j.wg.Done()
+	// The tick finds the writers whose events have waited a flush
+	// interval: each answer's wait is between one and one and a quarter.
+	tick := time.NewTicker(max(j.o.FlushInterval/4, time.Millisecond))
+	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
 		select {
 		case <-j.wake:
+		case <-tick.C:
 		case <-j.closing:
 			j.shutdown()
 			return
@@ -326,11 +368,22 @@ func (j *Journal) flush() bool {
 	defer cancel()
 	pipe := j.c.Pipeline()
 	var batches []*batch
+	var later []*writer
+	now := time.Now()
 	for _, w := range dirty {
-		if b := w.take(); b != nil {
+		b, wait := w.take(now)
+		switch {
+		case wait:
+			later = append(later, w)
+		case b != nil:
 			j.queue(ctx, pipe, b)
 			batches = append(batches, b)
 		}
+	}
+	if len(later) > 0 {
+		j.mu.Lock()
+		j.dirty = append(j.dirty, later...)
+		j.mu.Unlock()
 	}
 	if len(batches) == 0 {
 		return true
@@ -374,10 +427,15 @@ func isDuplicate(err error) bool {
 }
 
 // take moves w's queue into a batch, or returns nil if w has nothing to
-// write.
-func (w *writer) take() *batch {
+// write; wait if what it has waits for the flush interval (w stays
+// queued then).
+func (w *writer) take(now time.Time) (b *batch, wait bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.dead && w.begun && !w.urgent && !w.ended && !(w.cut >= 0 && !w.cutDone) &&
+		!w.since.IsZero() && now.Sub(w.since) < w.j.o.FlushInterval {
+		return nil, true
+	}
 	w.queued = false
 	if w.dead {
 		n := w.pendingBytes()
@@ -386,16 +444,17 @@ func (w *writer) take() *batch {
 		}
 		w.j.pending.Add(-n)
 		w.pend, w.end = nil, nil
-		return nil
+		return nil, false
 	}
 	if w.begun && time.Now().UnixNano() > w.held.Load() {
 		// The lease may have lapsed: nothing is written until a renewal
 		// finds it (see renew), so a producer that lost it to another
 		// never writes after the other's events.
 		w.waiting = true
-		return nil
+		return nil, false
 	}
-	b := &batch{w: w, evs: w.pend, begin: !w.begun, cut: -1, endSeq: -1, mk: !w.created}
+	w.since, w.urgent = time.Time{}, false
+	b = &batch{w: w, evs: w.pend, begin: !w.begun, cut: -1, endSeq: -1, mk: !w.created}
 	if w.cut >= 0 && !w.cutDone {
 		b.cut = w.cut
 	}
@@ -407,7 +466,7 @@ func (w *writer) take() *batch {
 	}
 	w.pend, w.spare, w.data = w.spare, nil, journal.Copier{}
 	if len(b.evs) == 0 && !b.begin && b.cut < 0 && b.end == nil && b.endSeq < 0 {
-		return nil
+		return nil, false
 	}
 	for _, ev := range b.evs {
 		b.bytes += ev.Size()
@@ -415,7 +474,7 @@ func (w *writer) take() *batch {
 	if b.end != nil {
 		b.bytes += b.end.Size()
 	}
-	return b
+	return b, false
 }
 
 // pendingBytes is what w's queue counts against MaxTotalBytes, but for
@@ -433,6 +492,7 @@ func (w *writer) requeue(b *batch) {
 	w.mu.Lock()
 	w.pend = append(b.evs, w.pend...)
 	w.data = journal.Copier{} // b's data is in the requeued events; start a new chunk
+	w.urgent = true
 	mark := !w.queued
 	w.queued = true
 	w.mu.Unlock()
@@ -516,21 +576,34 @@ func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
 			pipe.Del(ctx, k.stream, k.stop, k.att),
 			pipe.Set(ctx, k.lease, j.token, j.o.Lease))
 	}
-	for _, ev := range b.evs {
-		add(eventID(ev.Seq, 1), fKind, ev.Kind, fData, ev.Data)
+	// The end goes with the events, unless the answer was cut: then
+	// after the cut marker, in an entry of its own that says so.
+	cut := b.w.cutSeq() >= 0
+	evs := b.evs
+	withEnd := b.end != nil && !cut
+	if len(evs) > 0 || withEnd {
+		last := int64(-1)
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].Seq
+		}
+		var end *journal.Event
+		if withEnd {
+			end, last = b.end, b.end.Seq
+		}
+		vals := []any{fBatch, pack(evs, end)}
+		if withEnd {
+			vals = append(vals, fEnd, "1")
+		}
+		add(eventID(last, partBatch), vals...)
 	}
 	if b.cut >= 0 {
-		add(eventID(b.cut, 1), fMarker, "cut")
+		add(eventID(b.cut, partEvent), fMarker, "cut")
 	}
 	switch {
-	case b.end != nil:
-		vals := []any{fKind, b.end.Kind, fData, b.end.Data, fEnd, "1"}
-		if b.w.cutSeq() >= 0 {
-			vals = append(vals, fCut, "1")
-		}
-		add(eventID(b.end.Seq, 1), vals...)
+	case b.end != nil && cut:
+		add(eventID(b.end.Seq, partBatch), fBatch, pack(nil, b.end), fEnd, "1", fCut, "1")
 	case b.endSeq >= 0:
-		add(eventID(b.endSeq, 2), fMarker, "end")
+		add(eventID(b.endSeq, partEnd), fMarker, "end")
 	}
 	if b.end != nil || b.endSeq >= 0 {
 		// The lease is released only if it is still this producer's: a
@@ -698,9 +771,74 @@ func parseID(id string) (seq int64, part int, ok bool) {
 	}
 	switch p {
 	case "1":
-		return seq, 1, true
+		return seq, partEvent, true
 	case "2":
-		return seq, 2, true
+		return seq, partEndOld, true
+	case "3":
+		return seq, partBatch, true
+	case "4":
+		return seq, partEnd, true
 	}
 	return 0, 0, false
+}
+
+// pack encodes evs, then end if not nil, as one entry's value: each is
+// its Seq, its kind's length, its kind, its data's length and its data
+// (the numbers as uvarints).
+func pack(evs []journal.Event, end *journal.Event) []byte {
+	n := 0
+	for _, ev := range evs {
+		n += 3*binary.MaxVarintLen64 + len(ev.Kind) + len(ev.Data)
+	}
+	if end != nil {
+		n += 3*binary.MaxVarintLen64 + len(end.Kind) + len(end.Data)
+	}
+	b := make([]byte, 0, n)
+	put := func(ev *journal.Event) {
+		b = binary.AppendUvarint(b, uint64(ev.Seq))
+		b = binary.AppendUvarint(b, uint64(len(ev.Kind)))
+		b = append(b, ev.Kind...)
+		b = binary.AppendUvarint(b, uint64(len(ev.Data)))
+		b = append(b, ev.Data...)
+	}
+	for i := range evs {
+		put(&evs[i])
+	}
+	if end != nil {
+		put(end)
+	}
+	return b
+}
+
+// unpack is pack's inverse; ok is false for a value pack did not make.
+// The events' data share s's bytes.
+func unpack(s string) (evs []journal.Event, ok bool) {
+	b := []byte(s)
+	for len(b) > 0 {
+		seq, n := binary.Uvarint(b)
+		if n <= 0 || seq > math.MaxInt64 {
+			return nil, false
+		}
+		b = b[n:]
+		kl, n := binary.Uvarint(b)
+		if n <= 0 || kl > uint64(len(b)-n) {
+			return nil, false
+		}
+		kind := string(b[n : n+int(kl)])
+		b = b[n+int(kl):]
+		dl, n := binary.Uvarint(b)
+		if n <= 0 || dl > uint64(len(b)-n) {
+			return nil, false
+		}
+		var data []byte
+		if dl > 0 {
+			data = b[n : n+int(dl) : n+int(dl)]
+		}
+		b = b[n+int(dl):]
+		if len(evs) > 0 && int64(seq) <= evs[len(evs)-1].Seq {
+			return nil, false
+		}
+		evs = append(evs, journal.Event{Seq: int64(seq), Kind: kind, Data: data})
+	}
+	return evs, len(evs) > 0
 }
