@@ -357,7 +357,7 @@ type Resume struct {
 	MaxBytes       int64 `yaml:"max_bytes"`
 	// FlushInterval is how often, at most, the Redis journal writes an
 	// answer's events, all since its last write in one entry (default
-	// 200ms; sooner for its first and last write and every 64 events).
+	// 250ms; sooner for its first and last write and every 64 events).
 	// A resume on another replica sees events up to about this late.
 	FlushInterval time.Duration `yaml:"flush_interval"`
 }

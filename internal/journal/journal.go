@@ -208,7 +208,7 @@ type Options struct {
 	// answer's events (all since the last write, in one entry): sooner
 	// only for its first write, its end, a cut, or FlushEvents events.
 	// A follower on another replica sees events up to about this late;
-	// the live stream never waits for it. Default 200ms.
+	// the live stream never waits for it. Default 250ms.
 	FlushInterval time.Duration
 }
 
@@ -223,7 +223,7 @@ const (
 	DefaultMaxMessageBytes = 4 << 20
 	DefaultMaxTotalBytes   = 256 << 20
 	DefaultKeyPrefix       = "firstword:journal:"
-	DefaultFlushInterval   = 200 * time.Millisecond
+	DefaultFlushInterval   = 250 * time.Millisecond
 )
 
 // WithDefaults returns o with each zero field set to its default. The

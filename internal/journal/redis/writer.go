@@ -54,6 +54,7 @@ type writer struct {
 	// queued, or a failed write to retry).
 	since  time.Time
 	urgent bool
+	began  time.Time // the first write's, for the stream's TTL
 }
 
 // Stream entries. A write's events are one entry {b: the events, packed
@@ -128,7 +129,7 @@ func (j *Journal) Take(ctx context.Context, id string) (journal.Writer, journal.
 	case fence < 0:
 		return nil, journal.Snapshot{}, journal.ErrHeld
 	}
-	w := &writer{j: j, id: id, k: k, stopped: make(chan struct{}), last: fence, written: fence, cut: -1, begun: true, created: true}
+	w := &writer{j: j, id: id, k: k, stopped: make(chan struct{}), last: fence, written: fence, cut: -1, begun: true, created: true, began: time.Now()}
 	w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
 	snap, err := j.Snapshot(ctx, id)
 	if err != nil {
@@ -327,14 +328,16 @@ func (j *Journal) renewing() {
 	defer j.wg.Done()
 	tick := time.NewTicker(j.o.Lease / 3)
 	defer tick.Stop()
-	for {
+	for n := 1; ; n++ {
+		full := n%3 == 0
 		select {
 		case <-tick.C:
 		case <-j.kick:
+			full = true
 		case <-j.closing:
 			return
 		}
-		j.renew()
+		j.renew(full)
 	}
 }
 
@@ -505,7 +508,9 @@ func (w *writer) requeue(b *batch) {
 func (w *writer) done(b *batch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.begun = true
+	if !w.begun {
+		w.begun, w.began = true, time.Now()
+	}
 	if !b.mk && len(b.adds) > 0 && errors.Is(b.adds[0].Err(), goredis.Nil) {
 		// NOMKSTREAM found no stream: what was written is gone. Cut the
 		// answer at its start and write it so.
@@ -607,10 +612,14 @@ func (j *Journal) queue(ctx context.Context, pipe goredis.Pipeliner, b *batch) {
 	}
 	if b.end != nil || b.endSeq >= 0 {
 		// The lease is released only if it is still this producer's: a
-		// late end must not free another's.
-		b.cmds = append(b.cmds,
-			pipe.PExpire(ctx, k.stream, j.o.Retention),
-			releaseScript.Eval(ctx, pipe, []string{k.lease, k.stop, k.att}, j.token))
+		// late end must not free another's. While the producer holds it
+		// (see writer.held), it is.
+		b.cmds = append(b.cmds, pipe.PExpire(ctx, k.stream, j.o.Retention))
+		if b.begin || time.Now().UnixNano() < b.w.held.Load() {
+			b.cmds = append(b.cmds, pipe.Del(ctx, k.lease, k.stop, k.att))
+		} else {
+			b.cmds = append(b.cmds, releaseScript.Eval(ctx, pipe, []string{k.lease, k.stop, k.att}, j.token))
+		}
 	} else if b.mk && len(b.adds) > 0 {
 		// The stream may be created here: give it a TTL at once, so that
 		// it goes even if this process dies before its first renewal.
@@ -624,10 +633,14 @@ func (w *writer) cutSeq() int64 {
 	return w.cut
 }
 
-// renew extends the lease of every answer this process is writing, and
-// reads back whether it was asked to stop and whether a follower is
-// attached, in one pipeline.
-func (j *Journal) renew() {
+// renew extends the lease of every answer this process is writing, in
+// one pipeline. A full renewal (every lease, and when a follower left)
+// also reads back whether it was asked to stop (a stop the control
+// channel did not bring) and how many followers are attached; so does
+// any renewal of a producer whose last one is more than a third of a
+// lease old (its lease may have lapsed, and been taken). Otherwise the
+// lease is still this producer's, and one PEXPIRE extends it.
+func (j *Journal) renew(full bool) {
 	j.mu.Lock()
 	ws := make([]*writer, 0, len(j.writers))
 	for _, w := range j.writers {
@@ -638,21 +651,33 @@ func (j *Journal) renew() {
 	defer cancel()
 	pipe := j.c.Pipeline()
 	type renewal struct {
-		w   *writer
-		cmd *goredis.Cmd
+		w     *writer
+		cmd   *goredis.Cmd
+		light *goredis.BoolCmd
 	}
 	var rs []renewal
 	ttl := (j.o.Retention + j.o.Lease).Milliseconds()
+	now := time.Now()
 	for _, w := range ws {
 		w.mu.Lock()
 		live := w.begun && !w.dead && !w.endDone
-		written := w.written
+		written, waiting := w.written, w.waiting
 		w.mu.Unlock()
 		if !live {
 			continue
 		}
-		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl, written)
-		rs = append(rs, renewal{w, cmd})
+		if !full && !waiting && now.UnixNano() < w.held.Load() {
+			rs = append(rs, renewal{w: w, light: pipe.PExpire(ctx, w.k.lease, j.o.Lease)})
+			continue
+		}
+		// The stream's TTL, set when it was made, is renewed once the
+		// answer has run for half of it.
+		stream := "0"
+		if now.Sub(w.began) > (j.o.Retention+j.o.Lease)/2 {
+			stream = "1"
+		}
+		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl, written, stream)
+		rs = append(rs, renewal{w: w, cmd: cmd})
 	}
 	if len(rs) == 0 {
 		return
@@ -661,6 +686,12 @@ func (j *Journal) renew() {
 	// Eval, not EvalSha: in a pipeline, a NOSCRIPT cannot fall back.
 	_, _ = pipe.Exec(ctx)
 	for _, r := range rs {
+		if r.light != nil {
+			if ok, err := r.light.Result(); err == nil && ok {
+				r.w.held.Store(sent.Add(j.o.Lease * 2 / 3).UnixNano())
+			}
+			continue
+		}
 		v, err := r.cmd.Int64Slice()
 		if err != nil || len(v) != 3 {
 			continue
@@ -700,7 +731,8 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return 1`)
 
 // renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
-// stream TTL ms, the last Seq this producer wrote. Returns {stop
+// stream TTL ms, the last Seq this producer wrote, "1" to renew the
+// stream's TTL too. Returns {stop
 // requested, followers attached, taken}. A lease held under another
 // token was taken over (taken = 1). One that lapsed (Redis unreachable
 // for longer than a lease) was taken over too if the stream holds an
@@ -721,14 +753,14 @@ if cur ~= ARGV[1] then
     end
   end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
 else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if ARGV[5] == '1' then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-return {redis.call('EXISTS', KEYS[3]), redis.call('ZCARD', KEYS[4]), 0}`)
+return {redis.call('EXISTS', KEYS[3]), redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), 0}`)
 
 // shutdown writes what is queued, once, and releases the leases of the
 // answers still being written.
