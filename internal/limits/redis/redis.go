@@ -35,9 +35,9 @@ type Counts struct {
 	cluster bool     // c is a Redis Cluster's: a tenant's keys share a hash tag
 	tags    sync.Map // check key -> its Tag, for the calls that name only the key
 	prefix  string
-	lease  time.Duration
-	linger time.Duration
-	now    func() time.Time
+	lease   time.Duration
+	linger  time.Duration
+	now     func() time.Time
 
 	mu      sync.Mutex
 	queue   []op
