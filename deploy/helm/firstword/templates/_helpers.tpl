@@ -118,7 +118,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail "set secrets or existingSecret, not both" }}
 {{- end }}
 {{- if dig "generate" false (get .Values "adminKey" | default dict) }}
-{{- fail "adminKey.generate is gone: the key it made changed on every helm template (Argo CD, Flux) and was lost with its Secret. Put FIRSTWORD_ADMIN_KEY in existingSecret (or secrets); to keep a key an earlier install made, copy it there from the Secret <release>-firstword-admin-key before upgrading" }}
+{{- fail (printf "adminKey.generate is gone: the key it made changed on every helm template (Argo CD, Flux). Put FIRSTWORD_ADMIN_KEY in existingSecret (or secrets); to keep the key an earlier install made, copy it there from the Secret %s-admin-key before upgrading" (include "firstword.fullname" . | trunc 53 | trimSuffix "-")) }}
 {{- end }}
 {{- if include "firstword.metricsOn" . }}
 {{- if eq (int .Values.metrics.port) (int .Values.port) }}
