@@ -593,6 +593,10 @@ type LookupSource struct {
 type Metrics struct {
 	// Enabled (default true).
 	Enabled *bool `yaml:"enabled"`
+	// Listen, if set, serves /metrics on this address (HOST:PORT) instead
+	// of on listen, where it then answers 404: a port the front door (an
+	// Ingress, a public load balancer) never routes.
+	Listen string `yaml:"listen"`
 }
 
 // Tracing configures the OTLP/HTTP span exporter.

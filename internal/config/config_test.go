@@ -99,6 +99,9 @@ func TestBadConfig(t *testing.T) {
 		{"soft threshold over 1", "tenants:\n  acme:\n    budget: {usd_per_day: 1, soft_threshold: 2}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "soft_threshold"}},
 		{"unknown budget key", "tenants:\n  acme:\n    budget: {usd_per_week: 1}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 3", "usd_per_week"}},
 		{"negative request body timeout", "request_body_timeout: -1s\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "request_body_timeout", "must not be negative"}},
+		{"bad metrics listen", "metrics: {listen: 9090}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "metrics.listen", "HOST:PORT"}},
+		{"metrics on listen's address", "listen: 0.0.0.0:8080\nmetrics: {listen: 0.0.0.0:8080}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 2", "metrics.listen", "port of its own"}},
+		{"metrics listen with metrics off", "metrics: {enabled: false, listen: 0.0.0.0:9090}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "metrics.enabled is false"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
 	}
 	for _, tt := range tests {

@@ -44,6 +44,15 @@ func (c *Config) problems() []string {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad(c.line("listen"), "listen", "want HOST:PORT, got %q", c.Listen)
 	}
+	if l := c.Metrics.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			bad(c.line("metrics", "listen"), "metrics.listen", "want HOST:PORT, got %q", l)
+		} else if l == c.Listen {
+			bad(c.line("metrics", "listen"), "metrics.listen", "is listen's address: give /metrics a port of its own, or leave it unset to serve it on listen")
+		} else if !Optional(c.Metrics.Enabled) {
+			bad(c.line("metrics", "listen"), "metrics.listen", "is set but metrics.enabled is false")
+		}
+	}
 	atLeast(int64(c.ShutdownTimeout), 0, "shutdown_timeout")
 	if !slices.Contains([]string{"auto", "on", "off"}, c.ModelsPassthrough) {
 		bad(c.line("models_passthrough"), "models_passthrough", "want auto, on or off, got %q", c.ModelsPassthrough)

@@ -3,12 +3,15 @@ package deploytest
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -47,16 +50,23 @@ func waitStatus(ctx context.Context, t *testing.T, url string, want int) {
 
 // TestHelmConfigServes runs the real binary as the chart's pod would: the
 // rendered firstword.yaml as its config, in /data's stand-in as its
-// working directory, the generated admin key from the rendered Secret as
-// its FIRSTWORD_ADMIN_KEY and no key created by hand. It starts, on
-// 0.0.0.0, and is not open: only the key is let in. The probes' paths answer on the chart's port, and on SIGTERM
-// readiness turns 503 (shutdown_delay) before the process exits 0.
+// working directory, and as its only environment the Secret the pods read
+// (secrets.FIRSTWORD_ADMIN_KEY, no key created by hand). It starts, on
+// 0.0.0.0, and is not open: only the key is let in. The probes' paths
+// answer on the chart's port; /metrics answers 404 there and is served on
+// the metrics port, with every metric the PrometheusRule's alerts and the
+// HPA's open-streams metric name. On SIGTERM readiness turns 503
+// (shutdown_delay) before the process exits 0.
 func TestHelmConfigServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: TestHelmConfigServes builds and runs the binary")
 	}
-	port := freePort(t)
-	objs := mustRender(t, nil, "port="+strconv.Itoa(port))
+	port, metricsPort := freePort(t), freePort(t)
+	objs := mustRender(t, nil, "port="+strconv.Itoa(port), "metrics.port="+strconv.Itoa(metricsPort),
+		"secrets.FIRSTWORD_ADMIN_KEY=fw_helmtest_0123456789abcdefghijklmnopqrstuv",
+		"metrics.prometheusRule.enabled=true")
+	// Autoscaling needs the fleet's store: its HPA is rendered apart.
+	hpa := one(t, mustRender(t, fleetValues, "autoscaling.openStreams.enabled=true"), "HorizontalPodAutoscaler")
 	text, _ := one(t, objs, "ConfigMap").get("data", "firstword.yaml").(string)
 	data := t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "firstword.yaml")
@@ -69,12 +79,13 @@ func TestHelmConfigServes(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	// The pod's environment: the generated admin key from its Secret,
-	// and nothing else (no key is created by hand).
-	key := adminKey(t, objs)
+	env := podEnv(t, objs)
+	key := env["FIRSTWORD_ADMIN_KEY"]
 	serve := exec.Command(bin, "serve", "--config", cfgPath)
 	serve.Dir = data
-	serve.Env = []string{"FIRSTWORD_ADMIN_KEY=" + key}
+	for k, v := range env {
+		serve.Env = append(serve.Env, k+"="+v)
+	}
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -107,7 +118,7 @@ func TestHelmConfigServes(t *testing.T) {
 		t.Errorf("the store is not in the working directory (/data in the pod): %v", err)
 	}
 	// Not open to anyone: a request without the key is refused, the
-	// generated key answers, and it is an admin key.
+	// Secret's key answers, and it is an admin key.
 	for _, tc := range []struct {
 		path, key string
 		want      int
@@ -116,6 +127,8 @@ func TestHelmConfigServes(t *testing.T) {
 		{"/v1/conversations", key, http.StatusOK},
 		{"/admin/health", "", http.StatusUnauthorized},
 		{"/admin/health", key, http.StatusOK},
+		// What the Ingress routes (the http port) has no /metrics.
+		{"/metrics", "", http.StatusNotFound},
 	} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+tc.path, nil)
 		if tc.key != "" {
@@ -128,6 +141,39 @@ func TestHelmConfigServes(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("GET %s with key %v: %d, want %d", tc.path, tc.key != "", resp.StatusCode, tc.want)
+		}
+	}
+	// One stream, so that the open-streams gauge has a series.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi [sim ttft=5ms gap=1ms tokens=5]"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a streamed completion: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exposition, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics on the metrics port: %d", resp.StatusCode)
+	}
+	served := exposedNames(exposition)
+	wanted := append(ruleMetrics(t, objs), hpaPodsMetrics(hpa)...)
+	if len(wanted) < 5 {
+		t.Fatalf("the rules and the HPA name %v, want the four usage metrics and open streams", wanted)
+	}
+	for _, name := range wanted {
+		if !served[name] {
+			t.Errorf("the chart's alerts or HPA read %s, which the binary's /metrics does not serve", name)
 		}
 	}
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
@@ -145,29 +191,26 @@ func TestHelmConfigServes(t *testing.T) {
 	}
 }
 
-// adminKey is the FIRSTWORD_ADMIN_KEY the rendered Deployment reads from
-// the rendered Secret it names.
-func adminKey(t *testing.T, objs map[string][]manifest) string {
+// podEnv is the environment the rendered pods get from the Secret their
+// envFrom names (which must be rendered too).
+func podEnv(t *testing.T, objs map[string][]manifest) map[string]string {
 	t.Helper()
-	c := manifest(one(t, objs, "Deployment").get("spec", "template", "spec", "containers", "[0]").(map[string]any))
-	env, _ := c.get("env").([]any)
-	for _, e := range env {
-		e := manifest(e.(map[string]any))
-		if e.get("name") != "FIRSTWORD_ADMIN_KEY" {
+	name := container(t, objs).get("envFrom", "[0]", "secretRef", "name")
+	for _, s := range objs["Secret"] {
+		if s.get("metadata", "name") != name {
 			continue
 		}
-		for _, s := range objs["Secret"] {
-			if s.get("metadata", "name") == e.get("valueFrom", "secretKeyRef", "name") {
-				enc, _ := s.get("data", e.get("valueFrom", "secretKeyRef", "key").(string)).(string)
-				b, err := base64.StdEncoding.DecodeString(enc)
-				if err != nil || len(b) == 0 {
-					t.Fatalf("Secret %v: FIRSTWORD_ADMIN_KEY %q: %v", s.get("metadata", "name"), enc, err)
-				}
-				return string(b)
+		env := map[string]string{}
+		data, _ := s.get("data").(map[string]any)
+		for k, v := range data {
+			b, err := base64.StdEncoding.DecodeString(fmt.Sprint(v))
+			if err != nil {
+				t.Fatalf("Secret %v: %s: %v", name, k, err)
 			}
+			env[k] = string(b)
 		}
-		t.Fatalf("FIRSTWORD_ADMIN_KEY names Secret %v, which is not rendered", e.get("valueFrom", "secretKeyRef", "name"))
+		return env
 	}
-	t.Fatalf("the Deployment sets no FIRSTWORD_ADMIN_KEY: env %v", env)
-	return ""
+	t.Fatalf("the pods read the Secret %v, which is not rendered", name)
+	return nil
 }

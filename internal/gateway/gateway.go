@@ -288,7 +288,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 			return g.window.Report(time.Now(), tenant, user, surface, recent)
 		},
 		Streams:         streamGauge(g.metrics),
-		Metrics:         metricsHandler(g.metrics),
+		Metrics:         metricsHandler(g.metrics, cfg.Metrics.Listen == ""),
 		Logger:          log,
 		Heartbeat:       cfg.Heartbeat,
 		MaxRequestBytes: cfg.MaxRequestBytes,

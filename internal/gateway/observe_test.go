@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/firstword/firstword/internal/budget/window"
+	"github.com/firstword/firstword/internal/gateway"
 	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
@@ -287,5 +290,49 @@ func TestTracingExport(t *testing.T) {
 	col.mu.Unlock()
 	if parent != "00f067aa0ba902b7" {
 		t.Errorf("root span's parent %q, want the client's span", parent)
+	}
+}
+
+// TestMetricsListen: with metrics.listen, /metrics is served there alone
+// and the main listener answers 404 at /metrics (a front door routing
+// every path to it never exposes the metrics); the metrics listener closes
+// with the gateway. An address in use fails Serve, naming the setting.
+func TestMetricsListen(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1))
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, fmt.Sprintf("metrics: {listen: %q}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", addr)))
+	if code, _ := getBody(t, gw.URL+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("main listener /metrics: %d, want 404", code)
+	}
+	code, body := getBody(t, "http://"+addr+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, "firstword_usage_rows_queued") {
+		t.Errorf("metrics listener /metrics: %d, want 200 with firstword_usage_rows_queued:\n%.300s", code, body)
+	}
+	if code, _ := getBody(t, "http://"+addr+"/healthz"); code != http.StatusNotFound {
+		t.Errorf("metrics listener /healthz: %d, want 404 (it serves /metrics only)", code)
+	}
+	if code, _ := getBody(t, gw.URL+"/healthz"); code != http.StatusOK {
+		t.Errorf("main listener /healthz: %d", code)
+	}
+
+	// A second gateway on the same metrics address cannot start.
+	cfg := gatewaytest.MustParse(t, fmt.Sprintf("metrics: {listen: %q}\nproviders:\n  sim: {type: sim}\nmodels:\n  chat: {deployments: [{provider: sim, model: small}]}\n", addr))
+	g2, err := gateway.Build(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Serve(t.Context(), ln); err == nil || !strings.Contains(err.Error(), "metrics.listen") {
+		t.Errorf("Serve with metrics.listen in use: %v, want an error naming metrics.listen", err)
+	}
+
+	if err := gw.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		t.Error("the metrics listener still answers after the gateway stopped")
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +48,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Ha
 	ln = connguard.NewListener(ln, connguard.Options{OnReject: func(remote net.Addr, reason string) {
 		g.log.Warn("refused a request with ambiguous framing", "remote", remote.String(), "reason", reason)
 	}})
+	if addr := g.cfg.Metrics.Listen; addr != "" && g.metrics != nil {
+		// /metrics alone, on a port of its own; it stays up through the
+		// drain, so a scrape sees the streams finishing.
+		mln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", g.metrics.Handler())
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		go msrv.Serve(mln)
+		defer msrv.Close()
+	}
 	go func() { errc <- srv.Serve(ln) }()
 	if g.cfg.Store.Driver == "postgres" {
 		go g.sweep(base)

@@ -207,8 +207,10 @@ func streamGauge(m *metrics.Metrics) interface{ Open(string) func() } {
 	return m
 }
 
-func metricsHandler(m *metrics.Metrics) http.Handler {
-	if m == nil {
+// metricsHandler is /metrics on the main listener, or nil when off there
+// (metrics.listen gives it a listener of its own: Serve).
+func metricsHandler(m *metrics.Metrics, onMain bool) http.Handler {
+	if m == nil || !onMain {
 		return nil
 	}
 	return m.Handler()

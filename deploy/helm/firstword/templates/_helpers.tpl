@@ -72,8 +72,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail (printf "config.%s.url would put a connection URL (and its password) in a ConfigMap: set config.%s.url_env to a variable name and give its value in secrets or existingSecret" $section $section) }}
 {{- end }}
 {{- end }}
+{{- if dig "metrics" "listen" "" $cfg }}
+{{- fail "config.metrics.listen is set by the chart (metrics.port): remove it from config" }}
+{{- end }}
 {{- include "firstword.refuseLiteralSecrets" $cfg }}
 {{- $_ := set $cfg "listen" (printf "0.0.0.0:%v" .Values.port) }}
+{{- if include "firstword.metricsOn" . }}
+{{- $m := deepCopy (dig "metrics" dict $cfg | default dict) }}
+{{- $_ := set $m "listen" (printf "0.0.0.0:%v" .Values.metrics.port) }}
+{{- $_ := set $cfg "metrics" $m }}
+{{- end }}
 {{- $_ := set $cfg "shutdown_timeout" (printf "%vs" .Values.shutdown.timeoutSeconds) }}
 {{- $_ := set $cfg "shutdown_delay" (printf "%vs" .Values.shutdown.delaySeconds) }}
 {{- toYaml $cfg }}
@@ -82,7 +90,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* Refuse settings that cannot work: replicas that would not share state. */}}
 {{- define "firstword.validate" -}}
 {{- $cfg := .Values.config | default dict }}
-{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}
+{{- if include "firstword.fleet" . }}
 {{- $store := dig "store" "driver" "sqlite" $cfg }}
 {{- if ne $store "postgres" }}
 {{- fail (printf "replicaCount > 1 or autoscaling.enabled needs config.store.driver postgres (it is %s): with SQLite each replica would keep its own conversations and keys" $store) }}
@@ -109,13 +117,42 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.secrets .Values.existingSecret }}
 {{- fail "set secrets or existingSecret, not both" }}
 {{- end }}
+{{- if dig "generate" false (get .Values "adminKey" | default dict) }}
+{{- fail (printf "adminKey.generate is gone: the key it made changed on every helm template (Argo CD, Flux). Put FIRSTWORD_ADMIN_KEY in existingSecret (or secrets); to keep the key an earlier install made, copy it there from the Secret %s-admin-key before upgrading" (include "firstword.fullname" . | trunc 53 | trimSuffix "-")) }}
+{{- end }}
+{{- if include "firstword.metricsOn" . }}
+{{- if eq (int .Values.metrics.port) (int .Values.port) }}
+{{- fail (printf "metrics.port (%v) must differ from port: /metrics is served on a port of its own, which the Ingress never routes" .Values.metrics.port) }}
+{{- end }}
+{{- else if or .Values.metrics.serviceMonitor.enabled .Values.metrics.prometheusRule.enabled }}
+{{- fail "metrics.serviceMonitor and metrics.prometheusRule need /metrics: config.metrics.enabled is false" }}
+{{- end }}
+{{- if include "firstword.statefulSet" . }}
+{{- $spill := toString (dig "usage" "spill_path" "" $cfg) }}
+{{- if and (hasPrefix "/" $spill) (not (hasPrefix "/data/" $spill)) }}
+{{- fail (printf "config.usage.spill_path %s is outside /data, the volume that outlives the pod: leave it unset (firstword-usage.spill in /data) or put it under /data/" $spill) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
-{{/* The Secret holding a generated FIRSTWORD_ADMIN_KEY, or "". */}}
-{{- define "firstword.adminKeySecret" -}}
-{{- if and .Values.adminKey.generate (not (hasKey (.Values.secrets | default dict) "FIRSTWORD_ADMIN_KEY")) }}
-{{- printf "%s-admin-key" (include "firstword.fullname" . | trunc 53 | trimSuffix "-") }}
+{{/* "true" with more than one replica (replicaCount > 1 or autoscaling). */}}
+{{- define "firstword.fleet" -}}
+{{- if or (gt (int .Values.replicaCount) 1) .Values.autoscaling.enabled }}true{{ end }}
 {{- end }}
+
+{{/* "true" when the pods are a StatefulSet: a fleet whose /data (the usage spill file) is a claim per pod. */}}
+{{- define "firstword.statefulSet" -}}
+{{- if and (include "firstword.fleet" .) .Values.persistence.spillClaim.enabled }}true{{ end }}
+{{- end }}
+
+{{/* The Service /metrics is on; Prometheus Operator names the scrape job after it. */}}
+{{- define "firstword.metricsServiceName" -}}
+{{- include "firstword.fullname" . | trunc 55 | trimSuffix "-" }}-metrics
+{{- end }}
+
+{{/* "true" unless config.metrics.enabled is false. */}}
+{{- define "firstword.metricsOn" -}}
+{{- if dig "metrics" "enabled" true (.Values.config | default dict) }}true{{ end }}
 {{- end }}
 
 {{/* Fail on secrets written into the config (it becomes a ConfigMap): an
