@@ -337,7 +337,7 @@ func ownRedisProcess(t *testing.T) (url string, cmd *exec.Cmd, kill func()) {
 func TestFrozenRedisKeepsOneLimitPerReplica(t *testing.T) {
 	url, redis, _ := ownRedisProcess(t)
 	cfg := `
-limits: {driver: redis, url: "` + url + `", period: 1m, timeout: 50ms, cooldown: 1m}
+limits: {driver: redis, url: "` + url + `", period: 1m, timeout: 500ms, cooldown: 1m}
 providers:
   sim: {type: sim}
 models:
@@ -415,7 +415,7 @@ tenants:
 func TestReplicasShareOneLimit(t *testing.T) {
 	url, kill := ownRedis(t)
 	cfg := `
-limits: {driver: redis, url: "` + url + `", period: 1m, timeout: 50ms, cooldown: 1m}
+limits: {driver: redis, url: "` + url + `", period: 1m, timeout: 500ms, cooldown: 1m}
 metrics: {enabled: true}
 providers:
   sim: {type: sim}
