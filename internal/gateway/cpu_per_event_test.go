@@ -26,21 +26,24 @@ func TestCPUPerEvent(t *testing.T) {
 	}
 	url, _ := ownRedis(t)
 	const turns, tokens = 30, 100
-	for _, journal := range []string{"memory", "redis"} {
+	for _, journal := range []string{"memory", "redis", "redis, flush_interval 1ms"} {
 		t.Run(journal, func(t *testing.T) {
 			dir := t.TempDir()
 			ln, _ := net.Listen("tcp", "127.0.0.1:0")
 			addr := ln.Addr().String()
 			ln.Close()
 			resume := "resume: {journal: memory}"
-			if journal == "redis" {
+			switch journal {
+			case "redis":
 				resume = fmt.Sprintf("resume: {journal: redis, url: %q}", url)
+			case "redis, flush_interval 1ms": // about one write per event, as before batching
+				resume = fmt.Sprintf("resume: {journal: redis, url: %q, flush_interval: 1ms}", url)
 			}
 			cfg := filepath.Join(dir, "fw.yaml")
 			os.WriteFile(cfg, []byte(fmt.Sprintf(`
 listen: %s
-store: {driver: sqlite, path: %s}
-usage: {spill_path: %s}
+store: {driver: sqlite, path: %q}
+usage: {spill_path: %q}
 %s
 providers:
   sim: {type: sim}
