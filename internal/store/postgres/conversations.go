@@ -9,23 +9,17 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// CreateConversation inserts c; its tenant must exist. A zero CreatedAt is
-// set to now and a zero UpdatedAt to CreatedAt; c's times are updated to
-// the stored values.
+// CreateConversation inserts c, and first (see AddMessages), in one
+// statement; its tenant must exist. A zero CreatedAt is set to now and a
+// zero UpdatedAt to CreatedAt; c's times are updated to the stored
+// values (UpdatedAt: the latest of first's CreatedAt, if later).
 func (s *Store) CreateConversation(ctx context.Context, c *store.Conversation, first ...*store.Message) error {
-	created, updated := store.Stamps(c.CreatedAt, c.UpdatedAt)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id, user_id, title, model,
-			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			c.ID, c.TenantID, c.UserID, c.Title, c.Model, created, updated); err != nil {
-			return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
-		}
-		return addMessages(ctx, tx, first)
-	})
-	if err != nil {
-		return err
+	stored := *c
+	stored.CreatedAt, stored.UpdatedAt = store.Stamps(c.CreatedAt, c.UpdatedAt)
+	if err := appendMessages(ctx, s.pool, &stored, first); err != nil {
+		return fmt.Errorf("postgres: create conversation %s: %w", c.ID, err)
 	}
-	c.CreatedAt, c.UpdatedAt = created, store.Bumped(updated, first)
+	c.CreatedAt, c.UpdatedAt = stored.CreatedAt, stored.UpdatedAt
 	return nil
 }
 

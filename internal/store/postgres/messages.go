@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,50 +14,132 @@ import (
 	"github.com/firstword/firstword/internal/store"
 )
 
-// addMessage takes the next Seq from the conversation row, checking the
-// tenant and bumping updated_at, and inserts the message, in one statement:
-// atomic without a transaction, and the UPDATE's row lock serialises
-// concurrent appends to one conversation. No conversation, no row.
-// Parameters in a SELECT list default to text, hence the casts.
-const addMessage = `WITH c AS (
-	UPDATE conversations SET last_seq = last_seq + 1, updated_at = greatest(updated_at, $19)
-	WHERE id = $2 AND tenant_id = $3 RETURNING last_seq)
-INSERT INTO messages (` + store.MessageColumns + `)
-SELECT $1, $2, $3, c.last_seq, $4, $5, $6, $7, $8, $9, $10::bigint, $11::bigint, $12::bigint,
-	$13::boolean, $14::double precision, $15::json, $16::json, $17, $18, $19, $20::timestamptz, $21::json
-FROM c RETURNING seq`
-
-// AddMessage appends m to its conversation, which must be m.TenantID's, or
-// ErrNotFound. It sets m.Seq; a zero CreatedAt is set to now and a zero
-// UpdatedAt to CreatedAt, and m's times are updated to the stored values.
-// The conversation's UpdatedAt becomes m.CreatedAt unless it is later.
+// AddMessages appends ms, in order, to their conversation (all to the
+// same one), which must be their TenantID's, or ErrNotFound. It sets each
+// m.Seq; a zero CreatedAt is set to now and a zero UpdatedAt to
+// CreatedAt, and m's times are updated to the stored values. The
+// conversation's UpdatedAt becomes the latest m.CreatedAt unless it is
+// later. One statement (see appendMessages): one row updated, whatever
+// the number of messages.
 func (s *Store) AddMessages(ctx context.Context, ms ...*store.Message) error {
-	switch len(ms) {
-	case 0:
+	if len(ms) == 0 {
 		return nil
-	case 1:
-		// One statement is its own transaction.
-		return addMessages(ctx, s.pool, ms)
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return addMessages(ctx, tx, ms) })
+	if err := appendMessages(ctx, s.pool, nil, ms); err != nil {
+		return fmt.Errorf("postgres: add messages %s: %w", ms[0].ID, err)
+	}
+	return nil
 }
 
 // querier is a pool or a transaction.
 type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func addMessages(ctx context.Context, q querier, ms []*store.Message) error {
-	for _, m := range ms {
-		created, updated := store.Stamps(m.CreatedAt, m.UpdatedAt)
-		var seq int
-		if err := q.QueryRow(ctx, addMessage, m.ID, m.ConversationID, m.TenantID, m.Role, m.Content,
-			string(m.Status), m.FinishReason, m.Model, m.Deployment, m.InputTokens, m.OutputTokens,
-			m.CachedTokens, m.Estimated, m.Cost, jsonArg(m.Timings), jsonArg(m.Meta), m.ErrorCode,
-			m.ErrorMessage, created, updated, jsonArg(m.Thinking)).Scan(&seq); err != nil {
-			return fmt.Errorf("postgres: add message %s: %w", m.ID, store.NotFound(err))
+// messageValue is one message's row in appendMessages's VALUES list:
+// the parameters' types (a parameter in a SELECT list would default to
+// text), and its place among the messages appended (%d) where the Seq
+// goes.
+var messageValue = func() string {
+	types := []string{"text", "text", "text", "%d", "text", "text", "text", "text", "text", "text", "bigint", "bigint", "bigint",
+		"boolean", "double precision", "json", "json", "text", "text", "timestamptz", "timestamptz", "json"}
+	var b strings.Builder
+	b.WriteString("(")
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-		m.Seq, m.CreatedAt, m.UpdatedAt = seq, created, updated
+		if t == "%d" {
+			b.WriteString("%d")
+			continue
+		}
+		b.WriteString("$%d::" + t)
+	}
+	b.WriteString(")")
+	return b.String()
+}()
+
+// messageArgs is how many parameters one message takes.
+const messageArgs = 21
+
+// appendMessages writes ms, all to one conversation, in one statement,
+// as their tenant's (no conversation of it: no row, ErrNotFound). The
+// conversation's row gives them their Seqs: with conv (new, created
+// at, updated at the times given), the statement inserts it with its
+// last Seq; otherwise it updates the stored one once for all of ms,
+// taking the next Seqs, checking the tenant and bumping updated_at,
+// and that row lock serialises concurrent appends to one conversation.
+// Atomic without a transaction: a failed statement writes nothing. So a
+// turn (its user message and the answer's placeholder) is one insert
+// per row and at most one update.
+func appendMessages(ctx context.Context, q querier, conv *store.Conversation, ms []*store.Message) error {
+	n := len(ms)
+	args := make([]any, 0, n*messageArgs+8)
+	arg := func(v any) int {
+		args = append(args, v)
+		return len(args)
+	}
+	var latest time.Time
+	created := make([]time.Time, n)
+	updated := make([]time.Time, n)
+	for i, m := range ms {
+		if m.ConversationID != ms[0].ConversationID || m.TenantID != ms[0].TenantID {
+			return errors.New("messages of more than one conversation")
+		}
+		created[i], updated[i] = store.Stamps(m.CreatedAt, m.UpdatedAt)
+		if created[i].After(latest) {
+			latest = created[i]
+		}
+	}
+	var head string
+	if conv != nil {
+		if latest.After(conv.UpdatedAt) {
+			conv.UpdatedAt = latest
+		}
+		head = fmt.Sprintf(`INSERT INTO conversations (id, tenant_id, user_id, title, model, created_at, updated_at, last_seq)
+			VALUES ($%d, $%d, $%d, $%d, $%d, $%d, $%d, %d) RETURNING last_seq`,
+			arg(conv.ID), arg(conv.TenantID), arg(conv.UserID), arg(conv.Title), arg(conv.Model), arg(conv.CreatedAt), arg(conv.UpdatedAt), n)
+		if n == 0 {
+			rows, _ := q.Query(ctx, head, args...)
+			rows.Close()
+			return rows.Err()
+		}
+	} else {
+		head = fmt.Sprintf(`UPDATE conversations SET last_seq = last_seq + %d, updated_at = greatest(updated_at, $%d::timestamptz)
+			WHERE id = $%d AND tenant_id = $%d RETURNING last_seq`, n, arg(latest), arg(ms[0].ConversationID), arg(ms[0].TenantID))
+	}
+	values := make([]string, n)
+	for i, m := range ms {
+		values[i] = fmt.Sprintf(messageValue, arg(m.ID), arg(m.ConversationID), arg(m.TenantID), i+1, arg(m.Role), arg(m.Content),
+			arg(string(m.Status)), arg(m.FinishReason), arg(m.Model), arg(m.Deployment), arg(m.InputTokens), arg(m.OutputTokens),
+			arg(m.CachedTokens), arg(m.Estimated), arg(m.Cost), arg(jsonArg(m.Timings)), arg(jsonArg(m.Meta)), arg(m.ErrorCode),
+			arg(m.ErrorMessage), arg(created[i]), arg(updated[i]), arg(jsonArg(m.Thinking)))
+	}
+	sql := `WITH c AS (` + head + `)
+		INSERT INTO messages (` + store.MessageColumns + `)
+		SELECT v.id, v.conversation_id, v.tenant_id, c.last_seq - ` + strconv.Itoa(n) + ` + v.ord, v.role, v.content, v.status,
+			v.finish_reason, v.model, v.deployment, v.input_tokens, v.output_tokens, v.cached_tokens, v.estimated, v.cost,
+			v.timings, v.meta, v.error_code, v.error_message, v.created_at, v.updated_at, v.thinking
+		FROM c, (VALUES ` + strings.Join(values, ", ") + `) AS v (id, conversation_id, tenant_id, ord, role, content, status,
+			finish_reason, model, deployment, input_tokens, output_tokens, cached_tokens, estimated, cost,
+			timings, meta, error_code, error_message, created_at, updated_at, thinking)
+		RETURNING id, seq`
+	rows, _ := q.Query(ctx, sql, args...)
+	seqs := map[string]int{}
+	var id string
+	var seq int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+		seqs[id] = seq
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(seqs) != n {
+		// No conversation of this tenant: the UPDATE found no row.
+		return store.ErrNotFound
+	}
+	for i, m := range ms {
+		m.Seq, m.CreatedAt, m.UpdatedAt = seqs[m.ID], created[i], updated[i]
 	}
 	return nil
 }
