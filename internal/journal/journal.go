@@ -159,6 +159,29 @@ type Writer interface {
 	Held() bool
 }
 
+// Durability is implemented by a Writer that can tell whether its
+// journal keeps the answer where another process can continue it from
+// (Journal.Take) if this one dies: a shared journal that is reachable
+// and holds all of the answer so far. A producer that relies on it (see
+// Durable) may save the answer elsewhere less often while it holds; it
+// must save as before once it does not.
+type Durability interface {
+	// Durable reports whether the journal is writing the answer now:
+	// its store answered this producer recently (within half a lease),
+	// the producer holds the answer, and nothing of it was cut. What
+	// was appended in the last moments may not be written yet (a crash
+	// loses it; a take-over rewinds to what was).
+	Durable() bool
+}
+
+// Durable reports whether w says its journal keeps the answer for
+// another process (see Durability); false for a Writer that cannot
+// tell.
+func Durable(w Writer) bool {
+	d, ok := w.(Durability)
+	return ok && d.Durable()
+}
+
 // Snapshot is what a journal holds for a message at one moment.
 type Snapshot struct {
 	// Events are the journaled events, in order. If Truncated, they stop

@@ -348,6 +348,11 @@ func (w *memWriter) Stopped() <-chan struct{} { return w.msg.stop }
 // Held implements Writer: in process, nobody takes a live answer over.
 func (w *memWriter) Held() bool { return true }
 
+// Durable implements Durability: never. The journal dies with its
+// process, and a restart continues an answer from its stored
+// checkpoint.
+func (w *memWriter) Durable() bool { return false }
+
 func (w *memWriter) Attached() bool {
 	w.m.mu.Lock()
 	defer w.m.mu.Unlock()

@@ -251,3 +251,19 @@ func BenchmarkMemoryAppendParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestMemoryNotDurable: the in-process journal dies with its process, so
+// it never says it keeps an answer for another (journal.Durability); nor
+// does a Writer that cannot tell.
+func TestMemoryNotDurable(t *testing.T) {
+	m := journal.NewMemory(journal.Options{})
+	defer m.Close()
+	w := m.Begin("m")
+	w.Append(journal.Event{Seq: 0, Kind: journal.KindMeta, Data: []byte(`{}`)})
+	if journal.Durable(w) {
+		t.Error("the memory journal's Writer is Durable")
+	}
+	if journal.Durable(struct{ journal.Writer }{w}) {
+		t.Error("a Writer without Durable is Durable")
+	}
+}
