@@ -15,6 +15,13 @@ import (
 // stream never waits on the database. While the model is silent it still
 // touches the row every touchEvery, so that other replicas can tell a live
 // stream from one whose replica crashed (store.InterruptStreaming).
+//
+// While the answer's journal keeps it for another process (durable), the
+// journal is what a take-over continues from: the row is saved only
+// every durableEvery, to show the answer alive to the stale-row sweeps.
+// When the journal stops keeping it (Redis unreachable, the answer cut),
+// the next tick saves the text delivered and the row is saved as above
+// again, until the journal is back.
 type checkpointer struct {
 	st       store.Store
 	id       string
@@ -25,6 +32,10 @@ type checkpointer struct {
 	// held, if set, is false once another process took the answer over:
 	// nothing more is saved.
 	held func() bool
+	// durable, if set, reports whether the journal keeps the answer
+	// (Input.Durable); durableEvery is how often the row is saved then.
+	durable      func() bool
+	durableEvery time.Duration
 
 	// mu guards the state shared by the stream's goroutine (update) and the
 	// saver's (save); the database write itself is made outside it.
@@ -49,14 +60,21 @@ type checkpointer struct {
 	once    sync.Once
 }
 
-// newCheckpointer starts the saver of answer id; held and prior are the
-// fields' (nil: none), touch how often a silent stream's row is
-// rewritten (0: touchEvery).
-func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int, touch time.Duration, held func() bool, prior []chat.ThinkingBlock) *checkpointer {
+// newCheckpointer starts the saver of answer id; held, durable and prior
+// are the fields' (nil: none), touch how often a silent stream's row is
+// rewritten (0: touchEvery), durableEvery how often the row is saved
+// while durable says the journal keeps the answer (0:
+// DurableCheckpointEvery).
+func newCheckpointer(st store.Store, id string, ready <-chan struct{}, interval time.Duration, every int, touch time.Duration, held func() bool, prior []chat.ThinkingBlock,
+	durable func() bool, durableEvery time.Duration) *checkpointer {
 	if touch <= 0 {
 		touch = touchEvery
 	}
+	if durableEvery <= 0 {
+		durableEvery = DurableCheckpointEvery
+	}
 	c := &checkpointer{st: st, id: id, ready: ready, interval: interval, every: every, touch: touch, lastAt: time.Now(), held: held, prior: prior,
+		durable: durable, durableEvery: durableEvery,
 		kick: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
@@ -127,12 +145,30 @@ const touchEvery = 5 * time.Second
 // replica takes its stream for dead.
 const StreamLease = 30 * time.Second
 
+// DurableCheckpointEvery is how often the row of an answer whose journal
+// keeps it is saved, by default (Options.DurableCheckpointInterval):
+// rarely enough that a turn of a few seconds writes no checkpoint, often
+// enough that StreamLease is several times longer. The shared journal's
+// lost-answer sweep asks only about rows quiet for longer than it.
+const DurableCheckpointEvery = 5 * time.Second
+
 func (c *checkpointer) save() {
 	if c.held != nil && !c.held() {
 		return
 	}
+	durable := c.durable != nil && c.durable()
 	c.mu.Lock()
-	if !c.dirty && time.Since(c.lastAt) < c.touch {
+	quiet := time.Since(c.lastAt)
+	switch {
+	case durable && quiet < c.durableEvery:
+		// The journal keeps the answer: the row waits, its text still
+		// dirty (saved as soon as the journal stops keeping it). The
+		// tokens count as saved, so that the stream kicks the saver
+		// every `every` tokens, not at every delta.
+		c.saved = c.tokens
+		c.mu.Unlock()
+		return
+	case !durable && !c.dirty && quiet < c.touch:
 		c.mu.Unlock()
 		return
 	}

@@ -277,7 +277,8 @@ func (r *run) stream(ctx, runCtx context.Context, guard *remoteVerdict) {
 	if t.continues != "" {
 		prior = StoredThinking(t.assistant.Thinking)
 	}
-	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens, s.opt.TouchInterval, t.in.Held, prior)
+	cp := newCheckpointer(s.opt.Store, t.assistant.ID, t.written, s.opt.CheckpointInterval, s.opt.CheckpointTokens, s.opt.TouchInterval, t.in.Held, prior,
+		t.in.Durable, s.opt.DurableCheckpointInterval)
 	// Deferred as well as called below: the blocked path returns from
 	// inside the loop (stop is idempotent).
 	defer cp.stop()

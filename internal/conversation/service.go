@@ -88,7 +88,15 @@ type Options struct {
 	// shared journal, a third of its lease, so that a row quiet for a
 	// lease is a dead producer's (see httpapi.ContinueLost).
 	TouchInterval time.Duration
-	Log           *slog.Logger
+	// DurableCheckpointInterval is how often the row of an answer whose
+	// journal keeps it for another replica (Input.Durable) is saved,
+	// instead of the three above (default DurableCheckpointEvery): the
+	// journal is what a take-over continues from, and the row's
+	// checkpoint only shows the answer alive to the stale-row sweeps.
+	// Once the journal stops keeping it, the answer is saved at once,
+	// then as the three above say.
+	DurableCheckpointInterval time.Duration
+	Log                       *slog.Logger
 }
 
 // Service runs chat turns. It is safe for concurrent use.
@@ -112,6 +120,9 @@ func New(opt Options) *Service {
 	}
 	if opt.CheckpointTokens <= 0 {
 		opt.CheckpointTokens = 32
+	}
+	if opt.DurableCheckpointInterval <= 0 {
+		opt.DurableCheckpointInterval = DurableCheckpointEvery
 	}
 	if opt.SystemPrompt == nil {
 		opt.SystemPrompt = func(string) string { return "" }
@@ -144,6 +155,12 @@ type Input struct {
 	// journal.Writer.Held), after which the turn writes nothing to the
 	// store. nil: always.
 	Held func() bool
+	// Durable reports whether the answer's journal keeps what was
+	// delivered for another process to continue it from (a shared
+	// journal that is reachable: journal.Durable): while it does, the
+	// answer's row is saved only every DurableCheckpointInterval. nil:
+	// never (the row is what a restart continues from).
+	Durable func() bool
 }
 
 // Request errors, returned by Prepare before anything is streamed.

@@ -23,8 +23,9 @@ type Takeover struct {
 	// the answer's model and the conversation's user.
 	Resolve func(userID string) (*call.Call, error)
 	Hints   chat.Hints
-	// Held is the new producer's Input.Held.
-	Held func() bool
+	// Held and Durable are the new producer's Input.Held and
+	// Input.Durable.
+	Held, Durable func() bool
 }
 
 // ErrNotContinuable: the answer cannot be continued (no text yet, or no
@@ -70,7 +71,7 @@ func (s *Service) Continue(ctx context.Context, tk Takeover) (*Turn, error) {
 	a := *m
 	t := &Turn{s: s, conv: c, user: user, assistant: &a, continues: tk.Text, historyUntil: user.Seq,
 		in: Input{RequestID: tk.RequestID, TenantID: m.TenantID, UserID: c.UserID, ConversationID: c.ID,
-			Model: m.Model, Message: user.Content, Call: cl, Hints: tk.Hints, Held: tk.Held},
+			Model: m.Model, Message: user.Content, Call: cl, Hints: tk.Hints, Held: tk.Held, Durable: tk.Durable},
 		written: make(chan struct{})}
 	close(t.written)
 	return t, nil

@@ -138,6 +138,18 @@ func (g *Gateway) sweep(ctx context.Context) {
 	})
 }
 
+// lostQuiet is how long an answer's row must have gone unwritten for
+// the lost-answer sweep to ask the journal about it. A live answer's row
+// is written every conversation.DurableCheckpointEvery while the shared
+// journal keeps it (and every checkpoint, or third of a lease, while the
+// journal fails): quieter than that and half a lease, it is a dead
+// producer's, or one whose database writes fail (the journal tells them
+// apart: a live producer holds its lease). Asking about fewer rows keeps
+// the sweep's cost (a journal read each) to the answers that need it.
+func (g *Gateway) lostQuiet() time.Duration {
+	return conversation.DurableCheckpointEvery + g.cfg.Resume.Lease/2
+}
+
 // idempotencyPurgeInterval is how often expired idempotency keys are
 // deleted.
 const idempotencyPurgeInterval = 10 * time.Minute
@@ -158,14 +170,13 @@ func (g *Gateway) purgeIdempotencyKeys(ctx context.Context) {
 // sweepLost continues the answers whose replica died, as seen by the
 // shared journal (their lease lapsed before their end), from their
 // journaled text (httpapi.ContinueLost), or stores them interrupted with
-// it when they cannot be continued: within the lease and a second of it,
-// rather than the rows' own 30 s. Every replica sweeps; the journal's
-// take-over lets one of them win.
+// it when they cannot be continued: within lostQuiet and a second of the
+// death, rather than the rows' own 30 s. (A replica a client resumes on
+// takes an answer over as soon as its lease lapses.) Every replica
+// sweeps; the journal's take-over lets one of them win.
 func (g *Gateway) sweepLost(ctx context.Context) {
 	every(ctx, time.Second, false, func() {
-		// A live answer's row is written every checkpoint while text
-		// flows; only rows quiet for half a lease are asked about.
-		ids, err := g.store.StaleStreaming(ctx, time.Now().Add(-g.cfg.Resume.Lease/2), 100)
+		ids, err := g.store.StaleStreaming(ctx, time.Now().Add(-g.lostQuiet()), 100)
 		if err != nil {
 			g.log.Warn("sweeping lost answers", "err", err)
 			return

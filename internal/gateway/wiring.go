@@ -71,10 +71,12 @@ func usageOptions(cfg *config.Config, log *slog.Logger) metering.UsageOptions {
 	return metering.UsageOptions{Timeout: cfg.Store.Timeout, Queue: cfg.Usage.Queue, SpillPath: spill, RetryMax: cfg.Usage.RetryMax, Log: log}
 }
 
-// touchInterval is how often a silent answer's row is rewritten: with a
-// shared journal, a third of its lease (at most the default, 5s), so that
-// a replica taking over an answer whose row was quiet for a lease takes a
-// dead producer's (httpapi.ContinueLost).
+// touchInterval is how often a silent answer's row is rewritten while
+// the shared journal fails (while it keeps the answer, the row is saved
+// every conversation.DurableCheckpointEvery): a third of its lease (at
+// most the default, 5s), so that a replica taking over an answer whose
+// row was quiet for a lease takes a dead producer's
+// (httpapi.ContinueLost).
 func touchInterval(cfg *config.Config) time.Duration {
 	if cfg.Resume.Journal != "redis" {
 		return 0

@@ -102,6 +102,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	// Set once the answer's journal is begun, before the turn runs.
 	var jw journal.Writer
 	in.Held = func() bool { return jw == nil || jw.Held() }
+	// While a shared journal keeps the answer, its row is checkpointed
+	// rarely: a take-over continues from the journal.
+	in.Durable = func() bool { return jw != nil && journal.Durable(jw) }
 	// The user's message is written while the turn runs: the context and
 	// the model's call start now, and meta (the first event) waits for the
 	// write, which a failure turns into a real status while nothing was

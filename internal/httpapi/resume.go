@@ -493,9 +493,10 @@ func lifetime(r *http.Request) context.Context {
 }
 
 // awaitLapse settles whether a lost lease is a dead producer or a
-// stalled journal: a live producer writes its row at least once a lease,
-// so it reads the row again once a lease has passed since the last write
-// it saw (or the client leaves) and returns what it then finds.
+// stalled journal: a live producer that lost its journal writes its row
+// at least once a lease, so it reads the row again once a lease has
+// passed since the last write it saw (or the client leaves) and returns
+// what it then finds.
 func (s *Server) awaitLapse(ctx context.Context, tenant, conversationID string, m *store.Message) *store.Message {
 	t := time.NewTimer(time.Until(m.UpdatedAt.Add(s.opt.Lease + 50*time.Millisecond)))
 	defer t.Stop()
@@ -512,9 +513,13 @@ func (s *Server) awaitLapse(ctx context.Context, tenant, conversationID string, 
 }
 
 // leaseLapsed reports whether a streaming answer's row has gone unwritten
-// for longer than the lease: a producer checkpoints it twice a second
-// while text flows, and touches it every third of a lease while the
-// model is silent (conversation.Options.TouchInterval). An answer that is no longer streaming has ended:
+// for longer than the lease. A producer whose journal keeps the answer
+// writes its row only every few seconds (its lease in the journal says
+// it lives); one whose journal fails (Redis unreachable, so its lease may
+// lapse) checkpoints it twice a second while text flows, and touches it
+// every third of a lease while the model is silent
+// (conversation.Options.TouchInterval), from half a lease after Redis
+// last answered it. An answer that is no longer streaming has ended:
 // lapsed.
 func leaseLapsed(m *store.Message, lease time.Duration) bool {
 	return m.Status != store.StatusStreaming || time.Since(m.UpdatedAt) > lease

@@ -45,7 +45,9 @@ func (s *Server) ContinueLost(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	// A live producer writes its row at least every few seconds: one
+	// A live producer whose journal fails writes its row at least every
+	// third of a lease (conversation.Options.TouchInterval; from half a
+	// lease after Redis last answered it, journal.Durability): one
 	// written within the lease may have lost only Redis. It is left
 	// alone (see journal.Writer.Held for one that comes back).
 	if !leaseLapsed(m, s.opt.Lease) {
@@ -133,6 +135,7 @@ func (s *Server) continueAnswer(ctx context.Context, m *store.Message, text stri
 	rec := budget.New(time.Now())
 	var c *call.Call
 	turn, err := s.opt.Chat.Continue(ctx, conversation.Takeover{RequestID: reqID, Answer: m, Text: text, Hints: chat.Hints{Tenant: m.TenantID}, Held: jw.Held,
+		Durable: func() bool { return journal.Durable(jw) },
 		Resolve: func(user string) (*call.Call, error) {
 			var err error
 			c, err = s.resolve(metering.Request{ID: reqID, Surface: "chat", Tenant: m.TenantID, User: user, Alias: m.Model, Stream: true, Timings: rec}, 0)
