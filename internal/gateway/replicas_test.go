@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
 )
 
 // replicaPair starts two real firstword processes, A and B, on one
@@ -174,4 +176,38 @@ func TestReplicasResumeStopAndCrash(t *testing.T) {
 		t.Errorf("the durable text and the resumed rest read\n%q\nwant\n%q", got, clean.text)
 	}
 	t.Logf("kill to the first continued word: %v; %d of %d events from A", gap, len(fromA), len(follow.events))
+}
+
+// TestReplicaDiesUnattended: replica A is killed mid-answer while nobody
+// follows the answer (its client left, within the grace window). B's
+// lost-answer sweep finds it (the sweep asks the journal about rows
+// quieter than a healthy journal's rare checkpoints, and A's lease has
+// lapsed) and continues it: stored complete, the unbroken answer.
+func TestReplicaDiesUnattended(t *testing.T) {
+	a, b := replicaPair(t)
+	const story = "Nobody is watching. [sim ttft=5ms gap=10ms tokens=300]"
+	first := chatOnce(t, a.url, "", map[string]any{"message": story}, 30)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	killedAt := time.Now()
+	conv := first.meta["conversation_id"].(string)
+	var ans map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, c := gatewaytest.GetJSON(t, b.url+"/v1/conversations/"+conv, "")
+		msgs, _ := c["messages"].([]any)
+		if len(msgs) == 2 {
+			if ans = msgs[1].(map[string]any); ans["status"] != "streaming" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer is still %v 30 s after its replica was killed", ans["status"])
+		}
+	}
+	t.Logf("kill to the answer stored %v: %v", ans["status"], time.Since(killedAt).Round(time.Millisecond))
+	clean := chatOnce(t, b.url, "", map[string]any{"message": story}, 0)
+	if ans["status"] != "complete" || ans["content"] != clean.text || !strings.HasPrefix(clean.text, first.text) {
+		t.Errorf("stored %v\n%q\nthe unbroken answer is\n%q", ans["status"], ans["content"], clean.text)
+	}
 }
