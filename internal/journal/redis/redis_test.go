@@ -441,6 +441,22 @@ func TestTakenOverProducerStops(t *testing.T) {
 		t.Fatal("a producer whose lease nobody took no longer holds it")
 	}
 
+	// A write of its own that reached Redis after the producer gave up
+	// on it (sent into a stall) is no take-over either.
+	w = a.Begin("late")
+	w.Append(ev(0))
+	eventually(t, "the first event written", func() bool {
+		s, err := b.Snapshot(t.Context(), "late")
+		return err == nil && len(s.Events) == 1
+	})
+	kl := a.keys("late")
+	a.c.Del(t.Context(), kl.lease)
+	a.c.XAdd(t.Context(), &goredis.XAddArgs{Stream: kl.stream, ID: eventID(3, partBatch), Values: []any{fBatch, pack([]journal.Event{ev(1), ev(2), ev(3)}, nil)}})
+	eventually(t, "the lease taken again", func() bool { return a.c.Exists(t.Context(), kl.lease).Val() == 1 })
+	if !w.Held() {
+		t.Fatal("a producer whose own late write was found thought it was taken over")
+	}
+
 	// Taken over: the old producer stops.
 	w = a.Begin("taken")
 	w.Append(ev(0))

@@ -676,7 +676,7 @@ func (j *Journal) renew(full bool) {
 		if now.Sub(w.began) > (j.o.Retention+j.o.Lease)/2 {
 			stream = "1"
 		}
-		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl, written, stream)
+		cmd := renewScript.Eval(ctx, pipe, []string{w.k.lease, w.k.stream, w.k.stop, w.k.att}, j.token, j.o.Lease.Milliseconds(), ttl, written+fenceGap, stream)
 		rs = append(rs, renewal{w: w, cmd: cmd})
 	}
 	if len(rs) == 0 {
@@ -731,12 +731,13 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 return 1`)
 
 // renewScript: KEYS lease, stream, stop, att; ARGV token, lease ms,
-// stream TTL ms, the last Seq this producer wrote, "1" to renew the
-// stream's TTL too. Returns {stop
-// requested, followers attached, taken}. A lease held under another
-// token was taken over (taken = 1). One that lapsed (Redis unreachable
-// for longer than a lease) was taken over too if the stream holds an
-// entry past the producer's last, or ended (the end's write deletes the
+// stream TTL ms, the Seq a take-over's fence reaches at least (the last
+// Seq this producer wrote plus fenceGap), "1" to renew the stream's TTL
+// too. Returns {stop requested, followers attached, taken}. A lease held
+// under another token was taken over (taken = 1). One that lapsed (Redis
+// unreachable for longer than a lease) was taken over too if the stream
+// holds a fence past the producer's last (not merely a write of its own
+// that reached Redis after it gave up on it), or ended (the end's write deletes the
 // lease: a renewal that raced with it must not bring it back); otherwise
 // nobody took it and the producer takes it again (followers told the
 // answer was lost find it live when they follow again).
@@ -746,7 +747,7 @@ if cur ~= ARGV[1] then
   if cur then return {0, 0, 1} end
   local top = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
   if #top > 0 then
-    if tonumber(string.match(top[1][1], '^%d+')) > tonumber(ARGV[4]) then return {0, 0, 1} end
+    if tonumber(string.match(top[1][1], '^%d+')) >= tonumber(ARGV[4]) then return {0, 0, 1} end
     local f = top[1][2]
     for i = 1, #f, 2 do
       if f[i] == 'e' or (f[i] == 'm' and f[i + 1] == 'end') then return {0, 0, 0} end
