@@ -56,6 +56,18 @@ func chatOnce(t *testing.T, url, key string, body map[string]any, stopAfter int)
 // recorded, with the number of deltas so far).
 func readChat(t *testing.T, req *http.Request, key string, stop func(deltas int, ev chatEvent) bool) chatResult {
 	t.Helper()
+	res, err := readChatErr(req, key, stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// readChatErr is readChat for a goroutine of its own: a request that
+// fails to get a response is an error, not the test's end. A read that
+// breaks (the server went away, req's context ended) ends the result
+// without an error, as readChat's does.
+func readChatErr(req *http.Request, key string, stop func(deltas int, ev chatEvent) bool) (chatResult, error) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
@@ -63,14 +75,14 @@ func readChat(t *testing.T, req *http.Request, key string, stop func(deltas int,
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return chatResult{}, err
 	}
 	defer resp.Body.Close()
 	res := chatResult{status: resp.StatusCode, headers: resp.Header}
 	if resp.StatusCode != 200 {
 		raw, _ := io.ReadAll(resp.Body)
 		res.body = string(raw)
-		return res
+		return res, nil
 	}
 	var cur chatEvent
 	buf := make([]byte, 0, 1<<16)
@@ -120,11 +132,11 @@ func readChat(t *testing.T, req *http.Request, key string, stop func(deltas int,
 				}
 			}
 			if stop(deltas, cur) {
-				return res
+				return res, nil
 			}
 		}
 		if err != nil {
-			return res
+			return res, nil
 		}
 	}
 }

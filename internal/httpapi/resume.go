@@ -421,6 +421,14 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 		// still being written: the producer lives (Redis stalled). Not
 		// an ending: resume again.
 		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal is catching up; resume again", "retryable": true, "status": now.Status}
+	case errors.Is(err, journal.ErrLost) && now.Status != store.StatusStreaming && now.Status != store.StatusInterrupted:
+		// The answer ended and is stored (here, while awaiting the
+		// lapse), but its journal has not been given the end: its
+		// producer's last writes wait for Redis (a failover that outlasted
+		// the lease), or it died between the two. Not interrupted: the
+		// next resume finds the end, or takes the journal over and ends it
+		// as stored (see ContinueLost).
+		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer has ended and its journal is catching up; resume again", "retryable": true, "status": now.Status}
 	case errors.Is(err, journal.ErrLost):
 		// The replica writing it died and it could not be taken over
 		// here: what was journaled is the answer, stored interrupted (by
