@@ -394,9 +394,10 @@ func (j *Journal) flush() bool {
 	sent := time.Now()
 	_, _ = pipe.Exec(ctx)
 	ok := true
+	var ferr error
 	for _, b := range batches {
-		if failed(b.cmds) != nil {
-			ok = false
+		if err := failed(b.cmds); err != nil {
+			ok, ferr = false, err
 			b.w.requeue(b)
 			continue
 		}
@@ -408,7 +409,7 @@ func (j *Journal) flush() bool {
 	}
 	if !ok {
 		if j.failed.Add(1) == 1 || j.failed.Load()%100 == 0 {
-			j.log.Warn("journal: writing to redis failed; retrying", "failures", j.failed.Load())
+			j.log.Warn("journal: writing to redis failed; retrying", "failures", j.failed.Load(), "err", ferr)
 		}
 	}
 	return ok
