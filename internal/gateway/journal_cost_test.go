@@ -78,7 +78,8 @@ models:
 				}
 			}
 			per, avg := float64(total)/turns, took/turns
-			t.Logf("%s: %.1f Redis commands per 100-event turn of %v, %.0f µs of Redis's time (%s)", tc.name, per, avg.Round(time.Millisecond), usec, strings.Join(calls, ", "))
+			t.Logf("%s: %.1f Redis commands per 100-event turn of %v, %.0f µs of Redis's time, %.0f bytes per retained answer's stream (%s)",
+				tc.name, per, avg.Round(time.Millisecond), usec, streamBytes(t, url), strings.Join(calls, ", "))
 			// A turn a busy machine slowed renews its lease more often:
 			// the bound grows with it.
 			if limit := tc.max * max(1, float64(avg)/float64(tc.lasts)); tc.max > 0 && per > limit {
@@ -110,4 +111,29 @@ func commandstats(t *testing.T, url string) map[string]int {
 		}
 	}
 	return stats
+}
+
+// streamBytes is the mean MEMORY USAGE of the journal's answer streams
+// on the Redis at url, and deletes them (the next case counts its own).
+func streamBytes(t *testing.T, url string) float64 {
+	t.Helper()
+	out, err := exec.Command("redis-cli", "-u", url, "--scan", "--pattern", "firstword:journal:*:s").Output()
+	if err != nil {
+		t.Fatalf("redis-cli --scan: %v", err)
+	}
+	keys := strings.Fields(string(out))
+	total := 0
+	for _, k := range keys {
+		b, err := exec.Command("redis-cli", "-u", url, "MEMORY", "USAGE", k, "SAMPLES", "0").Output()
+		if err != nil {
+			t.Fatalf("redis-cli MEMORY USAGE: %v", err)
+		}
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		total += n
+		exec.Command("redis-cli", "-u", url, "DEL", k).Run()
+	}
+	if len(keys) == 0 {
+		return 0
+	}
+	return float64(total) / float64(len(keys))
 }
