@@ -151,8 +151,13 @@ func freePorts(t *testing.T, n int) int {
 // run runs the fleet script with args; its stdout is the answer, its
 // stderr goes to the test log when the test fails.
 func (f *fleet) run(args ...string) (string, error) {
+	return f.runEnv(f.env, args...)
+}
+
+// runEnv runs the fleet script with args in the environment env.
+func (f *fleet) runEnv(env []string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{f.script}, args...)...)
-	cmd.Env = f.env
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -160,6 +165,18 @@ func (f *fleet) run(args ...string) (string, error) {
 		err = fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	return stdout.String(), err
+}
+
+// dirOnly is the environment with FLEET_DIR the only fleet setting, and
+// more, if any: the commands after up read the rest from what up kept.
+func (f *fleet) dirOnly(more ...string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "FLEET_") {
+			env = append(env, e)
+		}
+	}
+	return append(append(env, "FLEET_DIR="+f.dir), more...)
 }
 
 // pid is replica n's process id (1-based).
@@ -449,9 +466,12 @@ func TestFleet(t *testing.T) {
 	t.Run("kill -9", func(t *testing.T) { fleetKill(t, f) })
 }
 
-// fleetStatus: "fleet status" names every replica ready and ends with the URL.
+// fleetStatus: "fleet status" names every replica ready and ends with
+// the URL, given FLEET_DIR only (up kept the rest); a restart given
+// another FLEET_PORT than up was refuses, saying why, and leaves the
+// fleet as it was.
 func fleetStatus(t *testing.T, f *fleet) {
-	out, err := f.run("status")
+	out, err := f.runEnv(f.dirOnly(), "status")
 	if err != nil {
 		t.Fatalf("fleet status: %v\n%s", err, out)
 	}
@@ -464,6 +484,20 @@ func fleetStatus(t *testing.T, f *fleet) {
 		if !strings.Contains(out, want) {
 			t.Errorf("fleet status does not say %q:\n%s", want, out)
 		}
+	}
+	port, _ := strconv.Atoi(f.url[strings.LastIndexByte(f.url, ':')+1:])
+	pid := f.pid(1)
+	out, err = f.runEnv(f.dirOnly(fmt.Sprintf("FLEET_PORT=%d", port+10)), "restart", "1")
+	want := fmt.Sprintf("fleet: FLEET_PORT is %d here, but the fleet in %s was brought up with %d", port+10, f.dir, port)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(err.Error(), want) {
+		t.Errorf("fleet restart with another FLEET_PORT: %v, want exit status 1 and %q", err, want)
+	}
+	if f.pid(1) != pid {
+		t.Errorf("the refused restart restarted replica 1")
+	}
+	if out, err := f.runEnv(f.dirOnly(), "status"); err != nil {
+		t.Errorf("fleet status after the refused restart: %v\n%s", err, out)
 	}
 }
 
@@ -692,8 +726,9 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 	go func() {
 		defer close(stop)
 		time.Sleep(1500 * time.Millisecond)
-		for range 2 {
-			out, err := f.run("roll")
+		// The second roll is given FLEET_DIR only.
+		for _, env := range [][]string{f.env, f.dirOnly()} {
+			out, err := f.runEnv(env, "roll")
 			if err == nil && strings.TrimSpace(out) != f.url {
 				err = fmt.Errorf("fleet roll printed %q, want the URL", out)
 			}
