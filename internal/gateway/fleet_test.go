@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,6 +231,21 @@ func (f *fleet) nginxStatuses(skip int) (map[int]int, int) {
 		}
 	}
 	return counts, len(lines)
+}
+
+// listenerCloses is what the replicas logged, in their logs' order, as
+// they closed their listeners (gateway.quiesce).
+func (f *fleet) listenerCloses() []string {
+	var lines []string
+	for n := 1; n <= 3; n++ {
+		b, _ := os.ReadFile(filepath.Join(f.dir, fmt.Sprintf("replica%d.log", n)))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `msg="shutting down: no connection is waiting to be served"`) || strings.Contains(line, `msg="shutting down with connections not served yet"`) {
+				lines = append(lines, fmt.Sprintf("replica %d: %s", n, line))
+			}
+		}
+	}
+	return lines
 }
 
 // refusals counts nginx's connect() failures: requests that met a
@@ -721,6 +738,7 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 	pids := [][]int{{f.pid(1), f.pid(2), f.pid(3)}}
 	_, logged := f.nginxStatuses(0)
 	refused := f.refusals()
+	closes := f.listenerCloses()
 	stop := make(chan struct{})
 	rolled := make(chan error, 1)
 	go func() {
@@ -794,8 +812,23 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 			t.Errorf("nginx answered %d %d times", code, n)
 		}
 	}
-	t.Logf("two rolling deploys under 50 keep-alive clients: %d turns in %v; %d failed requests in %d turns; %d turns resumed over another connection; nginx statuses %v; %d connections refused and sent to the next replica",
-		len(turns), time.Since(start).Round(time.Millisecond), failed, failedTurns, resumed, statuses, f.refusals()-refused)
+	// Each replica stopped completing new connections before it closed
+	// its listener (Linux; elsewhere the listener just closes).
+	var drains []string
+	filtered := 0
+	for _, d := range f.listenerCloses() {
+		if !slices.Contains(closes, d) {
+			drains = append(drains, d)
+			if strings.Contains(d, "refusing_new=true") {
+				filtered++
+			}
+		}
+	}
+	if len(drains) != 6 || (runtime.GOOS == "linux" && filtered != 6) {
+		t.Errorf("the replicas logged %d listener closes, %d of them after refusing new connections, want 6 and 6:\n%s", len(drains), filtered, strings.Join(drains, "\n"))
+	}
+	t.Logf("two rolling deploys under 50 keep-alive clients: %d turns in %v; %d failed requests in %d turns; %d turns resumed over another connection; nginx statuses %v; %d connections refused and sent to the next replica; %d listener closes, %d after refusing new connections",
+		len(turns), time.Since(start).Round(time.Millisecond), failed, failedTurns, resumed, statuses, f.refusals()-refused, len(drains), filtered)
 }
 
 // fleetKill (issues 19, 33): replica 2 is killed (SIGKILL) under 50
