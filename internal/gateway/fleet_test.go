@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,8 +153,13 @@ func freePorts(t *testing.T, n int) int {
 // run runs the fleet script with args; its stdout is the answer, its
 // stderr goes to the test log when the test fails.
 func (f *fleet) run(args ...string) (string, error) {
+	return f.runEnv(f.env, args...)
+}
+
+// runEnv runs the fleet script with args in the environment env.
+func (f *fleet) runEnv(env []string, args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{f.script}, args...)...)
-	cmd.Env = f.env
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -160,6 +167,18 @@ func (f *fleet) run(args ...string) (string, error) {
 		err = fmt.Errorf("%w: %s", err, stderr.String())
 	}
 	return stdout.String(), err
+}
+
+// dirOnly is the environment with FLEET_DIR the only fleet setting, and
+// more, if any: the commands after up read the rest from what up kept.
+func (f *fleet) dirOnly(more ...string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "FLEET_") {
+			env = append(env, e)
+		}
+	}
+	return append(append(env, "FLEET_DIR="+f.dir), more...)
 }
 
 // pid is replica n's process id (1-based).
@@ -214,6 +233,21 @@ func (f *fleet) nginxStatuses(skip int) (map[int]int, int) {
 	return counts, len(lines)
 }
 
+// listenerCloses is what the replicas logged, in their logs' order, as
+// they closed their listeners (gateway.quiesce).
+func (f *fleet) listenerCloses() []string {
+	var lines []string
+	for n := 1; n <= 3; n++ {
+		b, _ := os.ReadFile(filepath.Join(f.dir, fmt.Sprintf("replica%d.log", n)))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `msg="shutting down: no connection is waiting to be served"`) || strings.Contains(line, `msg="shutting down with connections not served yet"`) {
+				lines = append(lines, fmt.Sprintf("replica %d: %s", n, line))
+			}
+		}
+	}
+	return lines
+}
+
 // refusals counts nginx's connect() failures: requests that met a
 // replica's closed port and went to the next one.
 func (f *fleet) refusals() int {
@@ -231,6 +265,7 @@ type turn struct {
 	connections int
 	rewound     int // rewind events
 	statuses    []int
+	failed      []string // each request that got no response or a 5xx, each stream that broke
 	ended       time.Time
 	err         error
 }
@@ -242,12 +277,15 @@ type fleetClient struct {
 	url  string
 }
 
-// Each request has a connection of its own: nginx's reload (fleet roll
-// takes a replica out of nginx with one) closes its old workers' idle
-// client connections, and a client that sends a POST on one as it closes
-// must send it again (browsers do; Go's transport does not for a POST).
+// Its connections are kept alive and reused request after request, as
+// browsers and SDKs do, and it sends no Idempotency-Key: a POST that
+// fails on a reused connection (the front door closed it as the request
+// went out) is not sent again, since Go's transport resends only
+// idempotent requests. A front door that closes its clients' idle
+// connections during a deploy (an nginx reload does) shows up here as
+// an error.
 func newFleetClient(t *testing.T, url string) *fleetClient {
-	tr := &http.Transport{DisableKeepAlives: true}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &fleetClient{url: url, http: &http.Client{Transport: tr}}
 }
@@ -291,6 +329,7 @@ func (c *fleetClient) follow(tr *turn, req *http.Request) (done bool, err error)
 	tr.connections++
 	resp, err := c.http.Do(req)
 	if err != nil {
+		tr.failed = append(tr.failed, fmt.Sprintf("%s %s: %v", req.Method, req.URL.Path, err))
 		return false, err
 	}
 	defer resp.Body.Close()
@@ -299,6 +338,7 @@ func (c *fleetClient) follow(tr *turn, req *http.Request) (done bool, err error)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode >= 500 {
 			tr.err = fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
+			tr.failed = append(tr.failed, tr.err.Error())
 			return true, nil
 		}
 		return false, fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
@@ -308,6 +348,7 @@ func (c *fleetClient) follow(tr *turn, req *http.Request) (done bool, err error)
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
+			tr.failed = append(tr.failed, fmt.Sprintf("%s %s: the stream broke: %v", req.Method, req.URL.Path, err))
 			return false, err
 		}
 		line = strings.TrimRight(line, "\n")
@@ -442,9 +483,12 @@ func TestFleet(t *testing.T) {
 	t.Run("kill -9", func(t *testing.T) { fleetKill(t, f) })
 }
 
-// fleetStatus: "fleet status" names every replica ready and ends with the URL.
+// fleetStatus: "fleet status" names every replica ready and ends with
+// the URL, given FLEET_DIR only (up kept the rest); a restart given
+// another FLEET_PORT than up was refuses, saying why, and leaves the
+// fleet as it was.
 func fleetStatus(t *testing.T, f *fleet) {
-	out, err := f.run("status")
+	out, err := f.runEnv(f.dirOnly(), "status")
 	if err != nil {
 		t.Fatalf("fleet status: %v\n%s", err, out)
 	}
@@ -457,6 +501,20 @@ func fleetStatus(t *testing.T, f *fleet) {
 		if !strings.Contains(out, want) {
 			t.Errorf("fleet status does not say %q:\n%s", want, out)
 		}
+	}
+	port, _ := strconv.Atoi(f.url[strings.LastIndexByte(f.url, ':')+1:])
+	pid := f.pid(1)
+	out, err = f.runEnv(f.dirOnly(fmt.Sprintf("FLEET_PORT=%d", port+10)), "restart", "1")
+	want := fmt.Sprintf("fleet: FLEET_PORT is %d here, but the fleet in %s was brought up with %d", port+10, f.dir, port)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(err.Error(), want) {
+		t.Errorf("fleet restart with another FLEET_PORT: %v, want exit status 1 and %q", err, want)
+	}
+	if f.pid(1) != pid {
+		t.Errorf("the refused restart restarted replica 1")
+	}
+	if out, err := f.runEnv(f.dirOnly(), "status"); err != nil {
+		t.Errorf("fleet status after the refused restart: %v\n%s", err, out)
 	}
 }
 
@@ -640,13 +698,14 @@ func fleetMetrics(t *testing.T, f *fleet) {
 
 // load runs clients concurrent conversations through the fleet, each
 // turn after turn until stop is closed (at most maxTurns each), and
-// returns every turn.
+// returns every turn. Each client keeps its connections alive and reuses
+// them turn after turn.
 func load(f *fleet, clients, maxTurns int, directive string, stop <-chan struct{}) []turn {
-	client := newFleetClient(f.t, f.url)
 	var mu sync.Mutex
 	var turns []turn
 	var wg sync.WaitGroup
 	for i := range clients {
+		client := newFleetClient(f.t, f.url) // its own connections, as a browser has
 		wg.Go(func() {
 			time.Sleep(time.Duration(i) * 20 * time.Millisecond)
 			for j := range maxTurns {
@@ -666,40 +725,66 @@ func load(f *fleet, clients, maxTurns int, directive string, stop <-chan struct{
 	return turns
 }
 
-// fleetRollingDeploy: 50 conversations stream through nginx while each
-// replica in turn gets SIGTERM, drains and is restarted ("fleet roll").
-// Every turn ends complete for its client, with the ids of one
-// continuous answer over however many connections it took, the stored
-// answer is exactly the text the client showed, and no client and no
-// line of nginx's access log saw a 5xx.
+// fleetRollingDeploy (issue 35): 50 conversations stream through nginx
+// while "fleet roll" runs twice: each replica in turn gets SIGTERM,
+// drains and is restarted. The clients keep their connections to nginx
+// alive and reuse them, and send no Idempotency-Key, so a POST that
+// meets a connection closing under it is lost to them. No request of any
+// client fails, and nothing of any stream breaks: every turn ends
+// complete on its first connection, with the ids of one continuous
+// answer, the stored answer is exactly the text the client showed, and
+// no line of nginx's access log is a 5xx.
 func fleetRollingDeploy(t *testing.T, f *fleet) {
-	pids := []int{f.pid(1), f.pid(2), f.pid(3)}
+	pids := [][]int{{f.pid(1), f.pid(2), f.pid(3)}}
 	_, logged := f.nginxStatuses(0)
+	refused := f.refusals()
+	closes := f.listenerCloses()
 	stop := make(chan struct{})
 	rolled := make(chan error, 1)
 	go func() {
+		defer close(stop)
 		time.Sleep(1500 * time.Millisecond)
-		out, err := f.run("roll")
-		if err == nil && strings.TrimSpace(out) != f.url {
-			err = fmt.Errorf("fleet roll printed %q, want the URL", out)
+		// The second roll is given FLEET_DIR only.
+		for _, env := range [][]string{f.env, f.dirOnly()} {
+			out, err := f.runEnv(env, "roll")
+			if err == nil && strings.TrimSpace(out) != f.url {
+				err = fmt.Errorf("fleet roll printed %q, want the URL", out)
+			}
+			if err != nil {
+				rolled <- err
+				return
+			}
+			var now []int
+			for n := 1; n <= 3; n++ {
+				b, _ := os.ReadFile(filepath.Join(f.dir, fmt.Sprintf("replica%d.pid", n)))
+				pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+				now = append(now, pid)
+			}
+			pids = append(pids, now)
 		}
-		rolled <- err
-		close(stop)
+		rolled <- nil
 	}()
 	start := time.Now()
 	// About 2.5 s an answer: each replica's drain has streams to finish.
-	turns := load(f, 50, 20, "[sim ttft=50ms gap=40ms tokens=60]", stop)
+	turns := load(f, 50, 40, "[sim ttft=50ms gap=40ms tokens=60]", stop)
 	if err := <-rolled; err != nil {
 		t.Fatalf("fleet roll: %v", err)
 	}
-	for n := 1; n <= 3; n++ {
-		if f.pid(n) == pids[n-1] {
-			t.Errorf("replica %d was not restarted (pid %d)", n, pids[n-1])
+	for r := 1; r < len(pids); r++ {
+		for n := 1; n <= 3; n++ {
+			if pids[r][n-1] == pids[r-1][n-1] {
+				t.Errorf("roll %d did not restart replica %d (pid %d)", r, n, pids[r][n-1])
+			}
 		}
 	}
 	client := newFleetClient(t, f.url)
-	resumed := 0
+	failed, failedTurns, resumed := 0, 0, 0
 	for _, tr := range turns {
+		if len(tr.failed) > 0 {
+			failed += len(tr.failed)
+			failedTurns++
+			t.Errorf("%q: %s", tr.message, strings.Join(tr.failed, "; "))
+		}
 		if tr.err != nil {
 			t.Errorf("%q: %v (statuses %v)", tr.message, tr.err, tr.statuses)
 			continue
@@ -727,8 +812,23 @@ func fleetRollingDeploy(t *testing.T, f *fleet) {
 			t.Errorf("nginx answered %d %d times", code, n)
 		}
 	}
-	t.Logf("rolling deploy: %d turns in %v, %d resumed over another connection; nginx statuses %v; %d connections refused and sent to the next replica",
-		len(turns), time.Since(start).Round(time.Millisecond), resumed, statuses, f.refusals())
+	// Each replica stopped completing new connections before it closed
+	// its listener (Linux; elsewhere the listener just closes).
+	var drains []string
+	filtered := 0
+	for _, d := range f.listenerCloses() {
+		if !slices.Contains(closes, d) {
+			drains = append(drains, d)
+			if strings.Contains(d, "refusing_new=true") {
+				filtered++
+			}
+		}
+	}
+	if len(drains) != 6 || (runtime.GOOS == "linux" && filtered != 6) {
+		t.Errorf("the replicas logged %d listener closes, %d of them after refusing new connections, want 6 and 6:\n%s", len(drains), filtered, strings.Join(drains, "\n"))
+	}
+	t.Logf("two rolling deploys under 50 keep-alive clients: %d turns in %v; %d failed requests in %d turns; %d turns resumed over another connection; nginx statuses %v; %d connections refused and sent to the next replica; %d listener closes, %d after refusing new connections",
+		len(turns), time.Since(start).Round(time.Millisecond), failed, failedTurns, resumed, statuses, f.refusals()-refused, len(drains), filtered)
 }
 
 // fleetKill (issues 19, 33): replica 2 is killed (SIGKILL) under 50

@@ -2,13 +2,17 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,5 +247,67 @@ func TestShutdownWholeAnswer(t *testing.T) {
 			t.Errorf("%s cut by shutdown: %d %s (Retry-After %q), want 503 %s", tc.path, resp.StatusCode, b, resp.Header.Get("Retry-After"), tc.want)
 		}
 		stop()
+	}
+}
+
+// TestShutdownResetsNoConnection (issue 35): a load balancer that learns
+// a replica is draining only from a refused connection, as open-source
+// nginx does, goes on connecting to it until its listener closes; a
+// connection the kernel completed in that last instant, before the
+// server took it, must not be reset when the listener closes, for by
+// then the balancer has sent its request (nginx does not resend a POST
+// that went out: the client would get 502). Clients opening connection
+// after connection while the gateway shuts down each get an answer, or
+// a refused connection (which nginx retries on another replica), never a
+// connection reset or closed after their request went out.
+func TestShutdownResetsNoConnection(t *testing.T) {
+	_, url, stop := serveWithDrain(t, 5*time.Second)
+	addr := strings.TrimPrefix(url, "http://")
+	var answered, refused, lost atomic.Int32
+	var lostErr atomic.Value
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for !stopped.Load() {
+				c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+				if err != nil {
+					if errors.Is(err, syscall.ECONNREFUSED) {
+						refused.Add(1)
+					} else {
+						lost.Add(1)
+						lostErr.Store(err.Error())
+					}
+					continue
+				}
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: "+addr+"\r\nConnection: close\r\n\r\n")
+				var status []byte
+				if err == nil {
+					status = make([]byte, 12)
+					_, err = io.ReadFull(c, status)
+				}
+				c.Close()
+				if err == nil && string(status) == "HTTP/1.1 200" {
+					answered.Add(1)
+				} else {
+					lost.Add(1)
+					lostErr.Store(fmt.Sprintf("%q, %v", status, err))
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Errorf("Serve returned %v", err)
+	}
+	stopped.Store(true)
+	wg.Wait()
+	t.Logf("%d connections answered, %d refused, %d lost", answered.Load(), refused.Load(), lost.Load())
+	if lost.Load() > 0 {
+		t.Errorf("%d connections were lost after the request went out (the last: %v)", lost.Load(), lostErr.Load())
+	}
+	if answered.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("%d answered, %d refused: the test proves nothing", answered.Load(), refused.Load())
 	}
 }

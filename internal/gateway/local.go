@@ -58,7 +58,7 @@ func (g *Gateway) Listen(ctx context.Context) (ln net.Listener, local bool, err 
 	if local && !isLoopback(g.cfg.Listen) {
 		return nil, false, fmt.Errorf("no API keys exist, so firstword would serve anyone as the local user: it only does that on a loopback address, not %s. Create a key with \"firstword keys create --tenant NAME\", give one in %s, or listen on 127.0.0.1", g.cfg.Listen, AdminKeyEnv)
 	}
-	ln, err = net.Listen("tcp", g.cfg.Listen)
+	ln, err = ListenTCP(g.cfg.Listen)
 	return ln, local, err
 }
 

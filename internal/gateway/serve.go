@@ -17,8 +17,9 @@ import (
 
 // Serve serves on ln until ctx ends, then shuts down gracefully: /readyz
 // answers 503 for the config's shutdown_delay while requests are still
-// served, then Serve stops accepting and lets open streams finish for
-// shutdown_timeout, then cancels the rest (they end with an error event
+// served, then Serve stops accepting (losing no connection already made:
+// see quiesce) and lets open streams finish for shutdown_timeout, then
+// cancels the rest (they end with an error event
 // and are recorded). It returns nil after a shutdown, or the error that
 // stopped the listener. Call it once; Close the gateway after it returns.
 // mw, if any, wrap the gateway's handler, the first outermost (what embeds
@@ -31,17 +32,21 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Ha
 	for i := len(mw) - 1; i >= 0; i-- {
 		handler = mw[i](handler)
 	}
+	first := newFirstRequests()
 	srv := &http.Server{
-		Handler: handler,
+		Handler: first.handler(handler),
 		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
 		// take it off, so the limit is the configured one.
 		MaxHeaderBytes:    max(g.cfg.MaxHeaderBytes-4096, 1),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return httpapi.WithLifetime(base) },
+		ConnContext:       first.connContext,
+		ConnState:         first.connState,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
+	raw := ln
 	// Requests framed two ways at once (Content-Length and
 	// Transfer-Encoding) are refused with 400 and a closed connection
 	// before net/http would serve them as chunked.
@@ -88,6 +93,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Ha
 		case <-time.After(d):
 		}
 	}
+	g.quiesce(raw, first)
 	g.log.Info("shutting down", "drain", drain.String())
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()

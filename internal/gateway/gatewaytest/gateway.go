@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -58,7 +57,7 @@ func Start(t testing.TB, cfg *config.Config, mw ...func(http.Handler) http.Handl
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := gateway.ListenTCP("127.0.0.1:0")
 	if err != nil {
 		gw.Close()
 		t.Fatal(err)
