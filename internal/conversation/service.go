@@ -139,6 +139,11 @@ type Input struct {
 	TenantID       string
 	UserID         string
 	ConversationID string // empty starts a new conversation
+	// CreateMissing creates the conversation ConversationID names when
+	// the tenant has none of that ID (the AI SDK's client-chosen chat ids,
+	// which httpapi maps to an ID of the tenant and user): the first turn
+	// of a chat creates it.
+	CreateMissing bool
 	// SharedConversations lets the user continue another user's
 	// conversation of the same tenant; otherwise it is not found.
 	SharedConversations bool
@@ -251,13 +256,17 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
 		// Another user's conversation is reported as not found, not forbidden:
 		// its existence is not revealed.
-		if errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations {
+		switch {
+		case errors.Is(err, store.ErrNotFound) && in.CreateMissing:
+			t.conv = &store.Conversation{ID: in.ConversationID, TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
+			t.created = true
+		case errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations:
 			return nil, ErrNotFound
-		}
-		if err != nil {
+		case err != nil:
 			return nil, err
+		default:
+			t.conv = c
 		}
-		t.conv = c
 	} else {
 		t.conv = &store.Conversation{ID: store.NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
 		t.created = true
