@@ -290,6 +290,14 @@ func (t *Turn) write(ctx context.Context) {
 	st := t.s.opt.Store
 	if t.created {
 		t.writeErr = st.CreateConversation(ctx, t.conv, t.user, t.assistant)
+		if t.writeErr != nil && t.in.CreateMissing {
+			// Another turn of the same chat may have created it since it
+			// was read: this one is then added to it.
+			if c, err := st.GetConversation(ctx, t.in.TenantID, t.conv.ID); err == nil && c.UserID == t.in.UserID {
+				t.created, t.conv = false, c
+				t.writeErr = st.AddMessages(ctx, t.user, t.assistant)
+			}
+		}
 	} else if err := st.AddMessages(ctx, t.user, t.assistant); errors.Is(err, store.ErrNotFound) {
 		t.writeErr = ErrNotFound
 	} else {
