@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/journal"
+	redisjournal "github.com/firstword/firstword/internal/journal/redis"
+	"github.com/firstword/firstword/internal/redisconn"
 	"github.com/firstword/firstword/internal/store"
 )
 
@@ -332,5 +335,73 @@ func TestUIChatError(t *testing.T) {
 	md := cs[5]["messageMetadata"].(map[string]any)
 	if md["code"] == nil || md["status"] == nil {
 		t.Errorf("error metadata %v", md)
+	}
+}
+
+// TestUIChatResumeOnAnotherServer: the AI SDK's reconnect reaches
+// another server sharing the store and the journal, which replays the
+// answer from its start with the same messageId and follows it live;
+// with the Redis journal when FIRSTWORD_TEST_REDIS_URL is set.
+func TestUIChatResumeOnAnotherServer(t *testing.T) {
+	journals := map[string]func(t *testing.T) (journal.Journal, journal.Journal){
+		"memory": func(t *testing.T) (journal.Journal, journal.Journal) {
+			j := journal.NewMemory(journal.Options{})
+			t.Cleanup(func() { j.Close() })
+			return j, j
+		},
+		"redis": func(t *testing.T) (journal.Journal, journal.Journal) {
+			url := os.Getenv("FIRSTWORD_TEST_REDIS_URL")
+			if url == "" {
+				t.Skip("FIRSTWORD_TEST_REDIS_URL not set: skipping the Redis journal")
+			}
+			o := journal.Options{KeyPrefix: fmt.Sprintf("fwtest:ui:%d:", time.Now().UnixNano())}
+			open := func() journal.Journal {
+				j, err := redisjournal.Open(t.Context(), redisconn.Server{URL: url}, o, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { j.Close() })
+				return j
+			}
+			return open(), open()
+		},
+	}
+	for name, open := range journals {
+		t.Run(name, func(t *testing.T) {
+			ja, jb := open(t)
+			st := sqliteStore(t)
+			a := thinkingServer(t, st, ja, thinker(3, "answer", false))
+			b := thinkingServer(t, st, jb, thinker(3, "answer", false))
+			resp := uiPost(t, a.URL, uiSubmitBody("chat-moved", "Think first."))
+			first := readChunks(t, resp.Body, func(c uiChunk) bool { return c.typ() == "text-delta" })
+			resp.Body.Close()
+
+			res, err := http.Get(b.URL + "/v1/ui/chat/chat-moved/stream")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Fatalf("resume on the other server: %d", res.StatusCode)
+			}
+			got := make(chan []uiChunk, 1)
+			go func() { got <- readChunks(t, res.Body, nil) }()
+			time.Sleep(100 * time.Millisecond)
+			stop, err := http.Post(b.URL+"/v1/ui/chat/chat-moved/stop", "application/json", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop.Body.Close()
+			replay := <-got
+			if replay[0].typ() != "start" || replay[0]["messageId"] != first[0]["messageId"] {
+				t.Errorf("replay starts %v, want the start of %v", replay[0], first[0]["messageId"])
+			}
+			if text, reasoning := uiText(replay); text != "Hello" || reasoning != "step 1. step 2. step 3. " {
+				t.Errorf("replay text %q reasoning %q", text, reasoning)
+			}
+			if last := replay[len(replay)-1]; last.typ() != "[DONE]" || replay[len(replay)-2].typ() != "finish" {
+				t.Errorf("replay ends %v", replay[len(replay)-3:])
+			}
+		})
 	}
 }
