@@ -44,10 +44,7 @@ const maxChatIDBytes = 256
 // rather than answering 204.
 const uiReplayWindow = 10 * time.Second
 
-func setUIHeaders(h http.Header) {
-	h.Set(uiStreamHeader, "v1")
-	h.Set("X-Accel-Buffering", "no")
-}
+func setUIHeaders(h http.Header) { h.Set(uiStreamHeader, "v1") }
 
 // uiChatRequest is the body of the AI SDK's DefaultChatTransport: the
 // chat's id, its messages (UIMessages), the trigger and the message id,

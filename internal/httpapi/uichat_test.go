@@ -405,3 +405,91 @@ func TestUIChatResumeOnAnotherServer(t *testing.T) {
 		})
 	}
 }
+
+// TestUIEncoder: each /v1/chat event's UI message chunks, in a row of
+// events as one answer sends them.
+func TestUIEncoder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		evs  []journal.Event // Kind and Data
+		want string
+	}{
+		{
+			name: "a thinking restart closes the part; redacted thinking and rewinds send nothing",
+			evs: []journal.Event{
+				{Kind: "meta", Data: []byte(`{"message_id":"m1"}`)},
+				{Kind: "thinking", Data: []byte(`{"text":"a"}`)},
+				{Kind: "thinking", Data: []byte(`{"restart":true}`)},
+				{Kind: "thinking", Data: []byte(`{"redacted":true}`)},
+				{Kind: "thinking", Data: []byte(`{"text":"b"}`)},
+				{Kind: "rewind", Data: []byte(`{"offset":0}`)},
+				{Kind: "delta", Data: []byte(`{"text":"x\"y"}`)},
+				{Kind: "done", Data: []byte(`{"finish_reason":"cancelled"}`)},
+				{Kind: "delta", Data: []byte(`{"text":"after the end"}`)},
+			},
+			want: `data: {"type":"start","messageId":"m1","messageMetadata":{"message_id":"m1"}}
+
+data: {"type":"start-step"}
+
+data: {"type":"reasoning-start","id":"reasoning-0"}
+
+data: {"type":"reasoning-delta","id":"reasoning-0","delta":"a"}
+
+data: {"type":"reasoning-end","id":"reasoning-0"}
+
+data: {"type":"reasoning-start","id":"reasoning-1"}
+
+data: {"type":"reasoning-delta","id":"reasoning-1","delta":"b"}
+
+data: {"type":"reasoning-end","id":"reasoning-1"}
+
+data: {"type":"text-start","id":"text-2"}
+
+data: {"type":"text-delta","id":"text-2","delta":"x\"y"}
+
+data: {"type":"text-end","id":"text-2"}
+
+data: {"type":"finish-step"}
+
+data: {"type":"finish","finishReason":"other","messageMetadata":{"finish_reason":"cancelled"}}
+
+data: [DONE]
+
+`,
+		},
+		{
+			name: "an error without a message says its code",
+			evs: []journal.Event{
+				{Kind: "meta", Data: []byte(`{"message_id":"m1"}`)},
+				{Kind: "error", Data: []byte(`{"code":"interrupted"}`)},
+			},
+			want: `data: {"type":"start","messageId":"m1","messageMetadata":{"message_id":"m1"}}
+
+data: {"type":"start-step"}
+
+data: {"type":"message-metadata","messageMetadata":{"code":"interrupted"}}
+
+data: {"type":"error","errorText":"interrupted"}
+
+data: [DONE]
+
+`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e uiEncoder
+			var b []byte
+			for _, ev := range tc.evs {
+				b = e.append(b, ev)
+			}
+			if diff := cmp.Diff(tc.want, string(b)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	for in, want := range map[string]string{"stop": "stop", "length": "length", "content_filter": "content-filter", "tool_calls": "tool-calls", "timeout": "other", "": "other"} {
+		if got := uiFinishReason(in); got != want {
+			t.Errorf("uiFinishReason(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
