@@ -21,6 +21,11 @@ type uiShown struct {
 	Status   string   `json:"status"`
 	Error    string   `json:"error"`
 	Errors   []string `json:"errors"`
+	// Stop is the stop route's answer (the "stopped" case).
+	Stop *struct {
+		Status int            `json:"status"`
+		Body   map[string]any `json:"body"`
+	} `json:"stop"`
 	Messages []struct {
 		ID        string         `json:"id"`
 		Role      string         `json:"role"`
@@ -126,6 +131,16 @@ models:
 		t.Errorf("resumed: %q (%s) %+v\nwant the clean run's %q with the same message id", resumed, resumedID, res["resumed"], clean)
 	}
 
+	if r := res["stopped"]; r.Status != "ready" || r.Stop == nil || r.Stop.Status != 200 || r.Stop.Body["stopped"] != true || r.Stop.Body["status"] != "cancelled" {
+		t.Errorf("stopped: %+v; want the stop route to stop the answer the SDK's stop() left running", r)
+	} else if stopID, stopped := answer("stopped"); stopped == "" || len(stopped) >= len(clean) {
+		t.Errorf("stopped: %q, want part of the answer", stopped)
+	} else if conv, _ := r.Messages[1].Metadata["conversation_id"].(string); conv == "" {
+		t.Errorf("stopped: no conversation in %v", r.Messages[1].Metadata)
+	} else if _, c := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+conv, keys["acme"]); len(c["messages"].([]any)) != 2 ||
+		c["messages"].([]any)[1].(map[string]any)["status"] != "cancelled" || c["messages"].([]any)[1].(map[string]any)["id"] != stopID {
+		t.Errorf("the stopped answer is stored as %v", c)
+	}
 	if r := res["reasoning"]; len(r.Messages) != 2 || r.Messages[1].Reasoning == "" || r.Messages[1].Text == "" || r.Messages[1].Parts[len(r.Messages[1].Parts)-1] != "text" {
 		t.Errorf("reasoning: %+v; want reasoning parts, then the text", r)
 	}

@@ -94,6 +94,19 @@ const out = {};
   await r.resumeStream();
   out.resumed = shown(r);
 }
+// stop() aborts the fetch (the answer goes on for the grace window); the
+// stop route stops it at once, and it is stored cancelled.
+{
+  const c = chat('chat-stop', keyA);
+  const sending = c.sendMessage({ text: long });
+  while (!(c.messages[1]?.parts ?? []).some(p => p.type === 'text' && p.text.length > 0)) {
+    await new Promise(r => setTimeout(r, 10));
+  }
+  await c.stop();
+  await sending;
+  const resp = await fetch(`${base}/v1/ui/chat/chat-stop/stop`, { method: 'POST', headers: { Authorization: 'Bearer ' + keyA } });
+  out.stopped = { ...shown(c), stop: { status: resp.status, body: await resp.json() } };
+}
 // Thinking is reasoning parts.
 {
   const c = chat('chat-think', keyA, { model: 'reasoner' });
