@@ -18,9 +18,9 @@ import (
 // uiShown is what internal/cli/testdata/aisdk/usechat.mjs reports of one
 // chat: its status, error and messages as the AI SDK holds them.
 type uiShown struct {
-	Status   string   `json:"status"`
-	Error    string   `json:"error"`
-	Errors   []string `json:"errors"`
+	Status string   `json:"status"`
+	Error  string   `json:"error"`
+	Errors []string `json:"errors"`
 	// Stop is the stop route's answer (the "stopped" case).
 	Stop *struct {
 		Status int            `json:"status"`
