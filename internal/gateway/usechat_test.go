@@ -122,6 +122,15 @@ models:
 		t.Errorf("regenerated: %+v; want a new answer (the sim's same text) replacing %s", res["regenerated"], plainID)
 	}
 
+	// GET /v1/ui/chat/{id}/messages: the stored chat as UIMessages.
+	if l, r := res["loaded"], res["regenerated"]; len(l.Messages) != 2 || l.Messages[1].ID != r.Messages[1].ID || l.Messages[1].Text != r.Messages[1].Text ||
+		l.Messages[0].Text != r.Messages[0].Text || l.Messages[1].Metadata["cost"] == nil || l.Messages[1].Metadata["conversation_id"] != conv {
+		t.Errorf("loaded: %+v\nwant the regenerated chat's messages (ids, text) with metadata", l)
+	}
+	if l, r := res["reasoning_loaded"], res["reasoning"]; len(l.Messages) != 2 || l.Messages[1].Reasoning != r.Messages[1].Reasoning || l.Messages[1].Text != r.Messages[1].Text {
+		t.Errorf("reasoning_loaded: %+v\nwant the reasoning and text shown", l)
+	}
+
 	_, clean := answer("clean")
 	if r := res["cut"]; r.Status != "error" || len(r.Messages) != 2 || r.Messages[1].Text == "" || len(r.Messages[1].Text) >= len(clean) {
 		t.Errorf("cut: %+v; want a partial answer and a disconnect", r)

@@ -31,6 +31,7 @@ func (s *Server) routes() {
 		s.mux.Handle("POST /v1/ui/chat", route(s.uiChat))
 		s.mux.Handle("GET /v1/ui/chat/{id}/stream", route(s.uiResumeStream))
 		s.mux.Handle("POST /v1/ui/chat/{id}/stop", route(s.uiStop))
+		s.mux.Handle("GET /v1/ui/chat/{id}/messages", route(s.uiMessages))
 		s.mux.Handle("GET /v1/usage", route(s.usage))
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)

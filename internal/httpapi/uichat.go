@@ -187,6 +187,75 @@ func (s *Server) uiResumeStream(w http.ResponseWriter, r *http.Request) error {
 	return s.followAnswer(w, r, p, m, position{seq: -1}, &uiEncoder{})
 }
 
+// uiMessages serves GET /v1/ui/chat/{id}/messages: the chat's stored
+// messages as the AI SDK's UIMessages (useChat's initial messages): each
+// with firstword's message id, its thinking as a reasoning part and its
+// text as a text part, and as metadata what GET /v1/conversations/{id}
+// says of the message (status, usage, cost, timings, error...) with the
+// conversation's id. A chat with no turn yet has none.
+func (s *Server) uiMessages(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, nil)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		Type  string `json:"type"`
+		Text  string `json:"text"`
+		State string `json:"state,omitempty"`
+	}
+	type uiMsg struct {
+		ID       string         `json:"id"`
+		Role     string         `json:"role"`
+		Parts    []part         `json:"parts"`
+		Metadata map[string]any `json:"metadata,omitempty"`
+	}
+	out := []uiMsg{}
+	c, err := s.conversation(r.Context(), p, uiConversationID(p, r.PathValue("id")))
+	if errors.Is(err, store.ErrNotFound) {
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	if err != nil {
+		return s.storeError(err)
+	}
+	msgs, err := s.opt.Store.ListMessages(r.Context(), p.TenantID, c.ID)
+	if err != nil {
+		return s.storeError(err)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		u := uiMsg{ID: m.ID, Role: m.Role, Parts: []part{}}
+		state := "done"
+		if m.Status == store.StatusStreaming {
+			state = "streaming"
+		}
+		if m.Role == "assistant" {
+			if th := storedThinking(m.Thinking); th != nil && th.Text != "" {
+				u.Parts = append(u.Parts, part{Type: "reasoning", Text: th.Text, State: state})
+			}
+			j := msgJSON(m)
+			j.Content, j.Thinking = "", nil
+			b, _ := json.Marshal(j)
+			json.Unmarshal(b, &u.Metadata)
+			delete(u.Metadata, "content")
+			delete(u.Metadata, "seq")
+			delete(u.Metadata, "id")
+			delete(u.Metadata, "role")
+			u.Metadata["conversation_id"], u.Metadata["message_id"] = c.ID, m.ID
+		}
+		if m.Content != "" || m.Role == "user" {
+			tp := part{Type: "text", Text: m.Content}
+			if m.Role == "assistant" {
+				tp.State = state
+			}
+			u.Parts = append(u.Parts, tp)
+		}
+		out = append(out, u)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // uiStop serves POST /v1/ui/chat/{id}/stop: the chat's answer is
 // stopped as POST /v1/conversations/{id}/stop does.
 func (s *Server) uiStop(w http.ResponseWriter, r *http.Request) error {

@@ -207,6 +207,15 @@ func TestUIChatRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Errorf("GET stream of an unknown chat: %d, want 204", resp.StatusCode)
 	}
+	resp, err = http.Get(srv.URL + "/v1/ui/chat/never/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("GET messages of an unknown chat: %d %s, want 200 []", resp.StatusCode, b)
+	}
 }
 
 // TestUIChatIDsScoped: a chat id is the tenant's and the user's: the

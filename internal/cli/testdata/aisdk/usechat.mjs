@@ -82,6 +82,11 @@ const out = {};
   out.plain = shown(c);
   await c.regenerate();
   out.regenerated = shown(c);
+  // What a page loads as useChat's initial messages.
+  const loaded = await (await fetch(`${base}/v1/ui/chat/chat-plain/messages`, { headers: { Authorization: 'Bearer ' + keyA } })).json();
+  const again = new Chat({ id: 'chat-plain' });
+  again.state.messages = loaded;
+  out.loaded = { status: again.status, error: '', errors: [], messages: shown(again).messages };
 }
 // The clean run of the long answer, and one cut mid-answer and resumed.
 {
@@ -112,6 +117,8 @@ const out = {};
   const c = chat('chat-think', keyA, { model: 'reasoner' });
   await c.sendMessage({ text: 'Why is the sky blue? [sim think=60ms tokens=8 gap=1ms ttft=5ms]' });
   out.reasoning = shown(c);
+  const loaded = await (await fetch(`${base}/v1/ui/chat/chat-think/messages`, { headers: { Authorization: 'Bearer ' + keyA } })).json();
+  out.reasoning_loaded = { status: 'ready', error: '', errors: [], messages: shown({ status: 'ready', errors: [], messages: loaded }).messages };
 }
 // An upstream failure mid-answer is an error.
 {
