@@ -103,7 +103,7 @@ const out = {};
 // stop route stops it at once, and it is stored cancelled.
 {
   const c = chat('chat-stop', keyA);
-  const sending = c.sendMessage({ text: long });
+  const sending = c.sendMessage({ text: 'tell me more [sim ttft=5ms gap=20ms tokens=300]' });
   while (!(c.messages[1]?.parts ?? []).some(p => p.type === 'text' && p.text.length > 0)) {
     await new Promise(r => setTimeout(r, 10));
   }
