@@ -139,6 +139,11 @@ type Input struct {
 	TenantID       string
 	UserID         string
 	ConversationID string // empty starts a new conversation
+	// CreateMissing creates the conversation ConversationID names when
+	// the tenant has none of that ID (the AI SDK's client-chosen chat ids,
+	// which httpapi maps to an ID of the tenant and user): the first turn
+	// of a chat creates it.
+	CreateMissing bool
 	// SharedConversations lets the user continue another user's
 	// conversation of the same tenant; otherwise it is not found.
 	SharedConversations bool
@@ -251,13 +256,17 @@ func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
 		c, err := s.opt.Store.GetConversation(ctx, in.TenantID, in.ConversationID)
 		// Another user's conversation is reported as not found, not forbidden:
 		// its existence is not revealed.
-		if errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations {
+		switch {
+		case errors.Is(err, store.ErrNotFound) && in.CreateMissing:
+			t.conv = &store.Conversation{ID: in.ConversationID, TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
+			t.created = true
+		case errors.Is(err, store.ErrNotFound) || err == nil && c.UserID != in.UserID && !in.SharedConversations:
 			return nil, ErrNotFound
-		}
-		if err != nil {
+		case err != nil:
 			return nil, err
+		default:
+			t.conv = c
 		}
-		t.conv = c
 	} else {
 		t.conv = &store.Conversation{ID: store.NewID("conv_"), TenantID: in.TenantID, UserID: in.UserID, Title: title(content), Model: in.Model, CreatedAt: now, UpdatedAt: now}
 		t.created = true
@@ -281,6 +290,14 @@ func (t *Turn) write(ctx context.Context) {
 	st := t.s.opt.Store
 	if t.created {
 		t.writeErr = st.CreateConversation(ctx, t.conv, t.user, t.assistant)
+		if t.writeErr != nil && t.in.CreateMissing {
+			// Another turn of the same chat may have created it since it
+			// was read: this one is then added to it.
+			if c, err := st.GetConversation(ctx, t.in.TenantID, t.conv.ID); err == nil && c.UserID == t.in.UserID {
+				t.created, t.conv = false, c
+				t.writeErr = st.AddMessages(ctx, t.user, t.assistant)
+			}
+		}
 	} else if err := st.AddMessages(ctx, t.user, t.assistant); errors.Is(err, store.ErrNotFound) {
 		t.writeErr = ErrNotFound
 	} else {

@@ -35,6 +35,9 @@ func TestPrepareErrors(t *testing.T) {
 		{name: "store down reading the conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errGet = storeDown }, want: []error{storeDown}},
 		{name: "store down adding messages", in: func(in *Input) { in.ConversationID = "conv_1" }, store: func(s *fakeStore) { s.errAdd = storeDown }, want: []error{storeDown}},
 		{name: "store down creating the conversation", store: func(s *fakeStore) { s.errCreate = storeDown }, want: []error{storeDown}},
+		// CreateMissing creates only what the tenant has none of.
+		{name: "another user's conversation, CreateMissing", in: func(in *Input) { in.ConversationID, in.UserID, in.CreateMissing = "conv_1", "u2", true }, want: []error{ErrNotFound}},
+		{name: "store down reading the conversation, CreateMissing", in: func(in *Input) { in.ConversationID, in.CreateMissing = "conv_ui_1", true }, store: func(s *fakeStore) { s.errGet = storeDown }, want: []error{storeDown}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +88,18 @@ func TestPrepare(t *testing.T) {
 		},
 		{name: "existing conversation", in: func(in *Input) { in.ConversationID = "conv_1" }, content: "Hi", messages: 4},
 		{
+			// A client's chat id: the first turn creates its conversation...
+			name:    "CreateMissing, first turn",
+			in:      func(in *Input) { in.ConversationID, in.CreateMissing = "conv_ui_new", true },
+			created: true, title: "Hi", content: "Hi", messages: 2,
+		},
+		{
+			// ...and the next ones continue it.
+			name:    "CreateMissing, existing conversation",
+			in:      func(in *Input) { in.ConversationID, in.CreateMissing = "conv_1", true },
+			content: "Hi", messages: 4,
+		},
+		{
 			name:    "another user's conversation, shared",
 			in:      func(in *Input) { in.ConversationID, in.UserID, in.SharedConversations = "conv_1", "u2", true },
 			content: "Hi", messages: 4,
@@ -121,6 +136,9 @@ func TestPrepare(t *testing.T) {
 				t.Fatalf("Prepare: %v", err)
 			}
 			meta := turn.Meta()
+			if in.ConversationID != "" && meta.ConversationID != in.ConversationID {
+				t.Errorf("conversation %s, want %s", meta.ConversationID, in.ConversationID)
+			}
 			if meta.Created != tt.created || meta.Model != "chat" {
 				t.Errorf("meta %+v; want created %v, model chat", meta, tt.created)
 			}

@@ -184,6 +184,7 @@ func TestRoutesWithoutKey(t *testing.T) {
 	for _, route := range []string{
 		"POST /v1/chat/completions", "POST /v1/responses", "POST /v1/messages", "POST /v1/chat",
 		"GET /v1/conversations", "GET /v1/usage", "GET /v1/budget", "GET /admin/health",
+		"POST /v1/ui/chat", "GET /v1/ui/chat/c1/stream", "POST /v1/ui/chat/c1/stop", "GET /v1/ui/chat/c1/messages",
 	} {
 		method, path, _ := strings.Cut(route, " ")
 		var status int

@@ -38,13 +38,22 @@ const ChatProtocol = "1"
 // error event, and the partial answer is kept. It returns the errors
 // answered before meta.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
+	return s.converse(w, r, false)
+}
+
+// converse runs one /v1/chat turn; ui: the request is the AI SDK's
+// (uichat.go) and the answer goes out as its UI message stream, the same
+// events translated.
+func (s *Server) converse(w http.ResponseWriter, r *http.Request, ui bool) error {
 	start := time.Now()
 	rec := budget.New(start)
 	id := store.NewID("req_")
 	trace := tracing.FromRequest(r)
 	w.Header().Set("X-Request-Id", id)
 	w.Header().Set("X-Trace-Id", trace.String())
-	w.Header().Set("X-Firstword-Protocol", ChatProtocol)
+	if !ui {
+		w.Header().Set("X-Firstword-Protocol", ChatProtocol)
+	}
 	// The waits on the store before the answer starts (the key check, the
 	// conversation's read, the turn's first write) share one store
 	// timeout; the answer's own writes later do not.
@@ -62,10 +71,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return invalid("", "request body: "+err.Error())
+	var uiReq *uiChatRequest
+	if ui {
+		if uiReq, err = parseUIChat(raw); err != nil {
+			return err
+		}
+		body = chatRequest{Model: uiReq.Model, Message: uiReq.lastUserText(), ConversationID: uiConversationID(p, uiReq.ID)}
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			return invalid("", "request body: "+err.Error())
+		}
 	}
 	if body.Model == "" {
 		body.Model = s.defaultModel()
@@ -77,7 +94,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 		return err // before admission: a 404 spends no rate limit
 	}
 	var claim *idempotentSend
-	if key, ok := r.Header["Idempotency-Key"]; ok {
+	if key, ok := r.Header["Idempotency-Key"]; ok && !ui {
 		if err := ParseIdempotencyKey(key[0]); err != nil {
 			return err
 		}
@@ -97,6 +114,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	in := conversation.Input{
 		RequestID: id, TenantID: p.TenantID, UserID: p.UserID, SharedConversations: s.shared(p.TenantID), ConversationID: body.ConversationID,
 		Model: body.Model, Message: body.Message, Call: c,
+	}
+	if ui {
+		// The chat's conversation is made by its first turn; a
+		// regeneration replaces the last exchange with this turn.
+		in.CreateMissing, in.SharedConversations = true, false
+		if uiReq.Trigger == uiRegenerate {
+			text, err := s.dropLastExchange(prep, p, body.ConversationID)
+			if err != nil {
+				return err
+			}
+			in.Message = text
+		}
 	}
 	in.Hints = requestHints(r, p.TenantID)
 	// Set once the answer's journal is begun, before the turn runs.
@@ -120,8 +149,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 	}
 	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
-	es.prelude = []byte("retry: 1000\n\n")
 	ans := s.newAnswer(r, meta.MessageID, es)
+	if ui {
+		es.Header(setUIHeaders)
+		ans.ui = &uiEncoder{}
+	} else {
+		es.prelude = []byte("retry: 1000\n\n")
+	}
 	defer ans.close()
 	jw = ans.jw
 	// meta goes out as soon as the write is done, from its own goroutine
@@ -136,7 +170,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) error {
 			perr := s.prepareError(err)
 			// Nothing was sent: a real status. (A heartbeat may have
 			// committed the response: the turn's error event says it.)
-			if es.Uncommitted(func(w http.ResponseWriter) { dialectOpenAI.writeError(w, perr) }) {
+			if es.Uncommitted(func(w http.ResponseWriter) {
+				if ui {
+					w.Header().Del(uiStreamHeader)
+				}
+				dialectOpenAI.writeError(w, perr)
+			}) {
 				ans.cancel(perr)
 				return
 			}

@@ -153,7 +153,7 @@ func (s *Server) replaySend(w http.ResponseWriter, r *http.Request, p auth.Princ
 		if msgs[i].ID == k.MessageID {
 			w.Header().Set("Idempotent-Replayed", "true")
 			w.Header().Set("X-Firstword-Protocol", ChatProtocol)
-			return s.followAnswer(w, r, p, &msgs[i], position{seq: -1})
+			return s.followAnswer(w, r, p, &msgs[i], position{seq: -1}, nil)
 		}
 	}
 	// The conversation was deleted since.

@@ -64,7 +64,8 @@ type answer struct {
 
 	seq      int64
 	buf      []byte
-	ended    bool // the terminal event was sent
+	ended    bool       // the terminal event was sent
+	ui       *uiEncoder // nil: /v1/chat events; else the AI SDK's UI message stream
 	done     chan struct{}
 	mu       sync.Mutex
 	detached bool
@@ -128,8 +129,12 @@ func (a *answer) event(kind string, data []byte) bool {
 	if a.isDetached() {
 		return a.grace > 0
 	}
-	a.buf = appendEvent(a.buf[:0], a.id, 0, ev)
-	if a.es.Write(a.buf) != nil {
+	if a.ui != nil {
+		a.buf = a.ui.append(a.buf[:0], ev)
+	} else {
+		a.buf = appendEvent(a.buf[:0], a.id, 0, ev)
+	}
+	if len(a.buf) > 0 && a.es.Write(a.buf) != nil {
 		a.detach()
 		return a.jw != nil && a.grace > 0
 	}
@@ -302,25 +307,32 @@ func (s *Server) resumeStream(w http.ResponseWriter, r *http.Request) error {
 	if curMsg != "" && curMsg != m.ID {
 		after = position{seq: -1} // the cursor is an earlier answer's: this one from its start
 	}
-	return s.followAnswer(w, r, p, m, after)
+	return s.followAnswer(w, r, p, m, after, nil)
 }
 
 // followAnswer streams answer m from after its position after (seq -1:
 // from its start), then live to its last event: from the journal, or
 // from the store when it has ended and its journal is gone. A producer
 // found lost is taken over here (see ContinueLost) and followed on.
-func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Principal, m *store.Message, after position) error {
+//
+// ui, if not nil, translates the events into the AI SDK's UI message
+// stream (uichat.go).
+func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Principal, m *store.Message, after position, ui *uiEncoder) error {
 	id := m.ConversationID
 	if s.opt.Journal == nil {
-		return s.withoutJournal(w, m, after.seq)
+		return s.withoutJournal(w, m, after.seq, ui)
 	}
 	if s.opt.Streams != nil {
 		defer s.opt.Streams.Open("resume")()
 	}
 	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
-	es.prelude = []byte("retry: 1000\n\n")
-	es.Header(func(h http.Header) { h.Set("X-Firstword-Protocol", ChatProtocol) })
+	if ui != nil {
+		es.Header(setUIHeaders)
+	} else {
+		es.prelude = []byte("retry: 1000\n\n")
+		es.Header(func(h http.Header) { h.Set("X-Firstword-Protocol", ChatProtocol) })
+	}
 	ctx, stop := followContext(r)
 	defer stop()
 	buf := make([]byte, 0, 256)
@@ -329,8 +341,12 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 		if !f.send(ev) {
 			return true
 		}
-		buf = appendEvent(buf[:0], m.ID, f.gen, ev)
-		if es.Write(buf) != nil {
+		if ui != nil {
+			buf = ui.append(buf[:0], ev)
+		} else {
+			buf = appendEvent(buf[:0], m.ID, f.gen, ev)
+		}
+		if len(buf) > 0 && es.Write(buf) != nil {
 			return false
 		}
 		f.at = position{f.gen, ev.Seq}
@@ -392,7 +408,12 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 			m = now
 		}
 		var answered error
-		es.Uncommitted(func(w http.ResponseWriter) { answered = s.withoutJournal(w, m, after.seq) })
+		es.Uncommitted(func(w http.ResponseWriter) {
+			if ui != nil {
+				w.Header().Del(uiStreamHeader)
+			}
+			answered = s.withoutJournal(w, m, after.seq, ui)
+		})
 		return answered
 	case err == nil && !es.Committed():
 		// Nothing after the cursor, and the answer has ended: nothing to
@@ -444,6 +465,10 @@ func (s *Server) followAnswer(w http.ResponseWriter, r *http.Request, p auth.Pri
 		ev = map[string]any{"message_id": m.ID, "code": "journal_unavailable", "message": "the answer's journal could not be read; resume again", "retryable": true, "status": now.Status}
 	}
 	data, _ := json.Marshal(ev)
+	if ui != nil {
+		es.Write(ui.append(buf[:0], journal.Event{Kind: journal.KindError, Data: data}))
+		return nil
+	}
 	es.Write(append(append(append(buf[:0], "event: error\ndata: "...), data...), "\n\n"...))
 	return nil
 }
@@ -555,7 +580,7 @@ func followContext(r *http.Request) (context.Context, context.CancelFunc) {
 // finished one whose journal is gone (resume.retain). A finished answer
 // is replayed from the store from its start; a cursor into it gets 204,
 // the stored message being the answer.
-func (s *Server) withoutJournal(w http.ResponseWriter, m *store.Message, after int64) error {
+func (s *Server) withoutJournal(w http.ResponseWriter, m *store.Message, after int64, ui *uiEncoder) error {
 	switch {
 	case m.Status == store.StatusStreaming:
 		return errNoSharedJournal
@@ -564,17 +589,21 @@ func (s *Server) withoutJournal(w http.ResponseWriter, m *store.Message, after i
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	return s.replayStored(w, m)
+	return s.replayStored(w, m, ui)
 }
 
 // replayStored sends a finished answer whose journal is gone from the
 // store: meta, its thinking as one thinking event (and one per redacted
 // block), its whole text as one delta, and its last event.
-func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
+func (s *Server) replayStored(w http.ResponseWriter, m *store.Message, ui *uiEncoder) error {
 	es := newEventStream(w, commentHeartbeat, s.opt.Heartbeat, s.opt.WriteTimeout)
 	defer es.Close()
 	es.Header(func(h http.Header) {
-		h.Set("X-Firstword-Protocol", ChatProtocol)
+		if ui != nil {
+			setUIHeaders(h)
+		} else {
+			h.Set("X-Firstword-Protocol", ChatProtocol)
+		}
 		h.Set("X-Firstword-Resume", "stored")
 	})
 	meta, _ := json.Marshal(map[string]any{"conversation_id": m.ConversationID, "message_id": m.ID, "model": m.Model, "created": false})
@@ -598,8 +627,12 @@ func (s *Server) replayStored(w http.ResponseWriter, m *store.Message) error {
 	evs = append(evs, storedEnding(m, int64(len(evs))))
 	var buf []byte
 	for _, ev := range evs {
-		buf = appendEvent(buf[:0], m.ID, 0, ev)
-		if es.Write(buf) != nil {
+		if ui != nil {
+			buf = ui.append(buf[:0], ev)
+		} else {
+			buf = appendEvent(buf[:0], m.ID, 0, ev)
+		}
+		if len(buf) > 0 && es.Write(buf) != nil {
 			break
 		}
 	}

@@ -27,6 +27,11 @@ func (s *Server) routes() {
 		s.mux.Handle("DELETE /v1/conversations/{id}", route(s.deleteConversation))
 		s.mux.Handle("GET /v1/conversations/{id}/stream", route(s.resumeStream))
 		s.mux.Handle("POST /v1/conversations/{id}/stop", route(s.stopAnswer))
+		// The AI SDK's UI message stream (uichat.go).
+		s.mux.Handle("POST /v1/ui/chat", route(s.uiChat))
+		s.mux.Handle("GET /v1/ui/chat/{id}/stream", route(s.uiResumeStream))
+		s.mux.Handle("POST /v1/ui/chat/{id}/stop", route(s.uiStop))
+		s.mux.Handle("GET /v1/ui/chat/{id}/messages", route(s.uiMessages))
 		s.mux.Handle("GET /v1/usage", route(s.usage))
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
