@@ -244,19 +244,9 @@ func (r *Counts) run(batch []op) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout(answered))
-	if len(calls) == 1 {
-		calls[0].v, calls[0].err = batchScript.Run(ctx, r.c, calls[0].keys, calls[0].args...).Slice()
-	} else {
-		pipe := r.c.Pipeline()
-		cmds := make([]*goredis.Cmd, len(calls))
-		for i, cl := range calls {
-			// Eval, not EvalSha: in a pipeline, a NOSCRIPT cannot fall back.
-			cmds[i] = batchScript.Eval(ctx, pipe, cl.keys, cl.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-		for i, cl := range calls {
-			cl.v, cl.err = cmds[i].Slice()
-		}
+	cmds := r.evalEach(ctx, batchScript, calls)
+	for i, cl := range calls {
+		cl.v, cl.err = cmds[i].Slice()
 	}
 	cancel()
 	now := r.now()
@@ -283,6 +273,22 @@ type call struct {
 	background int
 	v          []any
 	err        error
+}
+
+// evalEach runs s once for each call: one alone as EVALSHA (falling
+// back to EVAL), more in one pipeline as EVAL (in a pipeline, a NOSCRIPT
+// cannot fall back).
+func (r *Counts) evalEach(ctx context.Context, s *goredis.Script, calls []*call) []*goredis.Cmd {
+	if len(calls) == 1 {
+		return []*goredis.Cmd{s.Run(ctx, r.c, calls[0].keys, calls[0].args...)}
+	}
+	pipe := r.c.Pipeline()
+	cmds := make([]*goredis.Cmd, len(calls))
+	for i, cl := range calls {
+		cmds[i] = s.Eval(ctx, pipe, cl.keys, cl.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
 }
 
 // answer hands out one script call's answers (or its error).

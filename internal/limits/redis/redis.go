@@ -223,10 +223,6 @@ func (r *Counts) Renew(ctx context.Context, _ map[string][]string) error {
 	}
 	// One script call per tenant on a cluster (a script touches one
 	// slot), all in one pipeline; one call on a server.
-	type call struct {
-		keys []string
-		args []any
-	}
 	var calls []*call
 	byTag := map[string]*call{}
 	for i, k := range keys {
@@ -245,13 +241,7 @@ func (r *Counts) Renew(ctx context.Context, _ map[string][]string) error {
 		cl.args = append(cl.args, members[i])
 	}
 	renewed := r.now()
-	pipe := r.c.Pipeline()
-	cmds := make([]*goredis.Cmd, len(calls))
-	for i, cl := range calls {
-		cmds[i] = renewScript.Eval(ctx, pipe, cl.keys, cl.args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, c := range cmds {
+	for _, c := range r.evalEach(ctx, renewScript, calls) {
 		if err := c.Err(); err != nil {
 			return fmt.Errorf("redis: renew: %w", err)
 		}
