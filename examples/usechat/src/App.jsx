@@ -62,7 +62,7 @@ function Chat({ id, initial }) {
     <main data-status={status} style={{ maxWidth: 720, margin: '2rem auto', fontFamily: 'system-ui, sans-serif' }}>
       <h1 style={{ fontSize: '1.2rem' }}>useChat on firstword</h1>
       {messages.map((m) => (
-        <div key={m.id} className="message" data-role={m.role} data-id={m.id} style={{ margin: '1rem 0' }}>
+        <div key={m.id} className="message" data-role={m.role} data-id={m.id} data-conversation={m.metadata?.conversation_id} style={{ margin: '1rem 0' }}>
           <strong>{m.role === 'user' ? 'You' : 'firstword'}</strong>
           {m.parts.map((p, i) =>
             p.type === 'reasoning' ? (
