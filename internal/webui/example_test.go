@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 // firstword: its production build (dist/, `npm run build`) is served by a
 // server that proxies /v1 to the gateway, as the example's dev server does.
 // A message typed into the page streams in (the answer grows on screen
-// over several renders) and ends equal to the answer firstword stored. It
-// skips when the example is not built (.ci/run builds it) or, as every
+// over several renders) and ends equal to the answer firstword stored; a
+// reload shows the stored chat; the Stop button stops a long answer, stored
+// cancelled at once. It skips when the example is not built (.ci/run builds it) or, as every
 // browser test, without Chromium.
 func TestUseChatExample(t *testing.T) {
 	dist := filepath.Join("..", "..", "examples", "usechat", "dist")
@@ -104,5 +106,36 @@ new MutationObserver(() => {
 	answer := msgs[1].(map[string]any)
 	if answer["id"] != id || answer["content"] != text || answer["status"] != "complete" {
 		t.Errorf("stored answer %v; want %s, complete, with the text the page shows, %q", answer, id, text)
+	}
+
+	// A reload shows the stored chat (GET /v1/ui/chat/{id}/messages).
+	if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/?chat=example-test"), chromedp.WaitVisible(chromedp.CSS("#send"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := webuitest.Eval[string](t, ctx, `[...document.querySelectorAll('.message')].map(m => m.dataset.id + ' ' + m.textContent).join('\n')`); !strings.Contains(got, id+" firstword"+text) {
+		t.Errorf("after a reload the page shows %q; want the stored answer %s %q", got, id, text)
+	}
+
+	// Stop: a long answer, stopped once it shows, is stored cancelled at
+	// once (the stop route), not after the grace window (15 s).
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#input"), "More, please. [sim ttft=5ms gap=20ms tokens=2000]"), chromedp.Click(chromedp.CSS("#send"))); err != nil {
+		t.Fatal(err)
+	}
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll('[data-role=assistant] .text').length === 2 && document.querySelectorAll('[data-role=assistant] .text')[1].textContent.length > 0 && !!document.querySelector('#stop')`, 30*time.Second)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#stop"))); err != nil {
+		t.Fatal(err)
+	}
+	webuitest.WaitFor(t, ctx, `document.querySelector('main').dataset.status === 'ready' && !!document.querySelector('#send')`, 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, stored = gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+conv, "")
+		msgs, _ = stored["messages"].([]any)
+		if len(msgs) == 4 && msgs[3].(map[string]any)["status"] == "cancelled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after Stop the conversation is %v; want the second answer stored cancelled", stored)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
