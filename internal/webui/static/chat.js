@@ -29,7 +29,11 @@
     const resp = await fetch(path, Object.assign({}, opts, { headers: headers(opts && opts.headers) }));
     if (resp.status === 401) {
       $("keybox").hidden = false;
-      notice("This gateway requires an API key: enter it in the sidebar.");
+      // A key that was sent and refused is not the same as no key.
+      const sent = !!key();
+      document.body.dataset.auth = sent ? "rejected" : "required";
+      notice(sent ? "This key was rejected: check it, or enter another in the sidebar."
+        : "This gateway requires an API key: enter it in the sidebar.");
       throw new Error("unauthorized");
     }
     return resp;
@@ -439,8 +443,12 @@
   // connection: the caller resumes).
   async function follow(turn, resp) {
     turn.live = true;
+    turn.heardAt = performance.now();
+    const watch = setInterval(() => silent(turn), 500);
     try {
       for await (const ev of events(resp.body)) {
+        // Heartbeats keep the connection, not the reader, waiting.
+        if (ev.data) { turn.heardAt = performance.now(); silent(turn); }
         const r = apply(turn, ev);
         if (r && r.again) return null;
         if (r && r.other) return (await fromStore(turn)) || lost(turn);
@@ -452,7 +460,29 @@
       return null;
     } finally {
       turn.live = false;
+      clearInterval(watch);
+      turn.heardAt = 0;
+      silent(turn);
     }
+  }
+
+  // silent shows "Waiting for the model…" while a streaming answer has
+  // had no event for stallMs (the model is slow to start or has paused),
+  // and takes it away with the next event.
+  const stallMs = 3000;
+  function silent(turn) {
+    const on = !!turn.heardAt && !turn.done && performance.now() - turn.heardAt >= stallMs;
+    let w = turn.m.querySelector(".stalled");
+    if (!on) {
+      if (w) w.remove();
+      delete turn.m.dataset.waiting;
+      return;
+    }
+    if (w) return;
+    w = el("div", "stalled", "Waiting for the model…");
+    w.setAttribute("role", "status");
+    turn.m.querySelector(".body").after(w);
+    turn.m.dataset.waiting = "1";
   }
 
   // reconnecting shows, quietly, that the answer's connection is being
