@@ -2,7 +2,10 @@ package webui_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,57 @@ func TestChatPageWaitingForModel(t *testing.T) {
 	webuitest.WaitFor(t, ctx, `[...document.querySelectorAll(".msg.assistant")].pop().dataset.status === "complete"`, 10*time.Second)
 	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".stalled, [data-waiting]").length`); n != 0 {
 		t.Errorf("%d waiting notes left after the answer", n)
+	}
+}
+
+// TestChatPageKeyboardAndRegenerate: Enter sends, Shift+Enter does not,
+// Esc stops the answer; Regenerate on the last answer writes it again,
+// in place of the stopped one (POST /v1/chat with regenerate), and the
+// stored conversation holds the new answer instead.
+func TestChatPageKeyboardAndRegenerate(t *testing.T) {
+	ctx := webuitest.Browser(t)
+	_, url := serve(t, simConfig)
+	openChat(t, ctx, url)
+	key := func(target, k string, shift bool) {
+		webuitest.Eval[bool](t, ctx, `(() => { `+target+`.dispatchEvent(new KeyboardEvent("keydown", {key: `+jsString(k)+`, shiftKey: `+strconv.FormatBool(shift)+`, bubbles: true, cancelable: true})); return true })()`)
+	}
+	input := `document.getElementById("input")`
+	webuitest.Eval[bool](t, ctx, `(() => { `+input+`.value = "Hello there [sim ttft=10ms gap=1ms tokens=5]"; return true })()`)
+	key(input, "Enter", true)
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".msg.user").length`); n != 0 {
+		t.Fatalf("Shift+Enter sent the message (%d sent)", n)
+	}
+	key(input, "Enter", false)
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 1 && document.querySelector(".msg.assistant").dataset.status === "complete"`, 10*time.Second)
+	ask(t, ctx, "Tell me everything. [sim ttft=10ms gap=20ms tokens=150]")
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 2 && [...document.querySelectorAll(".msg.assistant")].pop().querySelector(".body").textContent.length > 0`, 10*time.Second)
+	key("document", "Escape", false)
+	webuitest.WaitFor(t, ctx, `[...document.querySelectorAll(".msg.assistant")].pop().dataset.status === "cancelled"`, 10*time.Second)
+	stopped := webuitest.Eval[string](t, ctx, `[...document.querySelectorAll(".msg.assistant")].pop().dataset.messageId`)
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll("button.regen").length`); n != 1 {
+		t.Fatalf("%d Regenerate buttons, want one on the last answer", n)
+	}
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector("button.regen").click(); return true })()`)
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 2 && [...document.querySelectorAll(".msg.assistant")].pop().dataset.status === "complete"`, 30*time.Second)
+	conv := webuitest.Eval[string](t, ctx, `location.hash.slice(1)`)
+	resp, err := http.Get(url + "/v1/conversations/" + conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct {
+		Messages []struct{ ID, Role, Content, Status string }
+	}
+	json.NewDecoder(resp.Body).Decode(&c)
+	var got []string
+	for _, m := range c.Messages {
+		got = append(got, m.Role+" "+m.Status)
+	}
+	if len(c.Messages) != 4 || strings.Join(got, ",") != "user complete,assistant complete,user complete,assistant complete" ||
+		!strings.HasPrefix(c.Messages[2].Content, "Tell me everything.") || c.Messages[3].ID == stopped {
+		t.Errorf("stored after the regeneration: %v (the stopped answer was %s)", c.Messages, stopped)
+	}
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".msg.user").length`); n != 2 {
+		t.Errorf("%d user messages on screen after the regeneration, want 2", n)
 	}
 }

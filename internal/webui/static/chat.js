@@ -600,9 +600,10 @@
   // send runs one turn. A message sent while another turn is in flight
   // waits in the queue, on screen, and is sent when that turn ends; queued
   // is its element then.
-  async function send(text, queued) {
+  async function send(text, queued, regenerate) {
     if (!text.trim()) return;
     if (state.turn) { enqueue(text); return; }
+    regenButton(null);
     notice("");
     state.lastUser = text;
     if ($("messages").querySelector(".empty")) $("messages").replaceChildren();
@@ -625,7 +626,9 @@
       const resp = await api("/v1/chat", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-        body: JSON.stringify({ message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
+        body: JSON.stringify(regenerate
+          ? { regenerate: true, model: state.model || undefined, conversation_id: state.conv }
+          : { message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
         signal: turn.abort.signal,
       });
       turn.requestId = resp.headers.get("X-Request-Id") || "";
@@ -683,6 +686,7 @@
     if (state.turn !== turn) return;
     state.turn = null;
     setBusy(false);
+    if (!state.queue.length) regenButton(m);
     $("input").focus();
     const next = state.queue.shift();
     if (next) send(next.text, next.m);
@@ -775,6 +779,30 @@
 
   // setBusy shows Stop during a turn. Send stays: what it sends then
   // waits for the answer to end.
+  // regenButton puts "Regenerate" on m, the last answer of a stored
+  // conversation (null: on none). It writes that answer again: the last
+  // exchange is replaced by the stored user message asked again.
+  function regenButton(m) {
+    $("messages").querySelectorAll(".actions").forEach((r) => r.remove());
+    if (!m || !state.conv || m !== [...$("messages").querySelectorAll(".msg")].pop()) return;
+    const b = el("button", "regen", "Regenerate");
+    b.type = "button";
+    b.title = "Write this answer again";
+    b.addEventListener("click", () => {
+      if (state.turn) return;
+      const u = m.previousElementSibling;
+      if (!u || !u.classList.contains("user")) return;
+      const text = u.querySelector(".body").textContent;
+      m.remove();
+      u.remove();
+      send(text, null, true);
+    });
+    // Its own row, after the answer's details.
+    let row = m.querySelector(".actions");
+    if (!row) { row = el("div", "actions"); m.appendChild(row); }
+    row.appendChild(b);
+  }
+
   function setBusy(busy) {
     $("stop").hidden = !busy;
     $("stop").disabled = false;
@@ -845,6 +873,7 @@
     $("messages").scrollTop = $("messages").scrollHeight;
     if (live && state.conv === id && !state.turn) attach(...live);
     else if (live) finishMessage(live[0], storedInfo(live[1], live[2]));
+    if (!state.turn) regenButton([...$("messages").querySelectorAll(".msg.assistant")].pop() || null);
     document.body.dataset.loaded = id;
     loadConversations();
   }

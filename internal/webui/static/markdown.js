@@ -84,5 +84,8 @@ window.fwMarkdown = (() => {
     }
     el.replaceChildren(frag);
   }
+  // Warm the libraries up at load, off screen: an answer's first words
+  // are not the first text they ever see.
+  render(document.createElement("div"), "*a* `b`\n\n| c |\n|---|\n| d |\n\n```js\nlet e = 1;\n```");
   return { render };
 })();
