@@ -26,6 +26,10 @@ type chatRequest struct {
 	Model          string `json:"model"`
 	Message        string `json:"message"`
 	ConversationID string `json:"conversation_id"`
+	// Regenerate answers the conversation's last user message again, in
+	// place of its last exchange (as /v1/ui/chat's regenerate-message);
+	// message is then left out.
+	Regenerate bool `json:"regenerate,omitempty"`
 }
 
 // ChatProtocol is the version of the /v1/chat event protocol
@@ -83,6 +87,12 @@ func (s *Server) converse(w http.ResponseWriter, r *http.Request, ui bool) error
 		if err := dec.Decode(&body); err != nil {
 			return invalid("", "request body: "+err.Error())
 		}
+		if body.Regenerate && body.ConversationID == "" {
+			return invalid("conversation_id", "regenerate needs the conversation_id of the answer to write again")
+		}
+		if body.Regenerate && body.Message != "" {
+			return invalid("message", "regenerate answers the stored message again: leave message out")
+		}
 	}
 	if body.Model == "" {
 		body.Model = s.defaultModel()
@@ -126,6 +136,13 @@ func (s *Server) converse(w http.ResponseWriter, r *http.Request, ui bool) error
 			}
 			in.Message = text
 		}
+	} else if body.Regenerate {
+		text, err := s.dropLastExchange(prep, p, body.ConversationID)
+		if err != nil {
+			claim.release(r.Context())
+			return err
+		}
+		in.Message = text
 	}
 	in.Hints = requestHints(r, p.TenantID)
 	// Set once the answer's journal is begun, before the turn runs.

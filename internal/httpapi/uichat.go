@@ -143,7 +143,7 @@ func (s *Server) dropLastExchange(ctx context.Context, p auth.Principal, convers
 		m := msgs[i]
 		if m.Role == "assistant" && m.Status == store.StatusStreaming {
 			return "", &chat.Error{Category: chat.CategoryConflict, Code: "answer_streaming",
-				Message: "the last answer is still being written: stop it first (POST /v1/ui/chat/{id}/stop)"}
+				Message: "the last answer is still being written: stop it first"}
 		}
 		ids = append(ids, m.ID)
 		if m.Role == "user" {

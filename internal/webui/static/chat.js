@@ -29,7 +29,11 @@
     const resp = await fetch(path, Object.assign({}, opts, { headers: headers(opts && opts.headers) }));
     if (resp.status === 401) {
       $("keybox").hidden = false;
-      notice("This gateway requires an API key: enter it in the sidebar.");
+      // A key that was sent and refused is not the same as no key.
+      const sent = !!key();
+      document.body.dataset.auth = sent ? "rejected" : "required";
+      notice(sent ? "This key was rejected: check it, or enter another in the sidebar."
+        : "This gateway requires an API key: enter it in the sidebar.");
       throw new Error("unauthorized");
     }
     return resp;
@@ -439,8 +443,12 @@
   // connection: the caller resumes).
   async function follow(turn, resp) {
     turn.live = true;
+    turn.heardAt = performance.now();
+    const watch = setInterval(() => silent(turn), 500);
     try {
       for await (const ev of events(resp.body)) {
+        // Heartbeats keep the connection, not the reader, waiting.
+        if (ev.data) { turn.heardAt = performance.now(); silent(turn); }
         const r = apply(turn, ev);
         if (r && r.again) return null;
         if (r && r.other) return (await fromStore(turn)) || lost(turn);
@@ -452,7 +460,29 @@
       return null;
     } finally {
       turn.live = false;
+      clearInterval(watch);
+      turn.heardAt = 0;
+      silent(turn);
     }
+  }
+
+  // silent shows "Waiting for the model…" while a streaming answer has
+  // had no event for stallMs (the model is slow to start or has paused),
+  // and takes it away with the next event.
+  const stallMs = 3000;
+  function silent(turn) {
+    const on = !!turn.heardAt && !turn.done && performance.now() - turn.heardAt >= stallMs;
+    let w = turn.m.querySelector(".stalled");
+    if (!on) {
+      if (w) w.remove();
+      delete turn.m.dataset.waiting;
+      return;
+    }
+    if (w) return;
+    w = el("div", "stalled", "Waiting for the model…");
+    w.setAttribute("role", "status");
+    turn.m.querySelector(".body").after(w);
+    turn.m.dataset.waiting = "1";
   }
 
   // reconnecting shows, quietly, that the answer's connection is being
@@ -570,9 +600,10 @@
   // send runs one turn. A message sent while another turn is in flight
   // waits in the queue, on screen, and is sent when that turn ends; queued
   // is its element then.
-  async function send(text, queued) {
+  async function send(text, queued, regenerate) {
     if (!text.trim()) return;
     if (state.turn) { enqueue(text); return; }
+    regenButton(null);
     notice("");
     state.lastUser = text;
     if ($("messages").querySelector(".empty")) $("messages").replaceChildren();
@@ -595,7 +626,9 @@
       const resp = await api("/v1/chat", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-        body: JSON.stringify({ message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
+        body: JSON.stringify(regenerate
+          ? { regenerate: true, model: state.model || undefined, conversation_id: state.conv }
+          : { message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
         signal: turn.abort.signal,
       });
       turn.requestId = resp.headers.get("X-Request-Id") || "";
@@ -653,6 +686,7 @@
     if (state.turn !== turn) return;
     state.turn = null;
     setBusy(false);
+    if (!state.queue.length) regenButton(m);
     $("input").focus();
     const next = state.queue.shift();
     if (next) send(next.text, next.m);
@@ -745,6 +779,30 @@
 
   // setBusy shows Stop during a turn. Send stays: what it sends then
   // waits for the answer to end.
+  // regenButton puts "Regenerate" on m, the last answer of a stored
+  // conversation (null: on none). It writes that answer again: the last
+  // exchange is replaced by the stored user message asked again.
+  function regenButton(m) {
+    $("messages").querySelectorAll(".actions").forEach((r) => r.remove());
+    if (!m || !state.conv || m !== [...$("messages").querySelectorAll(".msg")].pop()) return;
+    const b = el("button", "regen", "Regenerate");
+    b.type = "button";
+    b.title = "Write this answer again";
+    b.addEventListener("click", () => {
+      if (state.turn) return;
+      const u = m.previousElementSibling;
+      if (!u || !u.classList.contains("user")) return;
+      const text = u.querySelector(".body").textContent;
+      m.remove();
+      u.remove();
+      send(text, null, true);
+    });
+    // Its own row, after the answer's details.
+    let row = m.querySelector(".actions");
+    if (!row) { row = el("div", "actions"); m.appendChild(row); }
+    row.appendChild(b);
+  }
+
   function setBusy(busy) {
     $("stop").hidden = !busy;
     $("stop").disabled = false;
@@ -815,6 +873,7 @@
     $("messages").scrollTop = $("messages").scrollHeight;
     if (live && state.conv === id && !state.turn) attach(...live);
     else if (live) finishMessage(live[0], storedInfo(live[1], live[2]));
+    if (!state.turn) regenButton([...$("messages").querySelectorAll(".msg.assistant")].pop() || null);
     document.body.dataset.loaded = id;
     loadConversations();
   }

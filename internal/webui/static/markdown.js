@@ -1,101 +1,91 @@
-// A small, safe Markdown renderer for model output, which is untrusted:
-// it builds DOM nodes and sets only textContent, so no string from the
-// model is ever parsed as HTML. Supported: paragraphs, headings, fenced
-// code blocks, inline code, bold, italics, lists, quotes and http(s) links.
+// Markdown for model output, which is untrusted. marked parses it (the
+// vendored copy in vendor/), with raw HTML shown as text and images as
+// links; DOMPurify then sanitises marked's HTML (no style attributes, no
+// scripts, frames, objects, forms or SVG, links only to http(s) and
+// mailto); highlight.js colours fenced code (it emits class names only,
+// which the strict CSP allows), and each code block gets a copy button.
 "use strict";
 window.fwMarkdown = (() => {
-  function inline(parent, text) {
-    // Tokens: `code`, **bold**, *italic* or _italic_, [text](url).
-    const re = /(`[^`\n]+`)|(\*\*[^*\n]+\*\*)|(\*[^*\n]+\*|_[^_\n]+_)|(\[[^\]\n]+\]\((https?:\/\/[^\s)]+)\))/g;
-    let last = 0, m;
-    while ((m = re.exec(text)) !== null) {
-      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
-      let el;
-      if (m[1]) { el = document.createElement("code"); el.textContent = m[1].slice(1, -1); }
-      else if (m[2]) { el = document.createElement("strong"); inline(el, m[2].slice(2, -2)); }
-      else if (m[3]) { el = document.createElement("em"); inline(el, m[3].slice(1, -1)); }
-      else {
-        el = document.createElement("a");
-        el.textContent = m[4].slice(1, m[4].indexOf("]("));
-        el.href = m[5];
-        el.rel = "noopener noreferrer nofollow";
-        el.target = "_blank";
-      }
-      parent.appendChild(el);
-      last = re.lastIndex;
+  const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  const md = new marked.Marked({
+    gfm: true,
+    breaks: false,
+    // Raw HTML in the model's text is not HTML: with no html or tag
+    // tokens it is text, escaped like any other (and the Markdown around
+    // it still renders).
+    tokenizer: { html() { return undefined; }, tag() { return undefined; } },
+    renderer: {
+      html(tok) { return esc(tok.text); },
+      // No remote images from model output: a link to it instead.
+      image(tok) { return '<a href="' + esc(tok.href) + '">' + esc(tok.text || tok.href) + "</a>"; },
+    },
+  });
+  const purify = DOMPurify();
+  const config = {
+    FORBID_TAGS: ["style", "script", "svg", "math", "iframe", "frame", "object", "embed", "form", "input", "button", "textarea", "select", "img", "video", "audio", "source", "link", "meta", "base"],
+    FORBID_ATTR: ["style", "srcset", "action", "formaction"],
+    ALLOW_DATA_ATTR: false,
+    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:)/i,
+    RETURN_DOM_FRAGMENT: true,
+  };
+  purify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.nodeName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("rel", "noopener noreferrer nofollow");
+      node.setAttribute("target", "_blank");
     }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  });
+
+  function copyButton(pre) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "copy";
+    b.setAttribute("aria-label", "Copy code");
+    b.addEventListener("click", async () => {
+      const text = pre.querySelector("code").textContent;
+      let ok = false;
+      try {
+        await navigator.clipboard.writeText(text);
+        ok = true;
+      } catch {
+        // Without clipboard permission: the old way, through a selection.
+        const r = document.createRange();
+        r.selectNodeContents(pre.querySelector("code"));
+        const sel = getSelection();
+        sel.removeAllRanges();
+        sel.addRange(r);
+        try { ok = document.execCommand("copy"); } catch { ok = false; }
+        sel.removeAllRanges();
+      }
+      b.classList.toggle("copied", ok);
+      b.dataset.copied = ok ? "1" : "0";
+      setTimeout(() => { b.classList.remove("copied"); }, 1500);
+    });
+    return b;
   }
 
   // render replaces el's children with the rendered text.
   function render(el, text) {
-    const frag = document.createDocumentFragment();
-    const lines = text.split("\n");
-    let i = 0, para = [];
-    const flush = () => {
-      if (para.length) {
-        const p = document.createElement("p");
-        inline(p, para.join("\n"));
-        frag.appendChild(p);
-        para = [];
+    const frag = purify.sanitize(md.parse(text), config);
+    // A link whose address was removed is just its text.
+    for (const a of frag.querySelectorAll("a:not([href])")) a.replaceWith(...a.childNodes);
+    for (const code of frag.querySelectorAll("pre > code")) {
+      const m = /(?:^|\s)language-([\w+-]+)/.exec(code.className);
+      const lang = m && hljs.getLanguage(m[1]) ? m[1] : "";
+      if (lang) {
+        // highlight.js escapes the code and adds <span class> only.
+        const html = hljs.highlight(code.textContent, { language: lang, ignoreIllegals: true }).value;
+        code.replaceChildren(purify.sanitize(html, config));
+        code.dataset.lang = lang;
       }
-    };
-    while (i < lines.length) {
-      const line = lines[i];
-      const fence = line.match(/^```\s*([\w+-]*)\s*$/);
-      if (fence) {
-        flush();
-        const code = [];
-        i++;
-        while (i < lines.length && !/^```\s*$/.test(lines[i])) code.push(lines[i++]);
-        i++; // closing fence (or end of a still-streaming block)
-        const pre = document.createElement("pre");
-        const c = document.createElement("code");
-        if (fence[1]) c.dataset.lang = fence[1];
-        c.textContent = code.join("\n");
-        pre.appendChild(c);
-        frag.appendChild(pre);
-        continue;
-      }
-      const h = line.match(/^(#{1,4})\s+(.*)$/);
-      if (h) {
-        flush();
-        const el = document.createElement("h" + Math.min(6, h[1].length + 2));
-        inline(el, h[2]);
-        frag.appendChild(el);
-        i++;
-        continue;
-      }
-      const li = line.match(/^\s*([-*]|\d+[.)])\s+(.*)$/);
-      if (li) {
-        flush();
-        const list = document.createElement(/\d/.test(li[1]) ? "ol" : "ul");
-        while (i < lines.length) {
-          const m = lines[i].match(/^\s*([-*]|\d+[.)])\s+(.*)$/);
-          if (!m) break;
-          const item = document.createElement("li");
-          inline(item, m[2]);
-          list.appendChild(item);
-          i++;
-        }
-        frag.appendChild(list);
-        continue;
-      }
-      if (/^>\s?/.test(line)) {
-        flush();
-        const q = document.createElement("blockquote");
-        const quoted = [];
-        while (i < lines.length && /^>\s?/.test(lines[i])) quoted.push(lines[i++].replace(/^>\s?/, ""));
-        inline(q, quoted.join("\n"));
-        frag.appendChild(q);
-        continue;
-      }
-      if (line.trim() === "") { flush(); i++; continue; }
-      para.push(line);
-      i++;
+      code.classList.add("hljs");
+      const pre = code.parentNode;
+      pre.classList.add("code");
+      pre.appendChild(copyButton(pre));
     }
-    flush();
     el.replaceChildren(frag);
   }
+  // Warm the libraries up at load, off screen: an answer's first words
+  // are not the first text they ever see.
+  render(document.createElement("div"), "*a* `b`\n\n| c |\n|---|\n| d |\n\n```js\nlet e = 1;\n```");
   return { render };
 })();
