@@ -34,14 +34,13 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, mw ...func(http.Ha
 	}
 	first := newFirstRequests()
 	srv := &http.Server{
-		Handler: first.handler(handler),
+		Handler: handler,
 		// net/http reads 4 KiB past MaxHeaderBytes before it refuses:
 		// take it off, so the limit is the configured one.
 		MaxHeaderBytes:    max(g.cfg.MaxHeaderBytes-4096, 1),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return httpapi.WithLifetime(base) },
-		ConnContext:       first.connContext,
 		ConnState:         first.connState,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}

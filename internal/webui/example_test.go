@@ -67,7 +67,7 @@ new MutationObserver(() => {
 		t.Fatal(err)
 	}
 	webuitest.Eval[bool](t, ctx, sampler)
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#input"), msg), chromedp.Click(chromedp.CSS("#send"))); err != nil {
+	if err := chromedp.Do(ctx, webuitest.Type("#input", msg), chromedp.Click(chromedp.CSS("#send"))); err != nil {
 		t.Fatal(err)
 	}
 	webuitest.WaitFor(t, ctx, `document.querySelector('main').dataset.status === 'ready' && !!document.querySelector('[data-role=assistant][data-conversation]')`, 30*time.Second)
@@ -118,7 +118,7 @@ new MutationObserver(() => {
 
 	// Stop: a long answer, stopped once it shows, is stored cancelled at
 	// once (the stop route), not after the grace window (15 s).
-	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#input"), "More, please. [sim ttft=5ms gap=20ms tokens=2000]"), chromedp.Click(chromedp.CSS("#send"))); err != nil {
+	if err := chromedp.Do(ctx, webuitest.Type("#input", "More, please. [sim ttft=5ms gap=20ms tokens=2000]"), chromedp.Click(chromedp.CSS("#send"))); err != nil {
 		t.Fatal(err)
 	}
 	webuitest.WaitFor(t, ctx, `document.querySelectorAll('[data-role=assistant] .text').length === 2 && document.querySelectorAll('[data-role=assistant] .text')[1].textContent.length > 0 && !!document.querySelector('#stop')`, 30*time.Second)

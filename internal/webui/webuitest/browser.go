@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 )
 
@@ -82,4 +84,19 @@ func WaitFor(t *testing.T, ctx context.Context, expr string, timeout time.Durati
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
 		t.Fatalf("waiting for %s: %v", expr, err)
 	}
+}
+
+// Type focuses the element sel and types text into it as one input
+// event (what a paste or an IME commit sends). chromedp's SendKeys reads
+// the element's attributes without the lock its DOM events take, which
+// the race detector reports when the page changes an attribute meanwhile
+// (React does, on every render).
+func Type(sel, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Focus(chromedp.CSS(sel)),
+		chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			_, err := cdp.Call(ctx, t, input.InsertText, input.InsertTextParams{Text: text})
+			return err
+		}),
+	)
 }
