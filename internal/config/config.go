@@ -412,7 +412,7 @@ type CORS struct {
 	// on another origin are refused (403).
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// AllowedMethods are the methods a cross-origin page may use beyond
-	// GET, HEAD and POST (default GET, POST, DELETE).
+	// GET, HEAD and POST (default GET, POST, PATCH, DELETE).
 	AllowedMethods []string `yaml:"allowed_methods"`
 	// AllowedHeaders are the request headers a cross-origin page may send:
 	// names, prefixes ending in "*" (x-stainless-*), or "*" for any (not

@@ -178,6 +178,18 @@ var (
 // maxMessageBytes bounds a message before the guard even sees it.
 const maxMessageBytes = 256 << 10
 
+// CheckMessage returns the error Begin would refuse msg with, if any: a
+// caller that changes the history before the turn (an edit) checks first.
+func CheckMessage(msg string) error {
+	if strings.TrimSpace(msg) == "" {
+		return ErrEmptyMessage
+	}
+	if len(msg) > maxMessageBytes || !utf8.ValidString(msg) {
+		return ErrMessageTooBig
+	}
+	return nil
+}
+
 // Turn is a prepared chat turn: the user's message is stored and the
 // assistant's placeholder exists. Run streams it.
 type Turn struct {
@@ -226,11 +238,8 @@ func (s *Service) Prepare(ctx context.Context, in Input) (*Turn, error) {
 // nothing saved and nothing yielded but the error event, which the caller
 // answers instead with Stored's error while it has sent nothing.
 func (s *Service) Begin(ctx context.Context, in Input) (*Turn, error) {
-	if strings.TrimSpace(in.Message) == "" {
-		return nil, ErrEmptyMessage
-	}
-	if len(in.Message) > maxMessageBytes || !utf8.ValidString(in.Message) {
-		return nil, ErrMessageTooBig
+	if err := CheckMessage(in.Message); err != nil {
+		return nil, err
 	}
 	t := &Turn{s: s, in: in}
 	// The local guard is microseconds: it runs first, so that redactions

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -100,6 +101,7 @@ func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
 		{"GET", "/v1/conversations", ""},
 		{"GET", "/v1/conversations/" + conv, ""},
 		{"DELETE", "/v1/conversations/" + conv, ""},
+		{"PATCH", "/v1/conversations/" + conv, `{"title":"taken over"}`},
 		{"POST", "/v1/chat", `{"conversation_id":"` + conv + `","message":"what did I say? [sim ttft=1ms gap=1ms tokens=3]"}`},
 		{"GET", "/v1/budget?recent=200", ""},
 		{"GET", "/v1/budget?recent=200&tenant=acme", ""},
@@ -127,7 +129,7 @@ func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
 		}
 	}
 	// Nothing of A's changed: its conversation is whole.
-	if code, body := send(t, "GET", gw.URL+"/v1/conversations/"+conv, a1, ""); code != 200 || strings.Count(body, `"role":"`) != 2 {
+	if code, body := send(t, "GET", gw.URL+"/v1/conversations/"+conv, a1, ""); code != 200 || strings.Count(body, `"role":"`) != 2 || strings.Contains(body, "taken over") {
 		t.Errorf("acme's conversation after the replay: %d %s", code, body)
 	}
 }
@@ -162,5 +164,57 @@ func TestSharedConversations(t *testing.T) {
 	}
 	if code, _ := send(t, "GET", gw.URL+"/v1/conversations/"+conv, b, ""); code != 404 {
 		t.Errorf("another tenant: %d, want 404", code)
+	}
+}
+
+// TestRenameConversation: PATCH /v1/conversations/{id} sets the title the
+// list shows, keeps the conversation's place in it, and refuses a title
+// that is empty, too long or holds control characters, with a 400 that
+// changes nothing.
+func TestRenameConversation(t *testing.T) {
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, scopingConfig))
+	var convs []string
+	for _, m := range []string{"first [sim ttft=1ms gap=1ms tokens=2]", "second [sim ttft=1ms gap=1ms tokens=2]"} {
+		r := chatOnce(t, gw.URL, "", map[string]any{"message": m}, 0)
+		if r.status != 200 || r.last.kind != "done" {
+			t.Fatalf("turn: %d %s", r.status, r.body)
+		}
+		convs = append(convs, r.meta["conversation_id"].(string))
+	}
+	list := func() []any {
+		_, v := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", "")
+		return v["data"].([]any)
+	}
+	before := list()
+
+	code, body := send(t, "PATCH", gw.URL+"/v1/conversations/"+convs[0], "", `{"title":"  Budgets, measured  "}`)
+	var got map[string]any
+	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil || got["id"] != convs[0] || got["title"] != "Budgets, measured" {
+		t.Fatalf("PATCH: %d %s; want 200 with the conversation and its trimmed title", code, body)
+	}
+	after := list()
+	if len(after) != 2 || after[1].(map[string]any)["id"] != convs[0] || after[1].(map[string]any)["title"] != "Budgets, measured" ||
+		after[1].(map[string]any)["updated_at"] != before[1].(map[string]any)["updated_at"] {
+		t.Errorf("list after the rename: %v; want the renamed conversation second, as before (%v)", after, before)
+	}
+
+	for _, tc := range []struct{ name, body, param string }{
+		{"empty", `{"title":"   "}`, "title"},
+		{"missing", `{}`, "title"},
+		{"too long", `{"title":"` + strings.Repeat("é", 201) + `"}`, "title"},
+		{"newline", `{"title":"two\nlines"}`, "title"},
+		{"unknown field", `{"title":"x","pinned":true}`, ""},
+		{"not JSON", `title=x`, ""},
+	} {
+		code, body := send(t, "PATCH", gw.URL+"/v1/conversations/"+convs[0], "", tc.body)
+		if code != 400 || !strings.Contains(body, `"param":"`+tc.param+`"`) && tc.param != "" {
+			t.Errorf("%s: %d %s; want 400 naming %q", tc.name, code, body, tc.param)
+		}
+	}
+	if code, _ := send(t, "PATCH", gw.URL+"/v1/conversations/conv_nosuch", "", `{"title":"x"}`); code != 404 {
+		t.Errorf("PATCH of no conversation: %d, want 404", code)
+	}
+	if _, v := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations/"+convs[0], ""); v["title"] != "Budgets, measured" {
+		t.Errorf("after the refused renames the title is %v; want it unchanged", v["title"])
 	}
 }

@@ -30,6 +30,9 @@ type chatRequest struct {
 	// place of its last exchange (as /v1/ui/chat's regenerate-message);
 	// message is then left out.
 	Regenerate bool `json:"regenerate,omitempty"`
+	// Edit sends message in place of the conversation's last user
+	// message: the last exchange is deleted and message answered instead.
+	Edit bool `json:"edit,omitempty"`
 }
 
 // ChatProtocol is the version of the /v1/chat event protocol
@@ -93,6 +96,18 @@ func (s *Server) converse(w http.ResponseWriter, r *http.Request, ui bool) error
 		if body.Regenerate && body.Message != "" {
 			return invalid("message", "regenerate answers the stored message again: leave message out")
 		}
+		if body.Edit && body.Regenerate {
+			return invalid("edit", "edit and regenerate do not go together: edit sends a new message, regenerate the stored one")
+		}
+		if body.Edit && body.ConversationID == "" {
+			return invalid("conversation_id", "edit needs the conversation_id whose last message it replaces")
+		}
+		if body.Edit {
+			// Checked before the last exchange is dropped for it.
+			if err := conversation.CheckMessage(body.Message); err != nil {
+				return s.prepareError(err)
+			}
+		}
 	}
 	if body.Model == "" {
 		body.Model = s.defaultModel()
@@ -129,20 +144,27 @@ func (s *Server) converse(w http.ResponseWriter, r *http.Request, ui bool) error
 		// The chat's conversation is made by its first turn; a
 		// regeneration replaces the last exchange with this turn.
 		in.CreateMissing, in.SharedConversations = true, false
-		if uiReq.Trigger == uiRegenerate {
+		switch {
+		case uiReq.Trigger == uiRegenerate:
 			text, err := s.dropLastExchange(prep, p, body.ConversationID)
 			if err != nil {
 				return err
 			}
 			in.Message = text
+		case uiReq.MessageID != "":
+			if err := s.dropEditedExchange(prep, p, body.ConversationID, uiReq); err != nil {
+				return err
+			}
 		}
-	} else if body.Regenerate {
+	} else if body.Regenerate || body.Edit {
 		text, err := s.dropLastExchange(prep, p, body.ConversationID)
 		if err != nil {
 			claim.release(r.Context())
 			return err
 		}
-		in.Message = text
+		if body.Regenerate {
+			in.Message = text
+		}
 	}
 	in.Hints = requestHints(r, p.TenantID)
 	// Set once the answer's journal is begun, before the turn runs.

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget"
@@ -156,6 +159,49 @@ func (s *Server) deleteConversation(w http.ResponseWriter, r *http.Request) erro
 		return s.storeError(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// maxTitle bounds a conversation's title, in characters.
+const maxTitle = 200
+
+// renameConversation serves PATCH /v1/conversations/{id} with
+// {"title": "..."}: the title, trimmed, 1 to maxTitle characters without
+// control characters. The conversation keeps its place in the list.
+func (s *Server) renameConversation(w http.ResponseWriter, r *http.Request) error {
+	p, c, err := s.ownConversation(w, r)
+	if err != nil {
+		return err
+	}
+	raw, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Title *string `json:"title"`
+	}
+	if err := decodeStrict(raw, &body); err != nil {
+		return invalid("", "request body: "+err.Error())
+	}
+	if body.Title == nil {
+		return invalid("title", "title is required: the body is {\"title\": \"...\"}")
+	}
+	t := strings.TrimSpace(*body.Title)
+	switch {
+	case t == "":
+		return invalid("title", "title must not be empty")
+	case !utf8.ValidString(t):
+		return invalid("title", "title must be UTF-8")
+	case utf8.RuneCountInString(t) > maxTitle:
+		return invalid("title", fmt.Sprintf("title must be at most %d characters", maxTitle))
+	case strings.IndexFunc(t, unicode.IsControl) >= 0:
+		return invalid("title", "title must not hold control characters (newlines, tabs)")
+	}
+	if err := s.opt.Store.RenameConversation(r.Context(), p.TenantID, c.ID, t); err != nil {
+		return s.storeError(err)
+	}
+	c.Title = t
+	writeJSON(w, http.StatusOK, convJSON(c))
 	return nil
 }
 

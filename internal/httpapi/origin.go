@@ -25,7 +25,7 @@ import (
 //   - in local mode, the Host header must be a loopback name, the listen
 //     address, or one of AllowedHosts: a rebinding host name gets 403;
 //   - a POST body must be JSON (415 otherwise): no form or text/plain body
-//     reaches a handler.
+//     reaches a handler (a PATCH body neither).
 
 // CORS is the cross-origin policy: the origins whose pages may call the
 // API, with which methods and request headers, and which response headers
@@ -51,7 +51,7 @@ type CORS struct {
 
 // The CORS defaults: what firstword's own clients send and read.
 var (
-	DefaultCORSMethods = []string{"GET", "POST", "DELETE"}
+	DefaultCORSMethods = []string{"GET", "POST", "PATCH", "DELETE"}
 	// The official OpenAI and Anthropic SDKs' browser requests send these.
 	DefaultCORSHeaders = []string{"authorization", "content-type", "accept", "idempotency-key", "last-event-id",
 		"x-request-timeout", "openai-organization", "openai-project", "openai-beta", "x-stainless-*",
@@ -222,7 +222,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (answered bool, e
 			Message: "this gateway runs in local mode and answers only to loopback host names, not " + quoteValue(r.Host) +
 				": add the name to allowed_hosts, or create an API key"}
 	}
-	if r.Method == http.MethodPost && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+	if (r.Method == http.MethodPost || r.Method == http.MethodPatch) && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
 		return false, &chat.Error{Category: chat.CategoryUnsupportedMedia,
 			Message: "the request body must be JSON: send Content-Type: application/json (with curl: -H 'Content-Type: application/json')"}
 	}

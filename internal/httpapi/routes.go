@@ -25,6 +25,7 @@ func (s *Server) routes() {
 		s.mux.Handle("GET /v1/conversations", route(s.listConversations))
 		s.mux.Handle("GET /v1/conversations/{id}", route(s.getConversation))
 		s.mux.Handle("DELETE /v1/conversations/{id}", route(s.deleteConversation))
+		s.mux.Handle("PATCH /v1/conversations/{id}", route(s.renameConversation))
 		s.mux.Handle("GET /v1/conversations/{id}/stream", route(s.resumeStream))
 		s.mux.Handle("POST /v1/conversations/{id}/stop", route(s.stopAnswer))
 		// The AI SDK's UI message stream (uichat.go).

@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/chat"
+	"github.com/firstword/firstword/internal/conversation"
 	"github.com/firstword/firstword/internal/journal"
 	"github.com/firstword/firstword/internal/store"
 	wire "github.com/firstword/firstword/internal/wire/openai"
@@ -157,6 +159,49 @@ func (s *Server) dropLastExchange(ctx context.Context, p auth.Principal, convers
 		return "", s.storeError(err)
 	}
 	return text, nil
+}
+
+// dropEditedExchange serves an edit in the AI SDK's way (sendMessage with
+// the messageId of a user message: the client replaced that message and
+// dropped what followed it): when the edited message is the last user
+// message of the stored conversation, its last exchange is deleted and
+// the edit answered in its place. Only the last user message can be
+// edited: an edit of an earlier one is refused (the stored history would
+// no longer be what the client shows). A chat with no turn yet has
+// nothing to replace.
+func (s *Server) dropEditedExchange(ctx context.Context, p auth.Principal, conversationID string, q *uiChatRequest) error {
+	if err := conversation.CheckMessage(q.lastUserText()); err != nil {
+		return s.prepareError(err)
+	}
+	if _, err := s.conversation(ctx, p, conversationID); errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return s.storeError(err)
+	}
+	msgs, err := s.opt.Store.ListMessages(ctx, p.TenantID, conversationID)
+	if err != nil {
+		return s.storeError(err)
+	}
+	stored, sent := 0, 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			stored++
+		}
+	}
+	for _, m := range q.Messages {
+		if m.Role == "user" {
+			sent++
+		}
+	}
+	switch sent {
+	case stored + 1:
+		return nil // a new message after all: nothing to replace
+	case stored:
+	default:
+		return invalid("messageId", fmt.Sprintf("only the last user message can be edited: this edit is of user message %d of the %d stored", sent, stored))
+	}
+	_, err = s.dropLastExchange(ctx, p, conversationID)
+	return err
 }
 
 // uiResumeStream serves GET /v1/ui/chat/{id}/stream, the AI SDK's

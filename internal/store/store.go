@@ -53,6 +53,10 @@ type Store interface {
 	// DeleteConversation deletes a tenant's conversation and its
 	// messages.
 	DeleteConversation(ctx context.Context, tenantID, id string) error
+	// RenameConversation sets a tenant's conversation's title, leaving
+	// its place in the list (UpdatedAt) as it was. ErrNotFound if there
+	// is none.
+	RenameConversation(ctx context.Context, tenantID, id, title string) error
 
 	// AddMessages appends messages, in order and in one transaction, to a
 	// tenant's conversation (all to the same one): it sets each m.Seq to

@@ -104,6 +104,10 @@ func (s *timeoutStore) DeleteConversation(ctx context.Context, tenantID, id stri
 	return bound0(s, ctx, func(ctx context.Context) error { return s.st.DeleteConversation(ctx, tenantID, id) })
 }
 
+func (s *timeoutStore) RenameConversation(ctx context.Context, tenantID, id, title string) error {
+	return bound0(s, ctx, func(ctx context.Context) error { return s.st.RenameConversation(ctx, tenantID, id, title) })
+}
+
 func (s *timeoutStore) AddMessages(ctx context.Context, ms ...*Message) error {
 	return bound0(s, ctx, func(ctx context.Context) error { return s.st.AddMessages(ctx, ms...) })
 }

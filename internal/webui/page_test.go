@@ -150,3 +150,88 @@ func TestChatPageKeyboardAndRegenerate(t *testing.T) {
 		t.Errorf("%d user messages on screen after the regeneration, want 2", n)
 	}
 }
+
+// TestChatPageEditAndRename: the last user message's Edit turns it into
+// a text box; Esc puts it back, Enter sends the edit, which replaces the
+// last exchange on screen and in the store. A conversation's ✎ in the
+// sidebar renames it (PATCH /v1/conversations/{id}): the sidebar, the
+// header and the store show the new title.
+func TestChatPageEditAndRename(t *testing.T) {
+	ctx := webuitest.Browser(t)
+	_, url := serve(t, simConfig)
+	openChat(t, ctx, url)
+	ask(t, ctx, "First question [sim ttft=5ms gap=1ms tokens=5]")
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 1 && document.querySelector(".msg.assistant").dataset.status === "complete"`, 10*time.Second)
+	ask(t, ctx, "Second question, with a typo [sim ttft=5ms gap=1ms tokens=5]")
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 2 && [...document.querySelectorAll(".msg.assistant")].pop().dataset.status === "complete" && !!document.querySelector("button.edit")`, 10*time.Second)
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll("button.edit").length`); n != 1 {
+		t.Fatalf("%d Edit buttons, want one, on the last user message", n)
+	}
+	if !webuitest.Eval[bool](t, ctx, `document.querySelector("button.edit").closest(".msg") === [...document.querySelectorAll(".msg.user")].pop()`) {
+		t.Fatal("the Edit button is not on the last user message")
+	}
+	conv := webuitest.Eval[string](t, ctx, `location.hash.slice(1)`)
+	stored := func() []string {
+		t.Helper()
+		resp, err := http.Get(url + "/v1/conversations/" + conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var c struct {
+			Title    string
+			Messages []struct{ Role, Content, Status string }
+		}
+		json.NewDecoder(resp.Body).Decode(&c)
+		out := []string{c.Title}
+		for _, m := range c.Messages {
+			if m.Role == "user" {
+				out = append(out, m.Content)
+			} else {
+				out = append(out, m.Role+" "+m.Status)
+			}
+		}
+		return out
+	}
+	keyIn := func(target, k string) {
+		webuitest.Eval[bool](t, ctx, `(() => { `+target+`.dispatchEvent(new KeyboardEvent("keydown", {key: `+jsString(k)+`, bubbles: true, cancelable: true})); return true })()`)
+	}
+
+	// Esc puts the message back as it was.
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector("button.edit").click(); return true })()`)
+	webuitest.WaitFor(t, ctx, `!!document.querySelector(".editing textarea") && document.activeElement === document.querySelector(".editing textarea")`, 5*time.Second)
+	keyIn(`document.querySelector(".editing textarea")`, "Escape")
+	if got := webuitest.Eval[string](t, ctx, `!document.querySelector(".editing") && [...document.querySelectorAll(".msg.user")].pop().querySelector(".body").checkVisibility() ? [...document.querySelectorAll(".msg.user")].pop().querySelector(".body").textContent : "still editing"`); !strings.HasPrefix(got, "Second question, with a typo") {
+		t.Fatalf("after Esc the last user message shows %q", got)
+	}
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".msg.assistant").length`); n != 2 {
+		t.Fatalf("Esc in the edit box changed the answers on screen: %d", n)
+	}
+
+	// Enter sends the edit in place of the last exchange.
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector("button.edit").click(); return true })()`)
+	webuitest.WaitFor(t, ctx, `!!document.querySelector(".editing textarea")`, 5*time.Second)
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector(".editing textarea").value = "Second question, edited [sim ttft=5ms gap=1ms tokens=5]"; return true })()`)
+	keyIn(`document.querySelector(".editing textarea")`, "Enter")
+	webuitest.WaitFor(t, ctx, `document.querySelectorAll(".msg.assistant").length === 2 && [...document.querySelectorAll(".msg.assistant")].pop().dataset.status === "complete" && [...document.querySelectorAll(".msg.user")].pop().querySelector(".body").textContent.startsWith("Second question, edited")`, 10*time.Second)
+	if n := webuitest.Eval[int](t, ctx, `document.querySelectorAll(".msg.user").length`); n != 2 {
+		t.Errorf("%d user messages on screen after the edit, want 2", n)
+	}
+	got := stored()
+	if len(got) != 5 || !strings.HasPrefix(got[1], "First question") || got[2] != "assistant complete" ||
+		!strings.HasPrefix(got[3], "Second question, edited") || got[4] != "assistant complete" {
+		t.Errorf("stored after the edit: %q; want the first exchange, then the edited question and its answer", got)
+	}
+
+	// Rename from the sidebar.
+	webuitest.WaitFor(t, ctx, `!!document.querySelector("#convs li.active button.rename")`, 5*time.Second)
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector("#convs li.active button.rename").click(); return true })()`)
+	webuitest.WaitFor(t, ctx, `!!document.querySelector("#convs input.rename") && document.activeElement === document.querySelector("#convs input.rename")`, 5*time.Second)
+	webuitest.Eval[bool](t, ctx, `(() => { document.querySelector("#convs input.rename").value = "  Budgets, measured  "; return true })()`)
+	keyIn(`document.querySelector("#convs input.rename")`, "Enter")
+	webuitest.WaitFor(t, ctx, `!document.querySelector("#convs input.rename") && document.querySelector("#convs li.active a").textContent === "Budgets, measured" && document.getElementById("title").textContent === "Budgets, measured" && document.title.startsWith("Budgets, measured")`, 5*time.Second)
+	if got := stored(); got[0] != "Budgets, measured" {
+		t.Errorf("stored title %q, want the new one", got[0])
+	}
+	webuitest.Screenshot(t, ctx, "chat-edit-rename.png")
+}

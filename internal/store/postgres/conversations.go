@@ -73,3 +73,13 @@ func (s *Store) DeleteConversation(ctx context.Context, tenantID, id string) err
 	}
 	return nil
 }
+
+// RenameConversation sets a tenant's conversation's title. ErrNotFound if
+// there is none.
+func (s *Store) RenameConversation(ctx context.Context, tenantID, id, title string) error {
+	if err := affected(s.pool.Exec(ctx, `UPDATE conversations SET title = $3 WHERE id = $1 AND tenant_id = $2`,
+		id, tenantID, title)); err != nil {
+		return fmt.Errorf("postgres: rename conversation %s: %w", id, err)
+	}
+	return nil
+}

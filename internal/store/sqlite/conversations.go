@@ -78,3 +78,13 @@ func (s *Store) DeleteConversation(ctx context.Context, tenantID, id string) err
 	}
 	return nil
 }
+
+// RenameConversation sets a tenant's conversation's title. ErrNotFound if
+// there is none.
+func (s *Store) RenameConversation(ctx context.Context, tenantID, id, title string) error {
+	if err := affected(s.w.ExecContext(ctx, `UPDATE conversations SET title = ? WHERE id = ? AND tenant_id = ?`,
+		title, id, tenantID)); err != nil {
+		return fmt.Errorf("sqlite: rename conversation %s: %w", id, err)
+	}
+	return nil
+}

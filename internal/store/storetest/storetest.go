@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Conversations", testConversations},
 		{"ListConversations", testListConversations},
 		{"DeleteConversation", testDeleteConversation},
+		{"RenameConversation", testRenameConversation},
 		{"TenantIsolation", testTenantIsolation},
 		{"AddMessage", testAddMessage},
 		{"ConcurrentAddMessage", testConcurrentAddMessage},
@@ -309,6 +310,36 @@ func testDeleteConversation(t *testing.T, s store.Store) {
 	}
 	if m := add(t, s, userMsg("m1", "acme-c1", "acme", "hi", t0)); m.Seq != 1 {
 		t.Errorf("first AddMessage of re-created conversation: Seq = %d, want 1", m.Seq)
+	}
+}
+
+func testRenameConversation(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	seed(t, s)
+	add(t, s, userMsg("m1", "acme-c1", "acme", "hi", at(time.Second)))
+	before, err := s.GetConversation(ctx, "acme", "acme-c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenameConversation(ctx, "acme", "acme-c1", "Budgets, ‘measured’"); err != nil {
+		t.Fatalf("RenameConversation = %v", err)
+	}
+	after, err := s.GetConversation(ctx, "acme", "acme-c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Title != "Budgets, ‘measured’" || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("after rename: title %q, updated %v; want the new title and updated_at unchanged (%v)", after.Title, after.UpdatedAt, before.UpdatedAt)
+	}
+	// A later message keeps the title the user chose.
+	add(t, s, userMsg("m2", "acme-c1", "acme", "more", at(2*time.Second)))
+	if c, err := s.GetConversation(ctx, "acme", "acme-c1"); err != nil || c.Title != "Budgets, ‘measured’" {
+		t.Errorf("after another message: %+v, %v; want the chosen title", c, err)
+	}
+	wantNotFound(t, "RenameConversation of none", s.RenameConversation(ctx, "acme", "acme-none", "x"))
+	wantNotFound(t, "RenameConversation of another tenant's", s.RenameConversation(ctx, "globex", "acme-c1", "x"))
+	if c, err := s.GetConversation(ctx, "acme", "acme-c1"); err != nil || c.Title != "Budgets, ‘measured’" {
+		t.Errorf("after another tenant's rename: %+v, %v; want it unchanged", c, err)
 	}
 }
 

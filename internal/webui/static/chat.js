@@ -599,8 +599,10 @@
 
   // send runs one turn. A message sent while another turn is in flight
   // waits in the queue, on screen, and is sent when that turn ends; queued
-  // is its element then.
-  async function send(text, queued, regenerate) {
+  // is its element then. mode "regenerate" answers the stored last user
+  // message again, "edit" sends text in its place: either replaces the
+  // conversation's last exchange.
+  async function send(text, queued, mode) {
     if (!text.trim()) return;
     if (state.turn) { enqueue(text); return; }
     regenButton(null);
@@ -626,9 +628,9 @@
       const resp = await api("/v1/chat", {
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
-        body: JSON.stringify(regenerate
+        body: JSON.stringify(mode === "regenerate"
           ? { regenerate: true, model: state.model || undefined, conversation_id: state.conv }
-          : { message: text, model: state.model || undefined, conversation_id: state.conv || undefined }),
+          : { message: text, edit: mode === "edit" || undefined, model: state.model || undefined, conversation_id: state.conv || undefined }),
         signal: turn.abort.signal,
       });
       turn.requestId = resp.headers.get("X-Request-Id") || "";
@@ -780,11 +782,18 @@
   // setBusy shows Stop during a turn. Send stays: what it sends then
   // waits for the answer to end.
   // regenButton puts "Regenerate" on m, the last answer of a stored
-  // conversation (null: on none). It writes that answer again: the last
-  // exchange is replaced by the stored user message asked again.
+  // conversation (null: on none), and "Edit" on the user message it
+  // answers. Regenerate writes that answer again: the last exchange is
+  // replaced by the stored user message asked again. Edit replaces it by
+  // the edited message and its answer.
   function regenButton(m) {
     $("messages").querySelectorAll(".actions").forEach((r) => r.remove());
+    $("messages").querySelectorAll(".editing").forEach((f) => {
+      f.parentElement.querySelector(".body").hidden = false;
+      f.remove();
+    });
     if (!m || !state.conv || m !== [...$("messages").querySelectorAll(".msg")].pop()) return;
+    editButton(m.previousElementSibling, m);
     const b = el("button", "regen", "Regenerate");
     b.type = "button";
     b.title = "Write this answer again";
@@ -795,12 +804,56 @@
       const text = u.querySelector(".body").textContent;
       m.remove();
       u.remove();
-      send(text, null, true);
+      send(text, null, "regenerate");
     });
     // Its own row, after the answer's details.
     let row = m.querySelector(".actions");
     if (!row) { row = el("div", "actions"); m.appendChild(row); }
     row.appendChild(b);
+  }
+
+  // editButton puts "Edit" on u, the last user message, answered by m.
+  // The message turns into a text box: Enter (or Save) sends the edit in
+  // place of the last exchange, Esc (or Cancel) puts the message back.
+  function editButton(u, m) {
+    if (!u || !u.classList.contains("user")) return;
+    const b = el("button", "edit", "Edit");
+    b.type = "button";
+    b.title = "Edit this message and send it again";
+    b.addEventListener("click", () => {
+      if (state.turn) return;
+      const body = u.querySelector(".body");
+      const box = el("textarea", "editbox");
+      box.value = body.textContent;
+      box.setAttribute("aria-label", "Edit your message");
+      const save = el("button", "save", "Save and send");
+      save.type = "button";
+      const cancel = el("button", "cancel", "Cancel");
+      cancel.type = "button";
+      const form = el("div", "editing");
+      form.append(box, save, cancel);
+      body.hidden = true;
+      row.hidden = true;
+      u.appendChild(form);
+      box.focus();
+      const close = () => { form.remove(); body.hidden = false; row.hidden = false; };
+      const submit = () => {
+        const text = box.value;
+        if (!text.trim() || state.turn) return;
+        m.remove();
+        u.remove();
+        send(text, null, "edit");
+      };
+      save.addEventListener("click", submit);
+      cancel.addEventListener("click", close);
+      box.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); }
+        if (e.key === "Escape") { e.stopPropagation(); close(); }
+      });
+    });
+    const row = el("div", "actions");
+    row.appendChild(b);
+    u.appendChild(row);
   }
 
   function setBusy(busy) {
@@ -834,6 +887,11 @@
       const a = el("a", "", c.title || "Untitled");
       a.href = "#" + c.id;
       if (c.id === state.conv) a.setAttribute("aria-current", "page");
+      const ren = el("button", "rename", "✎");
+      ren.type = "button";
+      ren.title = "Rename";
+      ren.setAttribute("aria-label", "Rename " + (c.title || "conversation"));
+      ren.addEventListener("click", () => rename(li, a, c));
       const del = el("button", "", "✕");
       del.type = "button";
       del.setAttribute("aria-label", "Delete " + (c.title || "conversation"));
@@ -843,9 +901,49 @@
         if (state.conv === c.id) newChat();
         loadConversations();
       });
-      li.append(a, del);
+      li.append(a, ren, del);
       ul.appendChild(li);
     }
+  }
+
+  // rename turns a conversation's entry into a text box: Enter (or
+  // leaving the box) saves the title with PATCH /v1/conversations/{id},
+  // Esc keeps the old one.
+  function rename(li, a, c) {
+    const box = el("input", "rename");
+    box.type = "text";
+    box.value = c.title || "";
+    box.maxLength = 200;
+    box.setAttribute("aria-label", "New title");
+    a.hidden = true;
+    li.insertBefore(box, a);
+    box.focus();
+    box.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const title = box.value.trim();
+      if (save && title && title !== c.title) {
+        let resp;
+        try {
+          resp = await api("/v1/conversations/" + encodeURIComponent(c.id), {
+            method: "PATCH", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ title }),
+          });
+        } catch { resp = null; }
+        if (resp && !resp.ok) {
+          const e = await resp.json().catch(() => ({}));
+          notice("Could not rename: " + ((e.error && e.error.message) || resp.statusText));
+        }
+        if (resp && resp.ok && c.id === state.conv) setTitle(title);
+      }
+      loadConversations();
+    };
+    box.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.isComposing) { e.preventDefault(); finish(true); }
+      if (e.key === "Escape") { e.stopPropagation(); finish(false); }
+    });
+    box.addEventListener("blur", () => finish(true));
   }
 
   async function openConversation(id) {
