@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/firstword/firstword/internal/advisor"
 	"github.com/firstword/firstword/internal/budget/window"
 )
 
@@ -20,6 +21,7 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("budget")
 	server := fs.String("server", "http://127.0.0.1:8080", "the gateway's base `URL`")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	advise := fs.Bool("advise", false, "print the lever advisor's advice instead: which lever would save the most, per alias (docs/LEVERS.md)")
 	surface := fs.String("surface", "", "only the traffic of `SURFACE`: chat (/v1/chat), openai or anthropic (default: every surface)")
 	// Not the flag's default: the help would print the key.
 	key := fs.String("key", "", "API `KEY` (fw_...), needed once keys exist; an admin key shows every tenant (default: $FIRSTWORD_API_KEY)")
@@ -30,7 +32,11 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 		*key = env.Getenv("FIRSTWORD_API_KEY")
 	}
 	c := newGatewayClient(strings.TrimSuffix(*server, "/"), *key, 10*time.Second)
-	ans, err := c.send(ctx, "GET", "/v1/budget?surface="+url.QueryEscape(*surface), nil)
+	path := "/v1/budget?surface=" + url.QueryEscape(*surface)
+	if *advise {
+		path = "/v1/budget/advice"
+	}
+	ans, err := c.send(ctx, "GET", path, nil)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", *server, err)
 	}
@@ -46,6 +52,14 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 	if *asJSON {
 		_, err := env.Stdout.Write(body)
 		return err
+	}
+	if *advise {
+		var list struct{ Data []advisor.Advice }
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("decoding the advice: %w", err)
+		}
+		PrintAdvice(env.Stdout, list.Data)
+		return nil
 	}
 	var rep window.Report
 	if err := json.Unmarshal(body, &rep); err != nil {
@@ -135,4 +149,63 @@ func fmtMs(v float64) string {
 		return fmt.Sprintf("%.0f ms", v)
 	}
 	return fmt.Sprintf("%.2f s", v/1000)
+}
+
+// PrintAdvice renders the lever advisor's advice: per alias, the levers
+// by their saving at p95 of the time to complete, then the two rankings
+// and each lever's config.
+func PrintAdvice(w io.Writer, advice []advisor.Advice) {
+	if len(advice) == 0 {
+		fmt.Fprintln(w, "No advice yet: the advisor needs at least 20 requests of an alias in its window (budget.advice_window, default 15m).")
+		return
+	}
+	for i, a := range advice {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		m := a.Measured
+		fmt.Fprintf(w, "%s: %d requests; first word p50 %s, p95 %s; complete p50 %s, p95 %s; $%.6f a request\n\n",
+			a.Alias, a.Requests, fmtMs(m.TTFWP50), fmtMs(m.TTFWP95), fmtMs(m.TTCP50), fmtMs(m.TTCP95), m.Cost)
+		if len(a.Levers) == 0 {
+			fmt.Fprintln(w, "No lever would save anything measurable in this traffic.")
+		} else {
+			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "lever\tsaves: first word p50\tp95\tcomplete p50\tp95\tcost\trequests changed\t")
+			for _, l := range a.Levers {
+				s := l.Saving
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.0f%%\t%d\t\n", l.Title, fmtSaving(s.TTFWP50), fmtSaving(s.TTFWP95),
+					fmtSaving(s.TTCP50), fmtSaving(s.TTCP95), 100*s.CostShare, l.Affected)
+			}
+			tw.Flush()
+			fmt.Fprintln(w)
+			fmt.Fprintf(w, "Largest first, by p95 time to first word: %s\n", rankingText(a.ByTTFW))
+			fmt.Fprintf(w, "Largest first, by p95 time to complete:   %s\n", rankingText(a.ByTTC))
+			for _, l := range a.Levers {
+				fmt.Fprintf(w, "\n%s: %s\n", l.Title, l.Detail)
+				for _, line := range strings.Split(l.Config, "\n") {
+					fmt.Fprintf(w, "    %s\n", line)
+				}
+			}
+		}
+		for _, n := range a.Notes {
+			fmt.Fprintf(w, "\nNote: %s\n", n)
+		}
+	}
+}
+
+func fmtSaving(v float64) string {
+	if v < 1 && v > -1 {
+		return "-"
+	}
+	if v < 0 {
+		return "+" + fmtMs(-v)
+	}
+	return fmtMs(v)
+}
+
+func rankingText(names []string) string {
+	if len(names) == 0 {
+		return "none saves a millisecond"
+	}
+	return strings.Join(names, " > ")
 }

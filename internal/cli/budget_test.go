@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/firstword/firstword/internal/advisor"
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/cli"
@@ -158,5 +159,84 @@ func TestPrintBudgetGolden(t *testing.T) {
 				t.Errorf("budget table (-%s +got):\n%s", golden, diff)
 			}
 		})
+	}
+}
+
+// TestPrintAdviceGolden: the advisor's table for an alias whose answers
+// are 100 or 300 tokens at 100 tokens/s and whose prompts repeat, and the
+// note for an alias the advisor cannot route to a smaller one.
+func TestPrintAdviceGolden(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	var ss []advisor.Sample
+	for i := range 40 {
+		n := 100 + 200*(i%2)
+		gen := time.Duration(float64(n-1) / 100 * float64(time.Second))
+		ss = append(ss, advisor.Sample{Time: t0.Add(time.Duration(i) * time.Second), Alias: "chat", Deployment: "sim/medium", Complete: true,
+			TTFT: 600 * time.Millisecond, TTFW: 601 * time.Millisecond, Total: 601*time.Millisecond + gen, Gen: gen, CallStart: time.Millisecond,
+			Input: 40, Output: n, Cost: float64(n) * 4e-6, RepeatKey: uint64(i%8 + 1)})
+	}
+	adv := advisor.Advise(map[string][]advisor.Sample{"chat": ss}, advisor.Options{
+		Aliases: map[string]advisor.Alias{"chat": {FirstTokenTimeout: 5 * time.Second}},
+		Price: func(string) (advisor.Price, bool) {
+			return advisor.Price{Input: 1e-6, CachedInput: 1e-7, Output: 4e-6}, true
+		},
+	})
+	var out bytes.Buffer
+	cli.PrintAdvice(&out, adv)
+	golden := filepath.Join("testdata", "budget", "advice.txt")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), out.String()); diff != "" {
+		t.Errorf("advice table (-%s +got):\n%s", golden, diff)
+	}
+	out.Reset()
+	cli.PrintAdvice(&out, nil)
+	if !strings.Contains(out.String(), "No advice yet") {
+		t.Errorf("no advice: %q", out.String())
+	}
+}
+
+// TestBudgetAdviseCommand: budget --advise reads a running gateway's
+// GET /v1/budget/advice and prints it; --json prints it as sent.
+func TestBudgetAdviseCommand(t *testing.T) {
+	gw := gatewaytest.Start(t, gatewaytest.MustParse(t, `
+providers:
+  sim: {type: sim}
+models:
+  chat: {deployments: [{provider: sim, model: small}]}
+`))
+	for i := range 24 {
+		resp, err := http.Post(gw.URL+"/v1/chat/completions", "application/json", strings.NewReader(
+			fmt.Sprintf(`{"model":"chat","stream":true,"messages":[{"role":"user","content":"question %d [sim ttft=2ms gap=1ms tokens=%d]"}]}`, i, 5+i%2*20)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	var out, stderr string
+	var code int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out, stderr, code = runCLIEnv(t, nil, "budget", "--server", gw.URL, "--advise"); code != 0 || strings.Contains(out, "24 requests") {
+			break
+		}
+	}
+	if code != 0 {
+		t.Fatalf("budget --advise: exit %d, %s", code, stderr)
+	}
+	for _, want := range []string{"chat: 24 requests", "Ask for less: cap answers at", "max_tokens:", "Largest first, by p95 time to complete:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("budget --advise lacks %q:\n%s", want, out)
+		}
+	}
+	if out, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--advise", "--json"); code != 0 || !strings.Contains(out, `"by_ttc"`) {
+		t.Errorf("budget --advise --json: exit %d, %s %s", code, out, stderr)
 	}
 }

@@ -621,6 +621,9 @@ type Budget struct {
 	// Stages are per-stage targets by stage name (guard, context, ttft,
 	// a lookup's name...).
 	Stages map[string]Target `yaml:"stages"`
+	// AdviceWindow is how far back the lever advisor reads its sample of
+	// each alias's requests (the last 2,000 of it; default 15m).
+	AdviceWindow time.Duration `yaml:"advice_window"`
 }
 
 // Target is one percentile and its limit: {p95: 1s}.

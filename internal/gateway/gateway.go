@@ -17,6 +17,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/firstword/firstword/internal/advisor"
 	"github.com/firstword/firstword/internal/auth"
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/cache"
@@ -56,6 +57,7 @@ type Gateway struct {
 	levers   *levers.Levers
 	closers  []func() error
 	window   *window.Window
+	advisor  *advisor.Recorder
 	tracer   *tracing.Tracer
 	sims     map[string]*sim.Provider
 
@@ -235,7 +237,8 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		return fail(err)
 	}
 	g.closers = append(g.closers, usage.Close)
-	meter := metering.Multi{g.meter, usage, windowMeter{g.window}, metering.Log{Logger: log}}
+	g.advisor = advisor.NewRecorder(cfg.Budget.AdviceWindow, 0)
+	meter := metering.Multi{g.meter, usage, windowMeter{g.window}, advisorMeter{g.advisor}, metering.Log{Logger: log}}
 	if config.Optional(cfg.Metrics.Enabled) {
 		g.metrics = metrics.New(r.Health)
 		g.metrics.Init(r.Aliases())
@@ -286,6 +289,9 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 		Prices: prices,
 		Budget: func(tenant, user, surface string, recent int) any {
 			return g.window.Report(time.Now(), tenant, user, surface, recent)
+		},
+		Advice: func(tenant string) any {
+			return advisor.Advise(g.advisor.Samples(time.Now(), tenant), advisorOptions(cfg, prices))
 		},
 		Streams:         streamGauge(g.metrics),
 		Metrics:         metricsHandler(g.metrics, cfg.Metrics.Listen == ""),

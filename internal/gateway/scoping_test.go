@@ -105,6 +105,7 @@ func TestNoneOfAnotherPrincipalsBytes(t *testing.T) {
 		{"POST", "/v1/chat", `{"conversation_id":"` + conv + `","message":"what did I say? [sim ttft=1ms gap=1ms tokens=3]"}`},
 		{"GET", "/v1/budget?recent=200", ""},
 		{"GET", "/v1/budget?recent=200&tenant=acme", ""},
+		{"GET", "/v1/budget/advice?tenant=acme", ""},
 		{"GET", "/v1/usage", ""},
 		{"GET", "/v1/models", ""},
 		{"GET", "/admin/health", ""},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/firstword/firstword/internal/advisor"
+	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/budget/window"
 	"github.com/firstword/firstword/internal/cache"
 	cacheredis "github.com/firstword/firstword/internal/cache/redis"
@@ -284,4 +286,65 @@ func openJournal(ctx context.Context, cfg *config.Config, log *slog.Logger) (j j
 // redisServer is the Redis deployment a config section names.
 func redisServer(r config.Redis) redisconn.Server {
 	return redisconn.Server{URL: r.ResolvedURL, Addrs: r.Addrs, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster}
+}
+
+// advisorMeter feeds finished requests to the lever advisor.
+type advisorMeter struct{ r *advisor.Recorder }
+
+func (m advisorMeter) Record(_ context.Context, r *metering.Record) {
+	if r.Timings == nil {
+		return
+	}
+	s := advisor.Sample{Time: time.Now(), Tenant: r.Tenant, Alias: r.Alias, Deployment: r.Deployment, Complete: r.Status == metering.StatusComplete,
+		TTFT: r.TTFT, TTFW: r.TTFW, Total: r.Total, Gen: time.Duration(r.StreamMs * float64(time.Millisecond)), CallStart: r.CallStart,
+		Thinking: r.Thinking, Input: r.Usage.InputTokens, Cached: r.Usage.CachedInputTokens, Output: r.Usage.OutputTokens,
+		Reasoning: r.Usage.ReasoningTokens, Cost: r.Cost, RepeatKey: r.Fingerprint.Repeat, CacheHit: r.Cached,
+		PrefixKey: r.Fingerprint.Prefix, PrefixTokens: r.Fingerprint.PrefixTokens, FirstTokenTimeouts: r.FirstTokenTimeouts}
+	if r.RoutedTo != "" && !strings.Contains(r.RoutedTo, router.FellBackTo) {
+		s.Alias = r.RoutedTo // measured as the alias that served it
+	}
+	s.Steps = preCallSteps(r.Timings.Stages())
+	m.r.Add(s)
+}
+
+// preCallSteps are a request's context steps (the stages inside its
+// context group) and its guard, which run before the model's call.
+func preCallSteps(stages []budget.Stage) []advisor.Step {
+	var group *budget.Stage
+	for i := range stages {
+		if stages[i].Group && stages[i].Name == "context" {
+			group = &stages[i]
+		}
+	}
+	var out []advisor.Step
+	for _, st := range stages {
+		inside := group != nil && !st.Group && st.Start >= group.Start && st.End <= group.End
+		if inside || st.Name == "guard" {
+			out = append(out, advisor.Step{Name: st.Name, Start: st.Start, End: st.End})
+		}
+	}
+	return out
+}
+
+// advisorOptions are the config's facts the lever advisor reads.
+func advisorOptions(cfg *config.Config, prices metering.Prices) advisor.Options {
+	opt := advisor.Options{Aliases: map[string]advisor.Alias{}, Price: func(dep string) (advisor.Price, bool) {
+		p, ok := prices.Lookup(dep)
+		return advisor.Price{Input: p.Input / 1e6, CachedInput: p.CachedInput / 1e6, Output: p.Output / 1e6}, ok
+	}}
+	for name, m := range cfg.Models {
+		a := advisor.Alias{MaxTokens: m.MaxTokens, FirstTokenTimeout: m.FirstTokenTimeout, PromptCaching: m.PromptCaching}
+		if a.FirstTokenTimeout == 0 {
+			a.FirstTokenTimeout = 5 * time.Second
+		}
+		if c := m.Cache; c != nil {
+			a.CacheTTL, a.Nondeterministic = c.TTL, c.Nondeterministic
+			a.CacheOff = c.Enabled != nil && !*c.Enabled
+		}
+		if m.Thinking != nil {
+			a.ThinkingBudget = m.Thinking.MaxBudgetTokens
+		}
+		opt.Aliases[name] = a
+	}
+	return opt
 }

@@ -59,6 +59,9 @@ func (s *Server) routes() {
 	}
 	if s.opt.Budget != nil {
 		s.mux.Handle("GET /v1/budget", route(s.budgetReport))
+		if s.opt.Advice != nil {
+			s.mux.Handle("GET /v1/budget/advice", route(s.budgetAdvice))
+		}
 	}
 	s.mux.Handle("GET /{$}", webui.Handler())
 	s.mux.Handle("GET /budget", webui.Handler())
@@ -161,6 +164,22 @@ func (s *Server) budgetReport(w http.ResponseWriter, r *http.Request) error {
 		return invalid("surface", "surface must be openai, chat or anthropic")
 	}
 	writeJSON(w, http.StatusOK, s.opt.Budget(tenant, user, surface, recent))
+	return nil
+}
+
+// budgetAdvice serves GET /v1/budget/advice: the lever advisor's advice
+// for the caller's tenant's aliases (an admin, or local mode: every
+// tenant's, or ?tenant=), as {"object": "list", "data": [...]}.
+func (s *Server) budgetAdvice(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.authenticate(w, r, nil)
+	if err != nil {
+		return err
+	}
+	tenant := p.TenantID
+	if p.Admin || p.Local {
+		tenant = r.URL.Query().Get("tenant")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": s.opt.Advice(tenant)})
 	return nil
 }
 

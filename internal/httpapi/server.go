@@ -64,6 +64,9 @@ type Options struct {
 	// Budget reports the latency budget for /v1/budget and /budget (nil:
 	// no routes).
 	Budget func(tenant, user, surface string, recent int) any
+	// Advice is the lever advisor's advice for a tenant's ("" every
+	// tenant's) aliases, for /v1/budget/advice (nil: no route).
+	Advice func(tenant string) any
 	Logger *slog.Logger
 	// Heartbeat is the SSE heartbeat interval (0: none).
 	Heartbeat time.Duration

@@ -282,6 +282,8 @@ func (l *Levers) Plan(req *chat.Request, rep *Report) Planned {
 	}
 	req = shape(req, a)
 	rep.HideThinking = a.Thinking.Hide
+	f := &rep.Fingerprint
+	f.Repeat, f.Prefix, f.PrefixTokens = fingerprint(req)
 	key, cacheable := l.key(req, a)
 	// The rest of an answer is not an answer of its own.
 	cacheable = cacheable && req.Hints.Continues == ""

@@ -25,4 +25,13 @@ type Report struct {
 	// HideThinking: the alias does not show its thinking (show: false),
 	// which its call then clears from what it delivers (see call.Call).
 	HideThinking bool
+	// Fingerprint identifies the request's content and its stable prefix
+	// for the lever advisor (see fingerprint).
+	Fingerprint Fingerprint
+}
+
+// Fingerprint is a request's content hashes (see fingerprint).
+type Fingerprint struct {
+	Repeat, Prefix uint64
+	PrefixTokens   int
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/firstword/firstword/internal/budget"
 	"github.com/firstword/firstword/internal/chat"
 	"github.com/firstword/firstword/internal/levers"
+	"github.com/firstword/firstword/internal/router"
 )
 
 // Request is what a surface knows of a request, to meter it.
@@ -49,6 +50,15 @@ func (p Prices) Build(q Request, rep *levers.Report, t *Tally, u chat.Usage, e E
 		TTFW: q.Timings.TTFW(), TTFThought: q.Timings.TTFThought(), Thinking: q.Timings.Thinking(), Total: total,
 		Attempts: rep.Tries(), Fallbacks: rep.Fallbacks(), Hedged: rep.Hedged(), Retries: rep.Retries(), Continuations: rep.Continuations(),
 		Gaps: &t.Gaps, Timings: q.Timings, TraceID: q.TraceID, TraceParent: q.TraceParent,
+	}
+	r.Fingerprint = rep.Fingerprint
+	for i, at := range rep.Attempts {
+		if i == 0 {
+			r.CallStart = at.Start.Sub(start)
+		}
+		if at.Outcome == router.OutcomeFirstTokenTimeout {
+			r.FirstTokenTimeouts++
+		}
 	}
 	if t.Visible {
 		r.StreamMs = float64(t.Last.Sub(t.First).Microseconds()) / 1000

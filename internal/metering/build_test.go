@@ -28,7 +28,7 @@ func TestBuild(t *testing.T) {
 		RequestID: "req_1", Time: start, Surface: "chat_completions", Tenant: "t1", User: "u1", Alias: "chat",
 		Deployment: "b/m", Model: "m", Stream: true, Status: StatusComplete, FinishReason: "stop",
 		Usage: reported, Cost: 14 / 1e6, TTFT: 100 * time.Millisecond, TTFW: 120 * time.Millisecond, Total: 300 * time.Millisecond,
-		Attempts: 1, StreamMs: 50, TraceID: "trace", TraceParent: "parent",
+		Attempts: 1, StreamMs: 50, TraceID: "trace", TraceParent: "parent", CallStart: 10 * time.Millisecond,
 	}
 	tests := []struct {
 		name   string
@@ -50,6 +50,20 @@ func TestBuild(t *testing.T) {
 			name: "routed by a rule, after a fallback", rep: levers.Report{Report: twice, BillShare: 1, Rule: "short", Requested: "chat"}, usage: &reported, ending: Ending{Status: StatusComplete},
 			want: func(r *Record) {
 				r.Rule, r.RoutedTo, r.Attempts, r.Fallbacks, r.Route = "short", "chat", 2, 1, "a/m=error(502), b/m=ok"
+				r.CallStart = 5 * time.Millisecond
+			},
+		},
+		{
+			name: "a first-token timeout, then the answer, with the request's fingerprint",
+			rep: func() levers.Report {
+				r := twice
+				r.Attempts = []router.Attempt{{Deployment: "a/m", Start: at(5), Outcome: router.OutcomeFirstTokenTimeout}, served.Attempts[0]}
+				return levers.Report{Report: r, BillShare: 1, Fingerprint: levers.Fingerprint{Repeat: 7, Prefix: 9, PrefixTokens: 300}}
+			}(),
+			usage: &reported, ending: Ending{Status: StatusComplete},
+			want: func(r *Record) {
+				r.Attempts, r.Fallbacks, r.Route, r.CallStart, r.FirstTokenTimeouts = 2, 1, "a/m=first_token_timeout, b/m=ok", 5*time.Millisecond, 1
+				r.Fingerprint = levers.Fingerprint{Repeat: 7, Prefix: 9, PrefixTokens: 300}
 			},
 		},
 		{

@@ -29,6 +29,14 @@ const (
 
 // Record is one request's metering.
 type Record struct {
+	// Fingerprint, CallStart and FirstTokenTimeouts are for the lever
+	// advisor: the request's content hashes, when its first attempt
+	// started (from the request's arrival) and how many attempts were
+	// abandoned at their first-token timeout.
+	Fingerprint        levers.Fingerprint `json:"-"`
+	CallStart          time.Duration      `json:"-"`
+	FirstTokenTimeouts int                `json:"-"`
+
 	RequestID string    `json:"request_id"`
 	Time      time.Time `json:"time"`
 	Surface   string    `json:"surface"`

@@ -31,17 +31,11 @@ var SimPrices = Prices{
 // Cost prices usage for a deployment: the deployment's own entry, else its
 // model's; 0 when unknown.
 func (p Prices) Cost(deployment string, u chat.Usage) float64 {
-	price, ok := p[deployment]
+	price, ok := p.Lookup(deployment)
 	if !ok {
-		_, model, _ := strings.Cut(deployment, "/")
-		if price, ok = p[model]; !ok {
-			return 0
-		}
+		return 0
 	}
 	cachedPrice := price.CachedInput
-	if cachedPrice == 0 {
-		cachedPrice = price.Input / 10
-	}
 	writePrice := price.CacheWriteInput
 	if writePrice == 0 {
 		writePrice = price.Input * 1.25
@@ -49,4 +43,21 @@ func (p Prices) Cost(deployment string, u chat.Usage) float64 {
 	fresh := max(u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens, 0)
 	return (float64(fresh)*price.Input + float64(u.CachedInputTokens)*cachedPrice +
 		float64(u.CacheWriteTokens)*writePrice + float64(u.OutputTokens)*price.Output) / 1e6
+}
+
+// Lookup returns a deployment's price (by "provider/model", else by the
+// model's name), per million tokens, with the cached-input price filled
+// in (a tenth of the input price when none is set).
+func (p Prices) Lookup(deployment string) (Price, bool) {
+	price, ok := p[deployment]
+	if !ok {
+		_, model, _ := strings.Cut(deployment, "/")
+		if price, ok = p[model]; !ok {
+			return Price{}, false
+		}
+	}
+	if price.CachedInput == 0 {
+		price.CachedInput = price.Input / 10
+	}
+	return price, true
 }

@@ -1,0 +1,250 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/firstword/firstword/internal/advisor"
+	"github.com/firstword/firstword/internal/gateway/gatewaytest"
+)
+
+// adviceProviders are the sim's tiers for TestLeverAdvice: the lesson's
+// medium and small tiers with the clock sped up (first tokens eight times
+// sooner, writing four times faster, answers of 40 to 120 tokens).
+const adviceProviders = `
+providers:
+  sim:
+    type: sim
+    tiers:
+      med: {ttft: 80ms, tokens_per_second: 300, jitter: 0.1, answer_tokens: 80}
+      sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0.1, answer_tokens: 80}
+prices:
+  sim/med: {input: 1.0, output: 4.0}
+  sim/sm: {input: 0.15, output: 0.6}
+`
+
+// adviceAlias is an alias with no levers: no cap, no rules, no cache, no
+// coalescing.
+func adviceAlias(tier string) map[string]any {
+	return map[string]any{"deployments": []any{map[string]any{"provider": "sim", "model": tier}},
+		"cache": map[string]any{"enabled": false}, "coalesce": false}
+}
+
+// adviceTraffic is the traffic's known shape, from a fixed seed: answers
+// of 40 to 120 tokens (the sim's), prompts of 5 to 65 words under one
+// stable system prompt, a quarter of them repeating an earlier one.
+func adviceTraffic(n int) []string {
+	rng := rand.New(rand.NewPCG(37, 1))
+	var out []string
+	for i := range n {
+		if i > 20 && rng.IntN(4) == 0 {
+			out = append(out, out[rng.IntN(len(out))])
+			continue
+		}
+		words := make([]string, 5+rng.IntN(61))
+		for j := range words {
+			words[j] = fmt.Sprintf("w%d", rng.IntN(500))
+		}
+		out = append(out, fmt.Sprintf("Question %d: %s", i, strings.Join(words, " ")))
+	}
+	return out
+}
+
+// timing is what a client saw of one request: its first word and last
+// byte, in ms from sending it.
+type timing struct{ ttfw, ttc float64 }
+
+// drive sends prompts to alias, 6 at a time, streamed and deterministic,
+// and returns what the client saw of each.
+func drive(t *testing.T, url, alias string, prompts []string) []timing {
+	t.Helper()
+	out := make([]timing, len(prompts))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for i := range next {
+				body, _ := json.Marshal(map[string]any{"model": alias, "stream": true, "temperature": 0, "messages": []any{
+					map[string]any{"role": "system", "content": "You are the support assistant of a shop. Answer from the order data and the FAQ."},
+					map[string]any{"role": "user", "content": prompts[i]},
+				}})
+				start := time.Now()
+				resp := gatewaytest.Post(t, url, string(body))
+				evs := gatewaytest.ReadEvents(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || len(evs) == 0 || evs[len(evs)-1].Data != "[DONE]" {
+					t.Errorf("request %d: %d, %d events", i, resp.StatusCode, len(evs))
+					continue
+				}
+				tm := timing{ttfw: -1, ttc: float64(evs[len(evs)-1].At.Sub(start)) / 1e6}
+				for _, e := range evs {
+					if strings.Contains(e.Data, `"content":"`) {
+						tm.ttfw = float64(e.At.Sub(start)) / 1e6
+						break
+					}
+				}
+				out[i] = tm
+			}
+		})
+	}
+	for i := range prompts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+func p(ts []timing, field func(timing) float64, q float64) float64 {
+	var vs []float64
+	for _, t := range ts {
+		if v := field(t); v >= 0 {
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
+	if len(vs) == 0 {
+		return 0
+	}
+	r := q / 100 * float64(len(vs)-1)
+	lo := int(r)
+	hi := min(lo+1, len(vs)-1)
+	return vs[lo] + (vs[hi]-vs[lo])*(r-float64(lo))
+}
+
+// startAdvice runs the binary (built without the race detector, as it is
+// served: the predictions are of its timings) with models.
+func startAdvice(t *testing.T, models map[string]any) *process {
+	t.Helper()
+	b, err := yaml.Marshal(map[string]any{"models": models})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(dir, "firstword.yaml")
+	text := fmt.Sprintf("listen: %s\nstore: {path: %s}\n", addr, filepath.Join(dir, "firstword.db")) + adviceProviders + string(b)
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, cfg, addr)
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+	})
+	return p
+}
+
+// TestLeverAdvice is the advisor's proof: sim traffic of a known shape
+// (fixed seed, 200 requests a pass) through an alias with no levers; the
+// advice read from GET /v1/budget/advice; each advised lever turned on,
+// the same traffic again (sent at the same time to the gateway without
+// levers, as the baseline), and the saving the client measured within 25%
+// of the predicted one, on the figure the lever saves most.
+func TestLeverAdvice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode: four passes of 200 requests (make test and .ci/run run it)")
+	}
+	traffic := adviceTraffic(200)
+	base := map[string]any{"chat": adviceAlias("med"), "fast": adviceAlias("sm")}
+	gw, twin := startAdvice(t, base), startAdvice(t, base)
+	// Measured under the load the levers' passes see: two gateways, each
+	// sent the traffic.
+	var wg sync.WaitGroup
+	wg.Go(func() { drive(t, gw.url, "chat", traffic) })
+	wg.Go(func() { drive(t, twin.url, "chat", traffic) })
+	wg.Wait()
+	twin.cmd.Process.Kill()
+	drive(t, gw.url, "fast", traffic[:40]) // the small tier, measured
+	resp, err := http.Get(gw.url + "/v1/budget/advice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Data []advisor.Advice }
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /v1/budget/advice: %d %v", resp.StatusCode, err)
+	}
+	var adv *advisor.Advice
+	for i := range list.Data {
+		if list.Data[i].Alias == "chat" {
+			adv = &list.Data[i]
+		}
+	}
+	if adv == nil || adv.Requests != 200 {
+		t.Fatalf("advice %+v: want chat's, from its 200 requests", list.Data)
+	}
+	t.Logf("measured %+v; by TTFW %v, by TTC %v", adv.Measured, adv.ByTTFW, adv.ByTTC)
+	levers := map[string]*advisor.Lever{}
+	for i := range adv.Levers {
+		levers[adv.Levers[i].Lever] = &adv.Levers[i]
+	}
+	for _, want := range []string{"ask_for_less", "smaller_model", "cache"} {
+		if levers[want] == nil {
+			t.Fatalf("no %s lever in %+v", want, adv.Levers)
+		}
+	}
+
+	for _, name := range []string{"ask_for_less", "smaller_model", "cache"} {
+		l := levers[name]
+		models := map[string]any{"fast": adviceAlias("sm")}
+		chat := adviceAlias("med")
+		for k, v := range l.Set {
+			chat[k] = v
+		}
+		models["chat"] = chat
+		// The lever's gateway and the one without levers get the same
+		// traffic at the same time, so that both see the same machine.
+		lgw := startAdvice(t, models)
+		var before, after []timing
+		var wg sync.WaitGroup
+		wg.Go(func() { before = drive(t, gw.url, "chat", traffic) })
+		wg.Go(func() { after = drive(t, lgw.url, "chat", traffic) })
+		wg.Wait()
+		lgw.cmd.Process.Kill()
+		// The figure the lever saves most.
+		figures := []struct {
+			name      string
+			predicted float64
+			field     func(timing) float64
+			q         float64
+		}{
+			{"first word p50", l.Saving.TTFWP50, func(x timing) float64 { return x.ttfw }, 50},
+			{"first word p95", l.Saving.TTFWP95, func(x timing) float64 { return x.ttfw }, 95},
+			{"complete p50", l.Saving.TTCP50, func(x timing) float64 { return x.ttc }, 50},
+			{"complete p95", l.Saving.TTCP95, func(x timing) float64 { return x.ttc }, 95},
+		}
+		best := figures[0]
+		for _, f := range figures[1:] {
+			if f.predicted > best.predicted {
+				best = f
+			}
+		}
+		measured := p(before, best.field, best.q) - p(after, best.field, best.q)
+		t.Logf("%s (%s): %s predicted %.0f ms, measured %.0f ms (%.0f -> %.0f)", name, strings.ReplaceAll(l.Config, "\n", " "), best.name,
+			best.predicted, measured, p(before, best.field, best.q), p(after, best.field, best.q))
+		if math.Abs(measured-best.predicted) > 0.25*best.predicted {
+			t.Errorf("%s: %s saving measured %.0f ms, predicted %.0f ms: off by %.0f%% (at most 25%%)", name, best.name, measured, best.predicted,
+				100*math.Abs(measured-best.predicted)/best.predicted)
+		}
+	}
+}
