@@ -29,8 +29,8 @@ providers:
   sim:
     type: sim
     tiers:
-      med: {ttft: 80ms, tokens_per_second: 300, jitter: 0.1, answer_tokens: 80}
-      sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0.1, answer_tokens: 80}
+      med: {ttft: 80ms, tokens_per_second: 300, jitter: 0, answer_tokens: 80}
+      sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0, answer_tokens: 80}
 prices:
   sim/med: {input: 1.0, output: 4.0}
   sim/sm: {input: 0.15, output: 0.6}

@@ -126,3 +126,24 @@ func TestBudgetPageLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetPageAdvice: once an alias has 20 requests, /budget shows the
+// lever advisor's advice: its levers with their savings and the config
+// that turns each on, and the two rankings.
+func TestBudgetPageAdvice(t *testing.T) {
+	ctx := webuitest.Browser(t)
+	_, url := serve(t, simConfig)
+	for i := range 22 {
+		chatTurn(t, url, fmt.Sprintf("question %d [sim ttft=5ms gap=1ms tokens=%d]", i, 5+20*(i%2)))
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(url+"/budget")); err != nil {
+		t.Fatal(err)
+	}
+	webuitest.WaitFor(t, ctx, `!!document.querySelector('#advice article[data-alias="chat"] tr[data-lever="ask_for_less"]')`, 10*time.Second)
+	got := webuitest.Eval[string](t, ctx, `document.querySelector('#advice article[data-alias="chat"]').textContent`)
+	for _, want := range []string{"chat · 22 requests", "Ask for less: cap answers at", "max_tokens:", "First for the whole answer: ask_for_less"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the advice panel lacks %q: %s", want, got)
+		}
+	}
+}

@@ -123,6 +123,61 @@
     }
   }
 
+  // loadAdvice shows the lever advisor's advice (GET /v1/budget/advice):
+  // per alias, its levers by their saving at p95 of the time to complete,
+  // with the config that turns each on.
+  async function loadAdvice() {
+    const headers = key() ? { Authorization: "Bearer " + key() } : {};
+    let resp;
+    try { resp = await fetch("/v1/budget/advice", { headers }); } catch { return; }
+    if (!resp.ok) return;
+    const { data } = await resp.json();
+    const box = $("advice");
+    if (!data || !data.length) {
+      box.replaceChildren(el("p", "muted", "No advice yet: the advisor needs at least 20 requests of an alias."));
+      return;
+    }
+    box.replaceChildren();
+    const saves = (v) => (v >= 1 ? fwStages.ms(v) : "–");
+    for (const a of data) {
+      const sec = el("article", "alias-advice");
+      sec.dataset.alias = a.alias;
+      sec.appendChild(el("h3", "", `${a.alias} · ${a.requests} requests · first word p95 ${fwStages.ms(a.measured.ttfw_p95_ms)} · complete p95 ${fwStages.ms(a.measured.ttc_p95_ms)}`));
+      const levers = (a.levers || []).slice().sort((x, y) => y.saving.ttc_p95_ms - x.saving.ttc_p95_ms);
+      if (levers.length) {
+        const table = el("table", "advice-table");
+        const head = el("tr");
+        for (const h of ["lever", "saves at p95: first word", "complete", "cost", "requests changed", "turn it on"]) head.appendChild(el("th", "", h));
+        table.appendChild(head);
+        for (const l of levers) {
+          const tr = el("tr");
+          tr.dataset.lever = l.lever;
+          const name = el("td", "");
+          name.appendChild(el("strong", "", l.title));
+          name.appendChild(el("div", "muted small", l.detail));
+          tr.append(name, el("td", "num", saves(l.saving.ttfw_p95_ms)), el("td", "num", saves(l.saving.ttc_p95_ms)),
+            el("td", "num", Math.round(100 * l.saving.cost_share) + "%"), el("td", "num", String(l.affected)));
+          const cfg = el("td", "");
+          cfg.appendChild(el("pre", "config", l.config));
+          tr.appendChild(cfg);
+          table.appendChild(tr);
+        }
+        sec.appendChild(table);
+      }
+      sec.appendChild(el("p", "ranking", "First for the first word: " + ((a.by_ttfw || []).join(" › ") || "none saves a millisecond")));
+      sec.appendChild(el("p", "ranking", "First for the whole answer: " + ((a.by_ttc || []).join(" › ") || "none saves a millisecond")));
+      for (const n of a.notes || []) sec.appendChild(el("p", "muted small", n));
+      box.appendChild(sec);
+    }
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
   $("surface").addEventListener("change", load);
   $("savekey").addEventListener("click", () => {
     localStorage.setItem("fw-key", $("key").value.trim());
@@ -130,5 +185,7 @@
     load();
   });
   load();
+  loadAdvice();
   timer = setInterval(load, 2000);
+  setInterval(loadAdvice, 10000);
 })();
