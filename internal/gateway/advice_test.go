@@ -45,12 +45,13 @@ func adviceAlias(tier string) map[string]any {
 
 // adviceTraffic is the traffic's known shape, from a fixed seed: answers
 // of 40 to 120 tokens (the sim's), prompts of 5 to 65 words under one
-// stable system prompt, a quarter of them repeating an earlier one.
+// stable system prompt, two in five of them (after the first 20)
+// repeating an earlier one.
 func adviceTraffic(n int) []string {
 	rng := rand.New(rand.NewPCG(37, 1))
 	var out []string
 	for i := range n {
-		if i > 20 && rng.IntN(4) == 0 {
+		if i > 20 && rng.IntN(5) < 2 {
 			out = append(out, out[rng.IntN(len(out))])
 			continue
 		}
@@ -67,14 +68,14 @@ func adviceTraffic(n int) []string {
 // byte, in ms from sending it.
 type timing struct{ ttfw, ttc float64 }
 
-// drive sends prompts to alias, 6 at a time, streamed and deterministic,
-// and returns what the client saw of each.
-func drive(t *testing.T, url, alias string, prompts []string) []timing {
+// drive sends prompts to alias, workers at a time, streamed and
+// deterministic, and returns what the client saw of each.
+func drive(t *testing.T, url, alias string, prompts []string, workers int) []timing {
 	t.Helper()
 	out := make([]timing, len(prompts))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range 6 {
+	for range workers {
 		wg.Go(func() {
 			for i := range next {
 				body, _ := json.Marshal(map[string]any{"model": alias, "stream": true, "temperature": 0, "messages": []any{
@@ -169,11 +170,14 @@ func TestLeverAdvice(t *testing.T) {
 	// Measured under the load the levers' passes see: two gateways, each
 	// sent the traffic.
 	var wg sync.WaitGroup
-	wg.Go(func() { drive(t, gw.url, "chat", traffic) })
-	wg.Go(func() { drive(t, twin.url, "chat", traffic) })
+	wg.Go(func() { drive(t, gw.url, "chat", traffic, 8) })
+	wg.Go(func() { drive(t, twin.url, "chat", traffic, 8) })
+	wg.Wait()
+	// The small tier, measured under the same load.
+	wg.Go(func() { drive(t, gw.url, "fast", traffic[:80], 8) })
+	wg.Go(func() { drive(t, twin.url, "chat", traffic[:80], 8) })
 	wg.Wait()
 	twin.cmd.Process.Kill()
-	drive(t, gw.url, "fast", traffic[:40]) // the small tier, measured
 	resp, err := http.Get(gw.url + "/v1/budget/advice")
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +221,8 @@ func TestLeverAdvice(t *testing.T) {
 		lgw := startAdvice(t, models)
 		var before, after []timing
 		var wg sync.WaitGroup
-		wg.Go(func() { before = drive(t, gw.url, "chat", traffic) })
-		wg.Go(func() { after = drive(t, lgw.url, "chat", traffic) })
+		wg.Go(func() { before = drive(t, gw.url, "chat", traffic, 8) })
+		wg.Go(func() { after = drive(t, lgw.url, "chat", traffic, 8) })
 		wg.Wait()
 		lgw.cmd.Process.Kill()
 		// The figure the lever saves most.
