@@ -37,6 +37,9 @@ type Options struct {
 	Aliases map[string]Alias
 	// Price is a deployment's price (false: unknown, priced at 0).
 	Price func(deployment string) (Price, bool)
+	// ModelCalls are the pre-call steps that are model calls of their
+	// own (config: model_call), by stage name.
+	ModelCalls map[string]bool
 }
 
 // Saving is what a lever would save: milliseconds at p50 and p95 of the
@@ -141,6 +144,7 @@ func advise(name string, all map[string][]Sample, opt Options) Advice {
 			adv.Levers = append(adv.Levers, *l)
 		}
 	}
+	adv.Levers = append(adv.Levers, a.fewerCalls()...)
 	adv.ByTTFW = ranking(adv.Levers, func(s Saving) float64 { return s.TTFWP95 })
 	adv.ByTTC = ranking(adv.Levers, func(s Saving) float64 { return s.TTCP95 })
 	adv.Notes = a.notes
@@ -482,6 +486,64 @@ func (a *alias) parallelSteps() *Lever {
 		l.Affected, median(nonZero(gap)))
 	l.Config = "# chat.sources: history, retrieval and lookups run in parallel there"
 	return l
+}
+
+// fewerCalls removes each pre-call step that is a model call of its own:
+// the wait for the pre-call steps becomes the span of the others (a step
+// that ran beside a slower one saves nothing).
+func (a *alias) fewerCalls() []Lever {
+	var names []string
+	for n := range a.opt.ModelCalls {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []Lever
+	for _, name := range names {
+		if !a.opt.ModelCalls[name] {
+			continue
+		}
+		cut := make([]float64, len(a.ss))
+		for i := range a.ss {
+			cut[i] = ms(span(a.ss[i].Steps, "") - span(a.ss[i].Steps, name))
+		}
+		l := a.lever("fewer_calls", fmt.Sprintf("Fewer calls: drop the model call %s", name), func(i int, o outcome) (outcome, bool) {
+			if cut[i] < 0.5 {
+				return o, false
+			}
+			if o.ttfw >= 0 {
+				o.ttfw -= cut[i]
+			}
+			if o.ttc >= 0 {
+				o.ttc -= cut[i]
+			}
+			return o, true
+		})
+		if l.Affected == 0 {
+			continue
+		}
+		l.Detail = fmt.Sprintf("%s is a model call of its own (model_call: true) before the answer's: without it the pre-call steps would have ended %.0f ms sooner at the median, in the %d requests where it was the slowest. Whether the answer needs what it adds is not measured here: a rule, a cache in front of it, or folding it into the main prompt are the usual ways to drop it.",
+			name, median(nonZero(cut)), l.Affected)
+		l.Config = "# a change to the application or to chat.sources: drop " + name + ", or fold it into the main call"
+		out = append(out, *l)
+	}
+	return out
+}
+
+// span is the time from the first of the steps' starts to the last of
+// their ends, leaving out the step named without ("": none).
+func span(steps []Step, without string) time.Duration {
+	var first, last time.Duration
+	seen := false
+	for _, st := range steps {
+		if st.Name == without {
+			continue
+		}
+		if !seen {
+			first, last, seen = st.Start, st.End, true
+		}
+		first, last = min(first, st.Start), max(last, st.End)
+	}
+	return last - first
 }
 
 // thinkLess caps the thinking at the p50 of the thinking tokens: a

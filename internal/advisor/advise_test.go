@@ -191,3 +191,34 @@ func TestRecorderWindow(t *testing.T) {
 		t.Errorf("every tenant's samples in the window: %d, want 3 (globex's is too old)", n)
 	}
 }
+
+// TestFewerCalls: a pre-call step marked as a model call saves what it
+// added to the wait: all of it when it ran first and alone, its excess
+// over the slowest other step when it ran beside them, nothing when it
+// was the faster of two in parallel.
+func TestFewerCalls(t *testing.T) {
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name  string
+		steps []Step
+		want  float64
+	}{
+		{"first, then a lookup", []Step{{"classify", 0, 200 * time.Millisecond}, {"orders", 200 * time.Millisecond, 250 * time.Millisecond}}, 200},
+		{"beside a faster lookup", []Step{{"classify", 0, 200 * time.Millisecond}, {"orders", 0, 50 * time.Millisecond}}, 150},
+		{"beside a slower lookup", []Step{{"classify", 0, 200 * time.Millisecond}, {"orders", 0, 300 * time.Millisecond}}, 0},
+	} {
+		var ss []Sample
+		for i := range 30 {
+			ss = append(ss, Sample{Time: t0.Add(time.Duration(i) * time.Second), Alias: "a", Complete: true, TTFT: time.Second, TTFW: time.Second,
+				Total: 2 * time.Second, Steps: tc.steps})
+		}
+		adv := find(t, Advise(map[string][]Sample{"a": ss}, Options{ModelCalls: map[string]bool{"classify": true}}), "a")
+		l := lever(adv, "fewer_calls")
+		switch {
+		case tc.want == 0 && l != nil:
+			t.Errorf("%s: %+v, want no lever", tc.name, l)
+		case tc.want > 0 && (l == nil || math.Abs(l.Saving.TTFWP95-tc.want) > 0.01 || math.Abs(l.Saving.TTCP50-tc.want) > 0.01 || l.Affected != 30):
+			t.Errorf("%s: %+v, want %.0f ms saved on every request", tc.name, l, tc.want)
+		}
+	}
+}

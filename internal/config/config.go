@@ -547,6 +547,9 @@ type GuardHTTP struct {
 	Timeout  time.Duration     `yaml:"timeout"`
 	FailOpen bool              `yaml:"fail_open"`
 	Headers  map[string]string `yaml:"headers"`
+	// ModelCall marks the remote guard as a model call of its own, for
+	// the lever advisor's "fewer calls".
+	ModelCall bool `yaml:"model_call"`
 }
 
 // Sources are the /v1/chat context sources.
@@ -587,6 +590,10 @@ type LookupSource struct {
 	Timeout  time.Duration     `yaml:"timeout"`
 	Optional *bool             `yaml:"optional"`
 	MaxBytes int               `yaml:"max_bytes"`
+	// ModelCall marks the lookup as a model call of its own (a
+	// classifier, a query rewriter), for the lever advisor's "fewer
+	// calls".
+	ModelCall bool `yaml:"model_call"`
 }
 
 // Metrics configures /metrics.

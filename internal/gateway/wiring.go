@@ -332,6 +332,15 @@ func advisorOptions(cfg *config.Config, prices metering.Prices) advisor.Options 
 		p, ok := prices.Lookup(dep)
 		return advisor.Price{Input: p.Input / 1e6, CachedInput: p.CachedInput / 1e6, Output: p.Output / 1e6}, ok
 	}}
+	opt.ModelCalls = map[string]bool{}
+	for _, l := range cfg.Sources.Lookups {
+		if l.ModelCall {
+			opt.ModelCalls[l.Name] = true
+		}
+	}
+	if cfg.Guard != nil && cfg.Guard.HTTP != nil && cfg.Guard.HTTP.ModelCall {
+		opt.ModelCalls["guard"] = true
+	}
 	for name, m := range cfg.Models {
 		a := advisor.Alias{MaxTokens: m.MaxTokens, FirstTokenTimeout: m.FirstTokenTimeout, PromptCaching: m.PromptCaching}
 		if a.FirstTokenTimeout == 0 {
