@@ -10,21 +10,36 @@ import (
 	"github.com/firstword/firstword/internal/auth"
 )
 
+// sendChat posts body to /v1/chat and returns the status and the whole
+// answer.
+func sendChat(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/chat", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// conversationOf is the conversation_id of a first turn's answer.
+func conversationOf(t *testing.T, code int, answer string) string {
+	t.Helper()
+	i := strings.Index(answer, `"conversation_id":"`)
+	if code != 200 || i < 0 {
+		t.Fatalf("first turn: %d %s", code, answer)
+	}
+	conv := answer[i+len(`"conversation_id":"`):]
+	return conv[:strings.Index(conv, `"`)]
+}
+
 // TestChatRegenerate: POST /v1/chat with regenerate answers the last user
 // message again in place of the last exchange; it needs the conversation
 // and no message, and a conversation that does not exist is a 404.
 func TestChatRegenerate(t *testing.T) {
 	srv := errorServer(t, keyAuth{local: true}, sqliteStore(t))
-	post := func(body string) (int, string) {
-		t.Helper()
-		resp, err := http.Post(srv.URL+"/v1/chat", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { t.Helper(); return sendChat(t, srv.URL, body) }
 	for _, tc := range []struct {
 		body string
 		want int
@@ -38,12 +53,7 @@ func TestChatRegenerate(t *testing.T) {
 		}
 	}
 	code, b := post(`{"model": "m", "message": "first question"}`)
-	i := strings.Index(b, `"conversation_id":"`)
-	if code != 200 || i < 0 {
-		t.Fatalf("first turn: %d %s", code, b)
-	}
-	conv := b[i+len(`"conversation_id":"`):]
-	conv = conv[:strings.Index(conv, `"`)]
+	conv := conversationOf(t, code, b)
 	if code, b := post(`{"model": "m", "regenerate": true, "conversation_id": "` + conv + `"}`); code != 200 || !strings.Contains(b, "event: done") {
 		t.Fatalf("regenerate: %d %s", code, b)
 	}
@@ -68,23 +78,9 @@ func TestChatRegenerate(t *testing.T) {
 func TestChatEdit(t *testing.T) {
 	st := sqliteStore(t)
 	srv := errorServer(t, keyAuth{local: true}, st)
-	post := func(body string) (int, string) {
-		t.Helper()
-		resp, err := http.Post(srv.URL+"/v1/chat", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { t.Helper(); return sendChat(t, srv.URL, body) }
 	code, b := post(`{"model": "m", "message": "first question"}`)
-	i := strings.Index(b, `"conversation_id":"`)
-	if code != 200 || i < 0 {
-		t.Fatalf("first turn: %d %s", code, b)
-	}
-	conv := b[i+len(`"conversation_id":"`):]
-	conv = conv[:strings.Index(conv, `"`)]
+	conv := conversationOf(t, code, b)
 	if code, b := post(`{"model": "m", "message": "second question, with a typo", "conversation_id": "` + conv + `"}`); code != 200 || !strings.Contains(b, "event: done") {
 		t.Fatalf("second turn: %d %s", code, b)
 	}
