@@ -668,6 +668,7 @@ func TestRunEndings(t *testing.T) {
 				r.Deployment, r.Model, r.Status, r.FinishReason = "dep", "model", metering.StatusComplete, "stop"
 				r.Usage, r.Cost = chat.Usage{InputTokens: 10, OutputTokens: 2}, 14
 				r.TTFT, r.TTFW, r.Total, r.StreamMs = 140*ms, 140*ms, 240*ms, 100
+				r.CallStart = 40 * ms // the model is called once the failed source is given up
 			},
 			calls: 1, causes: []error{nil},
 		},
@@ -685,6 +686,7 @@ func TestRunEndings(t *testing.T) {
 				r.Deployment, r.Model, r.Status, r.FinishReason = "dep", "model", metering.StatusComplete, "stop"
 				r.Usage, r.Cost = chat.Usage{InputTokens: 10, OutputTokens: 2}, 14
 				r.TTFT, r.TTFW, r.Total, r.StreamMs = 150*ms, 150*ms, 250*ms, 100
+				r.CallStart = 50 * ms // the model is called once the source times out
 			},
 			calls: 1, causes: []error{nil},
 		},
