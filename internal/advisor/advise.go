@@ -15,8 +15,10 @@ import (
 type Alias struct {
 	// MaxTokens is its answer cap (0: none).
 	MaxTokens int
-	// FirstTokenTimeout is each attempt's first-token timeout.
+	// FirstTokenTimeout is each attempt's first-token timeout; Adaptive:
+	// it follows the measured p99 (adaptive_first_token).
 	FirstTokenTimeout time.Duration
+	Adaptive          bool
 	// Cache: the response cache's TTL and whether it caches every
 	// request (Nondeterministic) or only deterministic ones; CacheOff: it
 	// caches none.
@@ -190,8 +192,21 @@ func (a *alias) lever(name, title string, change func(i int, o outcome) (outcome
 	return &Lever{Lever: name, Title: title, Saving: s, Affected: n}
 }
 
+// own reports whether a sample's tokens and times are its own answer's:
+// complete, not a cache hit, not a share of another's stream.
+func own(s *Sample) bool { return s.Complete && !s.CacheHit && !s.Coalesced }
+
 // answerTokens is what a request's answer wrote, thinking left out.
 func answerTokens(s *Sample) int { return max(s.Output-s.Reasoning, 0) }
+
+// writing is how long s took to write n of its answer tokens, in ms: at
+// its own rate, or the alias's median one when its own is not measured.
+func (a *alias) writing(s *Sample, n int) float64 {
+	if t := answerTokens(s); t >= 2 && s.Gen > 0 {
+		return float64(n) * ms(s.Gen) / float64(t-1)
+	}
+	return float64(n) / a.rate * 1000
+}
 
 // writingRate is the median rate, in answer tokens per second, of the
 // samples that wrote at least two tokens over a measured time.
@@ -199,7 +214,7 @@ func writingRate(ss []Sample) float64 {
 	var rates []float64
 	for i := range ss {
 		s := &ss[i]
-		if n := answerTokens(s); n >= 2 && s.Gen > 0 && !s.CacheHit {
+		if n := answerTokens(s); n >= 2 && s.Gen > 0 && own(s) {
 			rates = append(rates, float64(n-1)/s.Gen.Seconds())
 		}
 	}
@@ -220,7 +235,7 @@ func (a *alias) price(s *Sample) Price {
 func (a *alias) askForLess() *Lever {
 	var lens []float64
 	for i := range a.ss {
-		if !a.ss[i].CacheHit && a.ss[i].Complete {
+		if own(&a.ss[i]) {
 			lens = append(lens, float64(answerTokens(&a.ss[i])))
 		}
 	}
@@ -236,11 +251,11 @@ func (a *alias) askForLess() *Lever {
 	l := a.lever("ask_for_less", fmt.Sprintf("Ask for less: cap answers at %d tokens", limit), func(i int, o outcome) (outcome, bool) {
 		s := &a.ss[i]
 		cut := answerTokens(s) - limit
-		if cut <= 0 || s.CacheHit || !s.Complete {
+		if cut <= 0 || !own(s) {
 			return o, false
 		}
-		o.ttc -= float64(cut) / a.rate * 1000
-		o.cost -= float64(cut) * a.price(s).Output
+		o.ttc = max(o.ttc-a.writing(s, cut), 0)
+		o.cost = max(o.cost-float64(cut)*a.price(s).Output, 0)
 		return o, true
 	})
 	l.Detail = fmt.Sprintf("answers are %d tokens at p50 and %d at p75, written at %.0f tokens/s; a cap at the p50 ends %d of %d answers early (at p75 it would end fewer, and save less). The first word does not move. Whether a shorter answer is still a good one is not measured here: brevity (\"Answer in at most three sentences.\") asks for it without cutting.",
@@ -267,7 +282,7 @@ func (a *alias) smallerModel(all map[string][]Sample) *Lever {
 	best, bestPrice, bestRate := "", mine, a.rate*1.2
 	for _, n := range names {
 		p, r := a.meanOutputPrice(all[n]), writingRate(all[n])
-		if mine > 0 && p < bestPrice || mine == 0 && p == 0 && r > bestRate {
+		if mine > 0 && p > 0 && p < bestPrice || mine == 0 && p == 0 && r > bestRate {
 			best, bestPrice, bestRate = n, p, r
 		}
 	}
@@ -277,26 +292,28 @@ func (a *alias) smallerModel(all map[string][]Sample) *Lever {
 	}
 	small := all[best]
 	var ttfts, inputs []float64
+	var sp Price // the small alias's mean price, by its own samples
 	for i := range small {
-		if small[i].TTFT > 0 && !small[i].CacheHit {
+		if own(&small[i]) && small[i].TTFT > 0 && small[i].FirstTokenTimeouts == 0 {
 			ttfts = append(ttfts, ms(small[i].TTFT-small[i].CallStart))
 		}
+		p := a.price(&small[i])
+		sp.Input += p.Input / float64(len(small))
+		sp.Output += p.Output / float64(len(small))
 	}
 	for i := range a.ss {
-		inputs = append(inputs, float64(a.ss[i].Input))
+		if own(&a.ss[i]) {
+			inputs = append(inputs, float64(a.ss[i].Input))
+		}
 	}
 	ttft, rate := median(ttfts), writingRate(small)
-	if ttft <= 0 || rate <= 0 {
-		return nil
-	}
 	short := int(math.Round(percentile(inputs, 50)))
-	var sp Price
-	if a.opt.Price != nil {
-		sp, _ = a.opt.Price(small[0].Deployment)
+	if ttft <= 0 || rate <= 0 || short < 1 {
+		return nil
 	}
 	l := a.lever("smaller_model", fmt.Sprintf("Smaller model: send prompts of at most %d tokens to %s", short, best), func(i int, o outcome) (outcome, bool) {
 		s := &a.ss[i]
-		if s.Input > short || s.CacheHit || s.TTFT <= 0 {
+		if s.Input > short || !own(s) || s.TTFT <= 0 {
 			return o, false
 		}
 		first := ms(s.CallStart) + ttft
@@ -348,35 +365,57 @@ func (a *alias) cache() *Lever {
 			hits = append(hits, ms(a.ss[i].Total))
 		}
 	}
+	// A hit is served after the request's pre-call steps: the measured
+	// hit time, or 1 ms after the call would have started.
 	hit := median(hits)
-	if hit <= 0 {
-		hit = 1
+	hitAt := func(s *Sample) float64 {
+		if hit > 0 {
+			return hit
+		}
+		return ms(s.CallStart) + 1
 	}
-	seen := map[uint64]time.Time{}
+	// A repeat is a hit if the earlier request had completed (its answer
+	// saved) when it arrived, within the TTL.
+	done := map[uint64]time.Time{}
 	repeats := make([]bool, len(a.ss))
 	for i := range a.ss {
 		s := &a.ss[i]
 		if s.RepeatKey == 0 {
 			continue
 		}
-		if t, ok := seen[s.RepeatKey]; ok && s.Time.Sub(t) <= ttl && !s.CacheHit {
+		if t, ok := done[s.RepeatKey]; ok && !t.After(s.Time) && s.Time.Sub(t) <= ttl && !s.CacheHit && !s.Coalesced {
 			repeats[i] = true
 		}
 		if s.Complete {
-			seen[s.RepeatKey] = s.Time
+			end := s.Time.Add(s.Total)
+			if t, ok := done[s.RepeatKey]; !ok || end.Before(t) || t.Add(ttl).Before(s.Time) {
+				done[s.RepeatKey] = end
+			}
 		}
 	}
 	l := a.lever("cache", "Cache repeated requests", func(i int, o outcome) (outcome, bool) {
 		if !repeats[i] {
 			return o, false
 		}
-		return outcome{ttfw: hit, ttc: hit, cost: 0}, true
+		h := hitAt(&a.ss[i])
+		if o.ttfw >= 0 {
+			o.ttfw = min(o.ttfw, h)
+		}
+		if o.ttc >= 0 {
+			o.ttc = min(o.ttc, h)
+		}
+		o.cost = 0
+		return o, true
 	})
 	if l.Affected == 0 {
 		return nil
 	}
-	l.Detail = fmt.Sprintf("%d of %d requests repeat one that completed within the cache's TTL (%s) and were not served from the cache; a hit takes %.1f ms. Only repeats the cache would take: a request that is not deterministic is served from the cache only with nondeterministic: true.",
-		l.Affected, len(a.ss), ttl, hit)
+	took := "1 ms after the request's pre-call steps (no hit was measured)"
+	if hit > 0 {
+		took = fmt.Sprintf("%.1f ms (measured)", hit)
+	}
+	l.Detail = fmt.Sprintf("%d of %d requests repeat one that had completed within the cache's TTL (%s) when they arrived, and were not served from the cache; a hit takes %s. A request that is not deterministic is served from the cache only with nondeterministic: true.",
+		l.Affected, len(a.ss), ttl, took)
 	a.set(l, map[string]any{"cache": map[string]any{"enabled": true, "nondeterministic": true, "ttl": ttl.String()}})
 	return l
 }
@@ -401,15 +440,19 @@ func (a *alias) prefixCache() *Lever {
 		if !ok || s.Time.Sub(t) > 5*time.Minute || s.Cached >= s.PrefixTokens {
 			return o, false
 		}
-		cut := slope * float64(s.PrefixTokens-s.Cached)
+		toks := float64(min(s.PrefixTokens, s.Input) - s.Cached)
+		if toks <= 0 {
+			return o, false
+		}
+		cut := slope * toks
 		if o.ttfw >= 0 {
-			o.ttfw -= cut
+			o.ttfw = max(o.ttfw-cut, 0)
 		}
 		if o.ttc >= 0 {
-			o.ttc -= cut
+			o.ttc = max(o.ttc-cut, 0)
 		}
 		p := a.price(s)
-		o.cost -= float64(s.PrefixTokens-s.Cached) * (p.Input - p.CachedInput)
+		o.cost = max(o.cost-toks*(p.Input-p.CachedInput), 0)
 		return o, true
 	})
 	if l.Affected == 0 {
@@ -434,10 +477,10 @@ func ttftPerToken(ss []Sample) float64 {
 	var n, sx, sy, sxx, sxy float64
 	for i := range ss {
 		s := &ss[i]
-		if s.TTFT <= 0 || s.CacheHit {
+		if s.TTFT <= 0 || !own(s) || s.FirstTokenTimeouts > 0 {
 			continue
 		}
-		x, y := float64(s.Input-s.Cached), ms(s.TTFT)
+		x, y := float64(s.Input-s.Cached), ms(s.TTFT-s.CallStart)
 		n++
 		sx += x
 		sy += y
@@ -553,85 +596,104 @@ func span(steps []Step, without string) time.Duration {
 func (a *alias) thinkLess() *Lever {
 	var toks []float64
 	for i := range a.ss {
-		if a.ss[i].Reasoning > 0 && a.ss[i].Thinking > 0 {
+		if own(&a.ss[i]) && a.ss[i].Reasoning > 0 && a.ss[i].Thinking > 0 {
 			toks = append(toks, float64(a.ss[i].Reasoning))
 		}
 	}
 	if len(toks) < minSamples {
 		return nil
 	}
-	limit := int(math.Round(percentile(toks, 50)))
-	if a.cfg.ThinkingBudget > 0 && a.cfg.ThinkingBudget <= limit {
+	// A budget under 1,024 tokens is refused by the providers (and the
+	// config): the cap is the p50, at least that.
+	p50 := int(math.Round(percentile(toks, 50)))
+	limit := max(p50, 1024)
+	if a.cfg.ThinkingBudget > 0 && a.cfg.ThinkingBudget <= limit || percentile(toks, 95) <= float64(limit) {
 		return nil
 	}
 	l := a.lever("think_less", fmt.Sprintf("Think less: cap thinking at %d tokens", limit), func(i int, o outcome) (outcome, bool) {
 		s := &a.ss[i]
 		cut := s.Reasoning - limit
-		if cut <= 0 || s.Thinking <= 0 {
+		if cut <= 0 || s.Thinking <= 0 || !own(s) {
 			return o, false
 		}
 		d := float64(cut) / float64(s.Reasoning) * ms(s.Thinking)
 		if o.ttfw >= 0 {
-			o.ttfw -= d
+			o.ttfw = max(o.ttfw-d, 0)
 		}
 		if o.ttc >= 0 {
-			o.ttc -= d
+			o.ttc = max(o.ttc-d, 0)
 		}
-		o.cost -= float64(cut) * a.price(s).Output
+		o.cost = max(o.cost-float64(cut)*a.price(s).Output, 0)
 		return o, true
 	})
-	l.Detail = fmt.Sprintf("%d answers thought (%d tokens at p50); a budget at the p50 cuts the %d that thought more, at each one's measured thinking rate. How a shorter thought changes the answer is not measured here.",
-		len(toks), limit, l.Affected)
-	a.set(l, map[string]any{"thinking": map[string]any{"max_budget_tokens": limit}})
+	l.Detail = fmt.Sprintf("%d answers thought (%d tokens at p50); a budget of %d tokens (the p50, and at least the 1,024 providers take) cuts the %d that thought more, at each one's measured thinking rate. The effort makes the cap apply to requests that ask for none. How a shorter thought changes the answer is not measured here.",
+		len(toks), p50, limit, l.Affected)
+	// The cap applies to requests that ask no budget only with an effort
+	// to cap: medium, unless the alias sets one.
+	a.set(l, map[string]any{"thinking": map[string]any{"effort": "medium", "max_budget_tokens": limit}})
 	return l
 }
 
-// timeout sets the first-token timeout from the measured p99 TTFT: a
-// timeout under it abandons answers that were coming (each such request
-// paid the timeout and the next attempt); one far over it leaves a hung
-// upstream waited for. The prediction for a tight one: the abandoned
-// requests would have had the p99 TTFT instead of the timeout and the
-// next attempt's first token.
+// timeout sets the first-token timeout from the measured p99 of the
+// model's own first token (from its call). A timeout that abandoned more
+// than 1% of the requests' attempts is tight: each such request waited the
+// timeout and then the next attempt's first token; with the timeout at the
+// p99, its first attempt would have answered, predicted at the p99 (a
+// saving of at most what it waited past the timeout). One over three times
+// the p99 is noted: a hung upstream is waited for that long. An adaptive
+// timeout follows the p99 already.
 func (a *alias) timeout() *Lever {
+	if a.cfg.Adaptive || a.cfg.FirstTokenTimeout <= 0 {
+		return nil
+	}
 	var ttfts []float64
+	cut := 0
 	for i := range a.ss {
-		if s := &a.ss[i]; s.TTFT > 0 && s.FirstTokenTimeouts == 0 && !s.CacheHit {
-			ttfts = append(ttfts, ms(s.TTFT))
+		s := &a.ss[i]
+		switch {
+		case s.CacheHit || s.Coalesced || s.TTFT <= 0:
+		case s.FirstTokenTimeouts > 0:
+			cut++
+		default:
+			ttfts = append(ttfts, ms(s.TTFT-s.CallStart))
 		}
 	}
-	if len(ttfts) < minSamples || a.cfg.FirstTokenTimeout <= 0 {
+	if len(ttfts) < minSamples {
 		return nil
 	}
 	p99 := percentile(ttfts, 99)
 	set := ms(a.cfg.FirstTokenTimeout)
-	want := time.Duration(math.Ceil(p99*1.2/100)*100) * time.Millisecond
-	switch {
-	case set < p99:
+	want := time.Duration(math.Ceil(max(p99, set)*1.2/100)*100) * time.Millisecond
+	if float64(cut) > 0.01*float64(len(a.ss)) {
 		l := a.lever("first_token_timeout", fmt.Sprintf("Raise the first-token timeout to %s", want), func(i int, o outcome) (outcome, bool) {
 			s := &a.ss[i]
 			if s.FirstTokenTimeouts == 0 || s.TTFT <= 0 {
 				return o, false
 			}
-			// It waited the timeout, then the next attempt's first token.
-			d := ms(s.TTFT) - p99
+			// It waited the timeout(s), then the next attempt's first token.
+			d := min(ms(s.TTFT-s.CallStart)-p99, ms(s.TTFT-s.CallStart)-set)
 			if d <= 0 {
 				return o, false
 			}
 			if o.ttfw >= 0 {
-				o.ttfw -= d
+				o.ttfw = max(o.ttfw-d, 0)
 			}
 			if o.ttc >= 0 {
-				o.ttc -= d
+				o.ttc = max(o.ttc-d, 0)
 			}
 			return o, true
 		})
-		l.Detail = fmt.Sprintf("the first-token timeout (%s) is under the measured p99 TTFT (%.0f ms): %d requests abandoned an attempt that was likely coming and paid the timeout and a second first token. Set it from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
-			a.cfg.FirstTokenTimeout, p99, l.Affected)
+		if l.Affected == 0 {
+			return nil
+		}
+		l.Detail = fmt.Sprintf("the first-token timeout (%s) abandoned an attempt of %d of %d requests, which then waited for a second first token; the model's own first token is %.0f ms at p99 when it was not cut. Set the timeout from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
+			a.cfg.FirstTokenTimeout, cut, len(a.ss), p99)
 		a.set(l, map[string]any{"first_token_timeout": want.String()})
 		return l
-	case set > 3*p99 && set-p99 > 1000:
-		a.notes = append(a.notes, fmt.Sprintf("first-token timeout: %s is more than three times the measured p99 TTFT (%.0f ms): a hung upstream is waited for that long before the next deployment. It saves nothing in this traffic (no attempt hung); %s would bound the hang.",
-			a.cfg.FirstTokenTimeout, p99, want))
+	}
+	if set > 3*p99 && set-p99 > 1000 {
+		a.notes = append(a.notes, fmt.Sprintf("first-token timeout: %s is more than three times the model's measured p99 first token (%.0f ms): a hung upstream is waited for that long before the next deployment. It saves nothing in this traffic (no attempt hung); %s would bound the hang.",
+			a.cfg.FirstTokenTimeout, p99, time.Duration(math.Ceil(p99*1.2/100)*100)*time.Millisecond))
 	}
 	return nil
 }

@@ -137,8 +137,10 @@ func TestAskForLessArithmetic(t *testing.T) {
 	}
 }
 
-// TestCacheRepeats: a repeat within the TTL is a predicted hit, one after
-// it or of another content is not.
+// TestCacheRepeats: a repeat within the TTL of a completed answer is a
+// predicted hit, one after it or of another content is not; a repeat that
+// arrives while the first is still being written is not (that is
+// coalescing's), and one that never completed keeps no completion time.
 func TestCacheRepeats(t *testing.T) {
 	t0 := time.Now()
 	var ss []Sample
@@ -147,17 +149,20 @@ func TestCacheRepeats(t *testing.T) {
 		ss = append(ss, Sample{Time: t0.Add(time.Duration(i) * 15 * time.Second), Alias: "a", Complete: true,
 			TTFT: 600 * time.Millisecond, TTFW: 600 * time.Millisecond, Total: 3 * time.Second, RepeatKey: k, Cost: 0.001})
 	}
+	// A hit does not write the entry again: with a 3-minute TTL the
+	// third of each content misses (its first answer expired) and the
+	// fourth hits its answer.
 	for _, tc := range []struct {
 		ttl  time.Duration
 		hits int
-	}{{10 * time.Minute, 30}, {3 * time.Minute, 30}, {2 * time.Minute, 0}} {
+	}{{10 * time.Minute, 30}, {3 * time.Minute, 20}, {2 * time.Minute, 0}} {
 		adv := find(t, Advise(map[string][]Sample{"a": ss}, Options{Aliases: map[string]Alias{"a": {CacheTTL: tc.ttl}}}), "a")
 		l := lever(adv, "cache")
 		switch {
 		case tc.hits == 0 && l != nil:
 			t.Errorf("ttl %s: %+v, want no cache lever (every repeat comes after the TTL)", tc.ttl, l)
-		case tc.hits > 0 && (l == nil || l.Affected != tc.hits || l.Saving.CostShare != 0.75):
-			t.Errorf("ttl %s: %+v, want %d hits saving 75%% of the cost", tc.ttl, l, tc.hits)
+		case tc.hits > 0 && (l == nil || l.Affected != tc.hits || l.Saving.CostShare != float64(tc.hits)/40):
+			t.Errorf("ttl %s: %+v, want %d hits saving %d%% of the cost", tc.ttl, l, tc.hits, 100*tc.hits/40)
 		}
 	}
 }
@@ -220,5 +225,115 @@ func TestFewerCalls(t *testing.T) {
 		case tc.want > 0 && (l == nil || math.Abs(l.Saving.TTFWP95-tc.want) > 0.01 || math.Abs(l.Saving.TTCP50-tc.want) > 0.01 || l.Affected != 30):
 			t.Errorf("%s: %+v, want %.0f ms saved on every request", tc.name, l, tc.want)
 		}
+	}
+}
+
+// TestCacheRepeatsInFlight: a repeat that arrived before the first answer
+// completed is no hit, and predicted hits of requests that failed do not
+// add completion times.
+func TestCacheRepeatsInFlight(t *testing.T) {
+	t0 := time.Now()
+	var ss []Sample
+	for i := range 30 {
+		// Each content twice, the second 1 s after the first, which takes 3 s.
+		ss = append(ss, Sample{Time: t0.Add(time.Duration(i/2*10+i%2) * time.Second), Alias: "a", Complete: true,
+			TTFT: 600 * time.Millisecond, TTFW: 600 * time.Millisecond, Total: 3 * time.Second, RepeatKey: uint64(i/2 + 1), Cost: 0.001})
+	}
+	if l := lever(find(t, Advise(map[string][]Sample{"a": ss}, Options{}), "a"), "cache"); l != nil {
+		t.Errorf("repeats in flight: %+v, want no cache lever", l)
+	}
+	// Now each repeat comes 5 s after, and failed.
+	for i := 1; i < len(ss); i += 2 {
+		ss[i].Time = ss[i].Time.Add(4 * time.Second)
+		ss[i].Complete, ss[i].Total = false, 0
+	}
+	l := lever(find(t, Advise(map[string][]Sample{"a": ss}, Options{}), "a"), "cache")
+	if l == nil || l.Affected != 15 || l.Saving.TTCP50 != 0 || l.Saving.TTFWP50 <= 0 {
+		t.Errorf("failed repeats: %+v, want 15 hits that save the first word and no completion time", l)
+	}
+}
+
+// TestRecorderForgets: an alias with no sample left in the window is
+// forgotten at the next sweep.
+func TestRecorderForgets(t *testing.T) {
+	r := NewRecorder(time.Minute, 10)
+	t0 := time.Now()
+	r.Add(Sample{Time: t0, Tenant: "old", Alias: "chat"})
+	for i := range sweepEvery {
+		r.Add(Sample{Time: t0.Add(2 * time.Minute), Tenant: "new", Alias: "chat", Output: i})
+	}
+	r.mu.Lock()
+	_, old := r.per[key{"old", "chat"}]
+	n := len(r.per)
+	r.mu.Unlock()
+	if old || n != 1 {
+		t.Errorf("after a sweep: old tenant kept %v, %d keys; want it forgotten, 1 key", old, n)
+	}
+}
+
+// TestTimeoutLever: a first-token timeout that cut more than 1% of the
+// requests is advised up to the model's measured p99 (from its call), the
+// cut requests predicted at that p99; pre-call time alone does not make a
+// timeout look tight; an adaptive timeout is left alone.
+func TestTimeoutLever(t *testing.T) {
+	t0 := time.Now()
+	mk := func(pre time.Duration, cut bool) []Sample {
+		var ss []Sample
+		for i := range 100 {
+			model := time.Duration(300+i*4) * time.Millisecond // 300 to 696 ms
+			s := Sample{Time: t0.Add(time.Duration(i) * time.Second), Alias: "a", Complete: true, CallStart: pre,
+				TTFT: pre + model, TTFW: pre + model, Total: pre + model + time.Second}
+			if cut && i%10 == 9 { // every tenth was abandoned at 600 ms, then answered 350 ms into a second attempt
+				s.FirstTokenTimeouts = 1
+				s.TTFT = pre + 950*time.Millisecond
+				s.TTFW, s.Total = s.TTFT, s.TTFT+time.Second
+			}
+			ss = append(ss, s)
+		}
+		return ss
+	}
+	opt := func(adaptive bool) Options {
+		return Options{Aliases: map[string]Alias{"a": {FirstTokenTimeout: 600 * time.Millisecond, Adaptive: adaptive}}}
+	}
+	l := lever(find(t, Advise(map[string][]Sample{"a": mk(0, true)}, opt(false)), "a"), "first_token_timeout")
+	if l == nil || l.Affected != 10 || l.Saving.TTFWP95 <= 0 || l.Set["first_token_timeout"] == nil {
+		t.Fatalf("a timeout that cut 10%%: %+v, want the lever on the 10 cut requests", l)
+	}
+	if d, _ := time.ParseDuration(l.Set["first_token_timeout"].(string)); d < 600*time.Millisecond {
+		t.Errorf("advised %v, want at least the p99 of the model's first token", d)
+	}
+	if l := lever(find(t, Advise(map[string][]Sample{"a": mk(200*time.Millisecond, false)}, opt(false)), "a"), "first_token_timeout"); l != nil {
+		t.Errorf("no timeout fired, 200 ms of pre-call steps: %+v, want no lever", l)
+	}
+	if l := lever(find(t, Advise(map[string][]Sample{"a": mk(0, true)}, opt(true)), "a"), "first_token_timeout"); l != nil {
+		t.Errorf("adaptive timeout: %+v, want no lever", l)
+	}
+}
+
+// TestThinkLessLever: a thinking cap is advised only at or above 1,024
+// tokens (the least a provider takes), with an effort so that requests
+// that ask none are capped too.
+func TestThinkLessLever(t *testing.T) {
+	t0 := time.Now()
+	mk := func(base, step int) map[string][]Sample {
+		var ss []Sample
+		for i := range 40 {
+			r := base + step*i
+			think := time.Duration(r) * time.Millisecond // 1,000 thinking tokens a second
+			ss = append(ss, Sample{Time: t0.Add(time.Duration(i) * time.Second), Alias: "a", Complete: true, Thinking: think,
+				TTFT: think + 100*time.Millisecond, TTFW: think + 100*time.Millisecond, Total: think + time.Second, Output: r + 50, Reasoning: r})
+		}
+		return map[string][]Sample{"a": ss}
+	}
+	if l := lever(find(t, Advise(mk(100, 10), Options{}), "a"), "think_less"); l != nil {
+		t.Errorf("thinking of 100 to 490 tokens: %+v; want no lever (no cap under 1,024 exists)", l)
+	}
+	l := lever(find(t, Advise(mk(2000, 100), Options{}), "a"), "think_less")
+	if l == nil {
+		t.Fatal("thinking of 2,000 to 5,900 tokens: no lever")
+	}
+	th := l.Set["thinking"].(map[string]any)
+	if th["max_budget_tokens"].(int) < 1024 || th["effort"] != "medium" || l.Saving.TTFWP95 <= 0 {
+		t.Errorf("think less %+v: want a budget of at least 1,024, an effort, and a first-word saving", l)
 	}
 }

@@ -41,6 +41,9 @@ type Sample struct {
 	// answered from the response cache.
 	RepeatKey uint64
 	CacheHit  bool
+	// Coalesced: it shared another request's upstream stream (its tokens
+	// are its share of that stream's).
+	Coalesced bool
 	// PrefixKey identifies its stable prefix (system prompt and tools; 0:
 	// none) of about PrefixTokens tokens.
 	PrefixKey    uint64
@@ -62,9 +65,14 @@ type Recorder struct {
 	width time.Duration
 	keep  int
 
-	mu  sync.Mutex
-	per map[key]*ring
+	mu   sync.Mutex
+	per  map[key]*ring
+	adds int
 }
+
+// sweepEvery is how many Adds pass between sweeps of the aliases whose
+// every sample has left the window.
+const sweepEvery = 4096
 
 type key struct{ tenant, alias string }
 
@@ -89,6 +97,9 @@ func NewRecorder(width time.Duration, keep int) *Recorder {
 func (r *Recorder) Add(s Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.adds++; r.adds%sweepEvery == 0 {
+		r.sweep(s.Time)
+	}
 	k := key{s.Tenant, s.Alias}
 	g := r.per[k]
 	if g == nil {
@@ -123,4 +134,21 @@ func (r *Recorder) Samples(now time.Time, tenant string) map[string][]Sample {
 		slices.SortFunc(ss, func(a, b Sample) int { return a.Time.Compare(b.Time) })
 	}
 	return out
+}
+
+// sweep forgets the tenants' aliases with no sample in the window at now,
+// so that the recorder holds what the window does. Call with mu held.
+func (r *Recorder) sweep(now time.Time) {
+	for k, g := range r.per {
+		live := false
+		for i := range g.s {
+			if now.Sub(g.s[i].Time) <= r.width {
+				live = true
+				break
+			}
+		}
+		if !live {
+			delete(r.per, k)
+		}
+	}
 }

@@ -159,7 +159,8 @@ func startAdvice(t *testing.T, models map[string]any) *process {
 // advice read from GET /v1/budget/advice; each advised lever turned on,
 // the same traffic again (sent at the same time to the gateway without
 // levers, as the baseline), and the saving the client measured within 25%
-// of the predicted one, on the figure the lever saves most.
+// of the predicted one, on the figure the lever saves most (each as a
+// share of the figure it was taken from).
 func TestLeverAdvice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short mode: four passes of 200 requests (make test and .ci/run run it)")
@@ -225,17 +226,22 @@ func TestLeverAdvice(t *testing.T) {
 		wg.Go(func() { after = drive(t, lgw.url, "chat", traffic, 8) })
 		wg.Wait()
 		lgw.cmd.Process.Kill()
-		// The figure the lever saves most.
+		// The figure the lever saves most. Predicted and measured are
+		// compared as shares of the figure they were taken from (the
+		// gateway's measured one, the paired baseline's), so that the
+		// machine's load, which stretches every time alike, does not count
+		// as an error of the prediction.
+		m := adv.Measured
 		figures := []struct {
-			name      string
-			predicted float64
-			field     func(timing) float64
-			q         float64
+			name            string
+			predicted, base float64
+			field           func(timing) float64
+			q               float64
 		}{
-			{"first word p50", l.Saving.TTFWP50, func(x timing) float64 { return x.ttfw }, 50},
-			{"first word p95", l.Saving.TTFWP95, func(x timing) float64 { return x.ttfw }, 95},
-			{"complete p50", l.Saving.TTCP50, func(x timing) float64 { return x.ttc }, 50},
-			{"complete p95", l.Saving.TTCP95, func(x timing) float64 { return x.ttc }, 95},
+			{"first word p50", l.Saving.TTFWP50, m.TTFWP50, func(x timing) float64 { return x.ttfw }, 50},
+			{"first word p95", l.Saving.TTFWP95, m.TTFWP95, func(x timing) float64 { return x.ttfw }, 95},
+			{"complete p50", l.Saving.TTCP50, m.TTCP50, func(x timing) float64 { return x.ttc }, 50},
+			{"complete p95", l.Saving.TTCP95, m.TTCP95, func(x timing) float64 { return x.ttc }, 95},
 		}
 		best := figures[0]
 		for _, f := range figures[1:] {
@@ -243,12 +249,13 @@ func TestLeverAdvice(t *testing.T) {
 				best = f
 			}
 		}
-		measured := p(before, best.field, best.q) - p(after, best.field, best.q)
-		t.Logf("%s (%s): %s predicted %.0f ms, measured %.0f ms (%.0f -> %.0f)", name, strings.ReplaceAll(l.Config, "\n", " "), best.name,
-			best.predicted, measured, p(before, best.field, best.q), p(after, best.field, best.q))
-		if math.Abs(measured-best.predicted) > 0.25*best.predicted {
-			t.Errorf("%s: %s saving measured %.0f ms, predicted %.0f ms: off by %.0f%% (at most 25%%)", name, best.name, measured, best.predicted,
-				100*math.Abs(measured-best.predicted)/best.predicted)
+		b, a := p(before, best.field, best.q), p(after, best.field, best.q)
+		predicted, measured := best.predicted/best.base, (b-a)/b
+		t.Logf("%s (%s): %s predicted %.0f ms of %.0f (%.1f%%), measured %.0f ms of %.0f (%.1f%%: %.0f -> %.0f)", name, strings.ReplaceAll(l.Config, "\n", " "),
+			best.name, best.predicted, best.base, 100*predicted, b-a, b, 100*measured, b, a)
+		if math.Abs(measured-predicted) > 0.25*predicted {
+			t.Errorf("%s: %s saving measured %.1f%%, predicted %.1f%%: off by %.0f%% (at most 25%%)", name, best.name, 100*measured, 100*predicted,
+				100*math.Abs(measured-predicted)/predicted)
 		}
 	}
 }

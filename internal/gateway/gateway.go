@@ -238,7 +238,7 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 	}
 	g.closers = append(g.closers, usage.Close)
 	g.advisor = advisor.NewRecorder(cfg.Budget.AdviceWindow, 0)
-	meter := metering.Multi{g.meter, usage, windowMeter{g.window}, advisorMeter{g.advisor}, metering.Log{Logger: log}}
+	meter := metering.Multi{g.meter, usage, windowMeter{g.window}, advisorMeter{g.advisor, cfg.Chat.GuardMode == "before"}, metering.Log{Logger: log}}
 	if config.Optional(cfg.Metrics.Enabled) {
 		g.metrics = metrics.New(r.Health)
 		g.metrics.Init(r.Aliases())

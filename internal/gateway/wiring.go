@@ -288,28 +288,34 @@ func redisServer(r config.Redis) redisconn.Server {
 	return redisconn.Server{URL: r.ResolvedURL, Addrs: r.Addrs, SentinelMaster: r.SentinelMaster, Cluster: r.Cluster}
 }
 
-// advisorMeter feeds finished requests to the lever advisor.
-type advisorMeter struct{ r *advisor.Recorder }
+// advisorMeter feeds finished requests to the lever advisor. guardFirst:
+// the model waits for the guard (guard_mode: before), which is then a
+// pre-call step; in parallel mode it runs beside the model's call.
+type advisorMeter struct {
+	r          *advisor.Recorder
+	guardFirst bool
+}
 
 func (m advisorMeter) Record(_ context.Context, r *metering.Record) {
 	if r.Timings == nil {
 		return
 	}
-	s := advisor.Sample{Time: time.Now(), Tenant: r.Tenant, Alias: r.Alias, Deployment: r.Deployment, Complete: r.Status == metering.StatusComplete,
+	s := advisor.Sample{Time: r.Time, Tenant: r.Tenant, Alias: r.Alias, Deployment: r.Deployment, Complete: r.Status == metering.StatusComplete,
 		TTFT: r.TTFT, TTFW: r.TTFW, Total: r.Total, Gen: time.Duration(r.StreamMs * float64(time.Millisecond)), CallStart: r.CallStart,
 		Thinking: r.Thinking, Input: r.Usage.InputTokens, Cached: r.Usage.CachedInputTokens, Output: r.Usage.OutputTokens,
-		Reasoning: r.Usage.ReasoningTokens, Cost: r.Cost, RepeatKey: r.Fingerprint.Repeat, CacheHit: r.Cached,
+		Reasoning: r.Usage.ReasoningTokens, Cost: r.Cost, RepeatKey: r.Fingerprint.Repeat, CacheHit: r.Cached, Coalesced: r.Coalesced,
 		PrefixKey: r.Fingerprint.Prefix, PrefixTokens: r.Fingerprint.PrefixTokens, FirstTokenTimeouts: r.FirstTokenTimeouts}
 	if r.RoutedTo != "" && !strings.Contains(r.RoutedTo, router.FellBackTo) {
 		s.Alias = r.RoutedTo // measured as the alias that served it
 	}
-	s.Steps = preCallSteps(r.Timings.Stages())
+	s.Steps = preCallSteps(r.Timings.Stages(), m.guardFirst, r.CallStart)
 	m.r.Add(s)
 }
 
 // preCallSteps are a request's context steps (the stages inside its
-// context group) and its guard, which run before the model's call.
-func preCallSteps(stages []budget.Stage) []advisor.Step {
+// context group) and, when the model waits for it, its guard: the steps
+// before the model's call (at callStart; 0: not called), clipped to it.
+func preCallSteps(stages []budget.Stage, guardFirst bool, callStart time.Duration) []advisor.Step {
 	var group *budget.Stage
 	for i := range stages {
 		if stages[i].Group && stages[i].Name == "context" {
@@ -319,8 +325,15 @@ func preCallSteps(stages []budget.Stage) []advisor.Step {
 	var out []advisor.Step
 	for _, st := range stages {
 		inside := group != nil && !st.Group && st.Start >= group.Start && st.End <= group.End
-		if inside || st.Name == "guard" {
-			out = append(out, advisor.Step{Name: st.Name, Start: st.Start, End: st.End})
+		if !inside && !(guardFirst && st.Name == "guard") {
+			continue
+		}
+		end := st.End
+		if callStart > 0 {
+			end = min(end, callStart)
+		}
+		if end > st.Start {
+			out = append(out, advisor.Step{Name: st.Name, Start: st.Start, End: end})
 		}
 	}
 	return out
@@ -338,11 +351,12 @@ func advisorOptions(cfg *config.Config, prices metering.Prices) advisor.Options 
 			opt.ModelCalls[l.Name] = true
 		}
 	}
-	if cfg.Guard != nil && cfg.Guard.HTTP != nil && cfg.Guard.HTTP.ModelCall {
+	if cfg.Guard != nil && cfg.Guard.HTTP != nil && cfg.Guard.HTTP.ModelCall && cfg.Chat.GuardMode == "before" {
 		opt.ModelCalls["guard"] = true
 	}
 	for name, m := range cfg.Models {
-		a := advisor.Alias{MaxTokens: m.MaxTokens, FirstTokenTimeout: m.FirstTokenTimeout, PromptCaching: m.PromptCaching}
+		a := advisor.Alias{MaxTokens: m.MaxTokens, FirstTokenTimeout: m.FirstTokenTimeout, PromptCaching: m.PromptCaching,
+			Adaptive: m.AdaptiveFirstToken != nil}
 		if a.FirstTokenTimeout == 0 {
 			a.FirstTokenTimeout = 5 * time.Second
 		}

@@ -2,6 +2,8 @@ package levers
 
 import (
 	"hash/maphash"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/firstword/firstword/internal/chat"
@@ -12,8 +14,9 @@ import (
 var fingerprintSeed = maphash.MakeSeed()
 
 // fingerprint identifies a request's content for the lever advisor, never
-// kept as text: repeat hashes everything the cache key does that a client
-// sends (tenant, alias, messages, tools, the sampling settings), 0 for a
+// kept as text: repeat hashes what the cache key does (the tenant, the
+// alias, the messages, the tools and every setting that changes the
+// answer), 0 for a
 // request no cache would take (several choices, the rest of an answer);
 // prefix hashes its stable prefix (the leading system messages and the
 // tools; 0 for none), of about prefixTokens tokens.
@@ -44,11 +47,18 @@ func fingerprint(req *chat.Request) (repeat, prefix uint64, prefixTokens int) {
 			}
 		}
 		str(string(m.Role))
+		str(m.Name)
 		str(m.Content)
 		for _, p := range m.Parts {
 			str(p.Text)
-			str(p.ImageURL)
-			str(p.Data)
+			if p.Data != "" {
+				str(p.Data)
+			} else {
+				str(p.ImageURL)
+			}
+		}
+		for _, b := range m.Thinking {
+			str(b.Text)
 		}
 		for _, c := range m.ToolCalls {
 			str(c.ID)
@@ -82,5 +92,25 @@ func fingerprint(req *chat.Request) (repeat, prefix uint64, prefixTokens int) {
 	}
 	h.Write(req.ResponseFormat)
 	str(req.Hints.Sim)
+	if req.Seed != nil {
+		str(strconv.FormatInt(*req.Seed, 10))
+	}
+	if c := req.ToolChoice; c != nil {
+		str(c.Mode)
+		str(c.Name)
+	}
+	if req.ParallelToolCalls != nil {
+		str(strconv.FormatBool(*req.ParallelToolCalls))
+	}
+	if len(req.Extra) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(req.Extra)) {
+			str(k)
+			h.Write(req.Extra[k])
+		}
+	}
+	if t := req.Thinking; t != nil {
+		str(t.Effort)
+		str(strconv.Itoa(t.BudgetTokens))
+	}
 	return max(h.Sum64(), 1), prefix, prefixTokens
 }

@@ -183,6 +183,7 @@
     localStorage.setItem("fw-key", $("key").value.trim());
     $("keybox").hidden = true;
     load();
+    loadAdvice();
   });
   load();
   loadAdvice();
