@@ -78,7 +78,7 @@ func logLine(logs, substr string) string {
 // version and commit, as its build info records them.
 func TestVersionOfBinary(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		t.Skip("skipped in -short mode: it builds the binary (make test and .ci/run run it)")
 	}
 	bin := filepath.Join(t.TempDir(), "firstword")
 	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "github.com/firstword/firstword/cmd/firstword").CombinedOutput(); err != nil {
