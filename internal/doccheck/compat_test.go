@@ -1,11 +1,14 @@
 package doccheck
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -160,7 +163,7 @@ func TestUnsupportedEndpoints(t *testing.T) {
 			status, body = get(t, srv.url+path)
 		}
 		if status != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
-			t.Errorf("%s = %d %s, want 404 not_found", route, status, body)
+			t.Errorf("%s = %d %s, want 404 not_found; if it is served now, update docs/compatibility.md, which says it is not supported", route, status, body)
 		}
 	}
 }
@@ -204,4 +207,140 @@ func TestRoutesWithoutKey(t *testing.T) {
 	s.run(b, []string{"budget", "--server", srv.url, "--key", key}, 0)
 	s.env["FIRSTWORD_API_KEY"] = key
 	s.run(b, []string{"budget", "--server", srv.url}, 0)
+}
+
+// TestMaxTokensField: a provider of type openai with max_tokens_field:
+// max_completion_tokens (what OpenAI's reasoning models need, as
+// docs/compatibility.md says) sends the request's cap in that field and
+// no max_tokens; without the setting, max_tokens.
+func TestMaxTokensField(t *testing.T) {
+	fake := newFakeOpenAI(t, "x")
+	s := newSession(t)
+	b := block{file: "TestMaxTokensField", line: 1}
+	cfg := "providers:\n" +
+		"  plain: {type: openai, base_url: " + fake.URL + "/v1}\n" +
+		"  reasoning: {type: openai, base_url: " + fake.URL + "/v1, max_tokens_field: max_completion_tokens}\n" +
+		"models:\n" +
+		"  plain: {deployments: [{provider: plain, model: gpt-4o-mini}]}\n" +
+		"  reasoning: {deployments: [{provider: reasoning, model: gpt-5}]}\n"
+	srv := serveConfig(t, s, b, cfg)
+	for _, alias := range []string{"plain", "reasoning"} {
+		if status, body := post(t, srv.url+"/v1/chat/completions", fmt.Sprintf(streamedHi, alias)); status != http.StatusOK {
+			t.Fatalf("POST /v1/chat/completions (%s) = %d %s", alias, status, body)
+		}
+	}
+	reqs := fake.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the fake got %d requests, want 2: %+v", len(reqs), reqs)
+	}
+	show := func(p *int) string {
+		if p == nil {
+			return "absent"
+		}
+		return fmt.Sprint(*p)
+	}
+	for i, want := range []struct{ model, maxTokens, maxCompletionTokens string }{
+		{"gpt-4o-mini", "5", "absent"},
+		{"gpt-5", "absent", "5"},
+	} {
+		r := reqs[i]
+		if r.Model != want.model || show(r.MaxTokens) != want.maxTokens || show(r.MaxCompletionTokens) != want.maxCompletionTokens {
+			t.Errorf("request %d: model %s, max_tokens %s, max_completion_tokens %s; want %s, %s, %s",
+				i, r.Model, show(r.MaxTokens), show(r.MaxCompletionTokens), want.model, want.maxTokens, want.maxCompletionTokens)
+		}
+	}
+}
+
+// TestResponsesGaps asserts the gaps docs/compatibility.md lists for the
+// Responses API, as they stand: previous_response_id and built-in tools
+// are refused with a 400 naming the field, and GET /v1/responses/{id}
+// knows background responses only. Each failure says to update the doc:
+// it means the gap was closed.
+func TestResponsesGaps(t *testing.T) {
+	s := newSession(t)
+	srv := s.start(block{file: "TestResponsesGaps", line: 1}, []string{"serve"})
+	for _, tc := range []struct {
+		name, body, param string
+	}{
+		{"previous_response_id", `{"model":"chat","input":"hi","max_output_tokens":5,"previous_response_id":"resp_1"}`, "previous_response_id"},
+		{"built-in tool", `{"model":"chat","input":"hi","max_output_tokens":5,"tools":[{"type":"web_search"}]}`, "tools[0].type"},
+	} {
+		status, body := post(t, srv.url+"/v1/responses", tc.body)
+		if status != http.StatusBadRequest || !strings.Contains(body, fmt.Sprintf(`"param":%q`, tc.param)) {
+			t.Errorf("%s: POST /v1/responses = %d %.300s; want 400 on %s, as docs/compatibility.md says (no %s): if it is served now, update the doc", tc.name, status, body, tc.param, tc.name)
+		}
+	}
+
+	// A response that was not created in background mode is not kept.
+	status, body := post(t, srv.url+"/v1/responses", `{"model":"chat","input":"hi","max_output_tokens":5}`)
+	var created struct {
+		ID string `json:"id"`
+	}
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &created) != nil || created.ID == "" {
+		t.Fatalf("POST /v1/responses = %d %.300s", status, body)
+	}
+	if status, body := get(t, srv.url+"/v1/responses/"+created.ID); status != http.StatusNotFound {
+		t.Errorf("GET /v1/responses/%s (not background) = %d %.300s; want 404, as docs/compatibility.md says (background responses only): if it is kept now, update the doc", created.ID, status, body)
+	}
+}
+
+// TestNoResumeOnChatCompletions asserts the gap docs/compatibility.md
+// names in "resuming a broken stream": the streams of
+// /v1/chat/completions and /v1/messages carry no event ids, so a client
+// has no cursor to resume from, and one that reconnects with the
+// Last-Event-ID it would send gets a new answer from the start. /v1/chat,
+// which does resume, is the control: its events carry ids.
+func TestNoResumeOnChatCompletions(t *testing.T) {
+	s := newSession(t)
+	srv := s.start(block{file: "TestNoResumeOnChatCompletions", line: 1}, []string{"serve"})
+	idLine := regexp.MustCompile(`(?m)^id:`)
+	completionID := regexp.MustCompile(`"id":"(chatcmpl-[^"]+)"`)
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
+		status, body := post(t, srv.url+path, fmt.Sprintf(streamedHi, "chat"))
+		if status != http.StatusOK {
+			t.Fatalf("POST %s = %d %.300s", path, status, body)
+		}
+		if idLine.MatchString(body) {
+			t.Errorf("POST %s: the stream has event ids now:\n%.500s\nif its clients can resume, update docs/compatibility.md (resuming a broken stream)", path, body)
+		}
+	}
+	_, first := post(t, srv.url+"/v1/chat/completions", fmt.Sprintf(streamedHi, "chat"))
+	m := completionID.FindStringSubmatch(first)
+	if m == nil {
+		t.Fatalf("no completion id in %.300s", first)
+	}
+	_, again := post(t, srv.url+"/v1/chat/completions", fmt.Sprintf(streamedHi, "chat"), "Last-Event-ID", m[1]+":2")
+	if n := completionID.FindStringSubmatch(again); n == nil || n[1] == m[1] {
+		t.Errorf("a reconnect with Last-Event-ID %s:2 got %.300s; want a new answer: if it resumes now, update docs/compatibility.md (resuming a broken stream)", m[1], again)
+	}
+	// The control: /v1/chat's first event has an id (read up to it only:
+	// the answer is not capped).
+	req, err := http.NewRequest(http.MethodPost, srv.url+"/v1/chat", strings.NewReader(`{"model":"chat","message":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: commandTimeout}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "id:") {
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(sc.Text(), "id:") {
+		t.Fatalf("POST /v1/chat = %d, ended %q (%v); want a stream with event ids", resp.StatusCode, sc.Text(), sc.Err())
+	}
+	// Stop the answer, so that the server need not finish it to exit.
+	var meta struct {
+		ConversationID string `json:"conversation_id"`
+	}
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data:") {
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(sc.Text(), "data:")), &meta); err != nil || meta.ConversationID == "" {
+		t.Fatalf("the first event's data %q: %v", sc.Text(), err)
+	}
+	if status, body := post(t, srv.url+"/v1/conversations/"+meta.ConversationID+"/stop", ""); status != http.StatusOK {
+		t.Errorf("POST /v1/conversations/%s/stop = %d %s", meta.ConversationID, status, body)
+	}
 }

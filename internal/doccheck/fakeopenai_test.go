@@ -29,6 +29,9 @@ type seenRequest struct {
 	APIKey        string // the api-key header (Azure's)
 	Model         string
 	Stream        bool
+	// The answer cap as sent: max_tokens or max_completion_tokens (nil
+	// when absent).
+	MaxTokens, MaxCompletionTokens *int
 }
 
 func newFakeOpenAI(t *testing.T, words ...string) *fakeOpenAI {
@@ -50,9 +53,11 @@ func (f *fakeOpenAI) requests() []seenRequest {
 
 func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Model         string `json:"model"`
-		Stream        bool   `json:"stream"`
-		StreamOptions struct {
+		Model               string `json:"model"`
+		Stream              bool   `json:"stream"`
+		MaxTokens           *int   `json:"max_tokens"`
+		MaxCompletionTokens *int   `json:"max_completion_tokens"`
+		StreamOptions       struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
@@ -68,7 +73,8 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.seen = append(f.seen, seenRequest{Path: r.URL.Path, Query: r.URL.RawQuery, Authorization: r.Header.Get("Authorization"),
-		APIKey: r.Header.Get("Api-Key"), Model: body.Model, Stream: body.Stream})
+		APIKey: r.Header.Get("Api-Key"), Model: body.Model, Stream: body.Stream,
+		MaxTokens: body.MaxTokens, MaxCompletionTokens: body.MaxCompletionTokens})
 	f.mu.Unlock()
 
 	w.Header().Set("Content-Type", "text/event-stream")
