@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -20,7 +21,12 @@ func WriteCompare(w io.Writer, old, new *Report) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tconc\tTTFW p50\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p99\terrors\t")
-	matched := 0
+	matched, noise := 0, false
+	change := func(o, n Dist, stat string) string {
+		s, within := distChange(o, n, stat)
+		noise = noise || within
+		return s
+	}
 	for _, n := range new.Cells {
 		o, ok := before[key{n.Target, n.Concurrency}]
 		if !ok {
@@ -28,9 +34,8 @@ func WriteCompare(w io.Writer, old, new *Report) {
 		}
 		matched++
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d → %d\t\n", n.Target, n.Concurrency,
-			change(o.TTFW.P50, n.TTFW.P50, o.TTFW.N, n.TTFW.N), change(o.TTFW.P95, n.TTFW.P95, o.TTFW.N, n.TTFW.N),
-			change(o.TTFW.P99, n.TTFW.P99, o.TTFW.N, n.TTFW.N), change(o.TTC.P50, n.TTC.P50, o.TTC.N, n.TTC.N),
-			change(o.TTC.P95, n.TTC.P95, o.TTC.N, n.TTC.N), change(o.GapP99, n.GapP99, o.Gaps, n.Gaps),
+			change(o.TTFW, n.TTFW, "p50"), change(o.TTFW, n.TTFW, "p95"), change(o.TTFW, n.TTFW, "p99"),
+			change(o.TTC, n.TTC, "p50"), change(o.TTC, n.TTC, "p95"), pointChange(o.GapP99, n.GapP99, o.Gaps, n.Gaps),
 			o.Requests-o.OK, n.Requests-n.OK)
 	}
 	tw.Flush()
@@ -38,6 +43,9 @@ func WriteCompare(w io.Writer, old, new *Report) {
 		fmt.Fprintln(w, "no target and concurrency level in common")
 	} else {
 		fmt.Fprintln(w, "\nold → new in ms (change, relative change); errors: failed requests")
+		if noise {
+			fmt.Fprintln(w, "within noise: the old and the new 95% intervals overlap, so the change may be chance")
+		}
 	}
 	if notes := compareSettings(old, new); len(notes) > 0 {
 		fmt.Fprintln(w)
@@ -84,6 +92,14 @@ func compareSettings(old, new *Report) []string {
 		warn("--max-tokens", fmt.Sprint(old.Load.MaxTokens), fmt.Sprint(new.Load.MaxTokens))
 	}
 	warn("--rate (0: closed loop)", fmt.Sprint(old.Load.Rate), fmt.Sprint(new.Load.Rate))
+	for _, r := range []struct {
+		name string
+		rep  *Report
+	}{{"old", old}, {"new", new}} {
+		if u := r.rep.Host; len(HostNotes(u)) > 0 {
+			notes = append(notes, fmt.Sprintf("warning: the %s run's machine was %.0f%% busy, %.0f%% stolen by the hypervisor: its figures are noisy; trust only the changes not marked within noise", r.name, 100*u.Busy, 100*u.Steal))
+		}
+	}
 	return notes
 }
 
@@ -102,8 +118,24 @@ func quoted(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// change formats old → new (delta, percent).
-func change(old, new float64, nOld, nNew int) string {
+// distChange formats a quantile's change, marked "within noise" when
+// the two 95% intervals overlap (reports without intervals are not
+// marked).
+func distChange(o, n Dist, stat string) (string, bool) {
+	of, ok1 := distFigure(o, stat)
+	nf, ok2 := distFigure(n, stat)
+	if !ok1 || !ok2 {
+		return "-", false
+	}
+	s := pointChange(of.v, nf.v, o.N, n.N)
+	if of.ci == [2]float64{} || nf.ci == [2]float64{} || of.ci[0] > nf.ci[1] || nf.ci[0] > of.ci[1] {
+		return s, false
+	}
+	return strings.TrimSuffix(s, ")") + ", within noise)", true
+}
+
+// pointChange formats old → new (delta, percent).
+func pointChange(old, new float64, nOld, nNew int) string {
 	if nOld == 0 || nNew == 0 {
 		return "-"
 	}

@@ -23,8 +23,10 @@ type Figure struct {
 }
 
 // Figures renders the report's plots: the TTFW distribution (CDF) per
-// target at each level, TTFW and TTC against concurrency, and the
-// chunk-gap distribution (CDF, log scale) per target at each level.
+// target at each level, each request's TTFW over the run at each level
+// (a warm-up or a stall shows there), TTFW and TTC against concurrency,
+// and the chunk-gap distribution (CDF, log scale) per target at each
+// level. Legends are drawn beside the plots, never on their lines.
 func (r *Report) Figures() ([]Figure, error) {
 	var figs []Figure
 	add := func(title string, p *plot.Plot, err error) error {
@@ -44,6 +46,13 @@ func (r *Report) Figures() ([]Figure, error) {
 	for _, conc := range r.Load.Concurrency {
 		title := fmt.Sprintf("Time to first word, CDF, concurrency %d", conc)
 		p, err := r.cdf(title, "time to first word (ms)", conc, func(c *Cell) []float64 { return c.TTFWSamples }, false)
+		if err := add(title, p, err); err != nil {
+			return nil, err
+		}
+	}
+	for _, conc := range r.Load.Concurrency {
+		title := fmt.Sprintf("Time to first word over the run, concurrency %d", conc)
+		p, err := r.overTime(title, conc)
 		if err := add(title, p, err); err != nil {
 			return nil, err
 		}
@@ -74,11 +83,52 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = false
-	p.Legend.Left = false
-	p.Legend.XOffs = -4 * vg.Millimeter
-	p.Legend.YOffs = 4 * vg.Millimeter
 	return p
+}
+
+// overTime plots, per target at level conc, each request's TTFW at the
+// time it was sent, and a cross on the axis for each failed request.
+func (r *Report) overTime(title string, conc int) (*plot.Plot, error) {
+	p := newPlot(title, "seconds since the run started", "time to first word (ms)")
+	drawn := false
+	for i, t := range r.Targets {
+		c := r.cellAt(t.Name, conc)
+		if c == nil || len(c.TTFWOverTime)+len(c.FailedAt) == 0 {
+			continue
+		}
+		if len(c.TTFWOverTime) > 0 {
+			pts := make(plotter.XYs, len(c.TTFWOverTime))
+			for k, tv := range c.TTFWOverTime {
+				pts[k] = plotter.XY{X: tv[0], Y: tv[1]}
+			}
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, err
+			}
+			sc.Color, sc.Shape, sc.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(2)
+			p.Add(sc)
+			p.Legend.Add(t.Name, sc)
+		}
+		if len(c.FailedAt) > 0 {
+			pts := make(plotter.XYs, len(c.FailedAt))
+			for k, at := range c.FailedAt {
+				pts[k] = plotter.XY{X: at, Y: 0}
+			}
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, err
+			}
+			sc.Color, sc.Shape, sc.Radius = plotutil.Color(i), draw.CrossGlyph{}, vg.Points(3)
+			p.Add(sc)
+			p.Legend.Add(t.Name+" failed (sent at)", sc)
+		}
+		drawn = true
+	}
+	if !drawn {
+		return nil, nil
+	}
+	p.Y.Min = 0
+	return p, nil
 }
 
 // cdf plots, per target at level conc, the share of samples at or under
@@ -116,8 +166,6 @@ func (r *Report) cdf(title, xlabel string, conc int, get func(*Cell) []float64, 
 // concurrency, one colour per target.
 func (r *Report) vsConcurrency(title, ylabel string, get func(*Cell) Dist) (*plot.Plot, error) {
 	p := newPlot(title, "concurrency", ylabel)
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Legend.XOffs, p.Legend.YOffs = 4*vg.Millimeter, -2*vg.Millimeter
 	drawn := false
 	for i, t := range r.Targets {
 		var p50, p95 plotter.XYs
@@ -154,9 +202,34 @@ func (r *Report) vsConcurrency(title, ylabel string, get func(*Cell) Dist) (*plo
 	return p, nil
 }
 
+// plotWidth and plotHeight are a figure's plot area; its legend is
+// drawn to the right of it, outside, where it hides no line.
+const plotWidth, plotHeight = 6 * vg.Inch, 3.6 * vg.Inch
+
+// layout sizes a figure: the plot area, and its legend to the right.
+func layout(p *plot.Plot) (w, h vg.Length, drawTo func(draw.Canvas)) {
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	leg.Top, leg.Left, leg.XOffs, leg.YOffs = true, true, 0, 0
+	leg.Padding = vg.Points(3)
+	pad := 4 * vg.Millimeter
+	lw := leg.Rectangle(draw.Canvas{}).Size().X
+	if lw > 0 {
+		lw += 2 * pad
+	}
+	return plotWidth + lw, plotHeight, func(dc draw.Canvas) {
+		p.Draw(draw.Crop(dc, 0, -lw, 0, 0))
+		if lw > 0 {
+			top := p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding + pad
+			leg.Draw(draw.Crop(dc, plotWidth+pad, -pad, 0, -top))
+		}
+	}
+}
+
 func renderSVG(p *plot.Plot) (string, error) {
-	c := vgsvg.New(6*vg.Inch, 3.6*vg.Inch)
-	p.Draw(draw.New(c))
+	w, h, drawTo := layout(p)
+	c := vgsvg.New(w, h)
+	drawTo(draw.New(c))
 	var b bytes.Buffer
 	if _, err := c.WriteTo(&b); err != nil {
 		return "", err
@@ -169,15 +242,7 @@ func renderSVG(p *plot.Plot) (string, error) {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"ms":     func(v float64, n int) string { return f1(v, n) },
-	"pct":    func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
-	"errors": errorList,
-	"vs": func(c Cell) string {
-		if c.AddedTTFWP50 == nil {
-			return ""
-		}
-		return fmt.Sprintf("%+.2f ms ×%.2f", *c.AddedTTFWP50, *c.TTFWRatio)
-	},
+	"pct": func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>firstword bench report</title>
 <style>
@@ -185,33 +250,45 @@ body{font:14px/1.45 system-ui,sans-serif;margin:20px;color:#222}
 table{border-collapse:collapse;font-size:12.5px;margin:8px 0 16px}
 th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:8px}
+td.fail{color:#b00;font-weight:bold}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(640px,1fr));gap:8px}
 svg{width:100%;height:auto}
 code{font-size:12px}
 </style></head><body>
 <h1>firstword bench</h1>
-<p>{{.Report.Started.Format "2006-01-02 15:04:05 UTC"}} · {{printf "%.1f" .Report.Elapsed}} s{{if .Report.Truncated}} · <strong>cut by --max-time</strong>{{end}}{{with .Report.Host}} · machine {{pct .Busy}} busy, {{pct .Steal}} stolen by the hypervisor{{end}}</p>
-{{with .Report.Host}}{{with .Note}}<p><strong>{{.}}</strong></p>{{end}}{{end}}
+<p>{{.Report.Started.Format "2006-01-02 15:04:05 UTC"}} · {{printf "%.1f" .Report.Elapsed}} s{{if .Report.Truncated}} · <strong>cut by --max-time</strong>{{end}}{{if .Report.Interrupted}} · <strong>interrupted</strong>{{end}}{{with .Report.Host}} · machine {{pct .Busy}} busy, {{pct .Steal}} stolen by the hypervisor{{end}}</p>
+{{range .HostNotes}}<p><strong>{{.}}</strong></p>{{end}}
 {{if .Report.Command}}<p><code>{{.Report.Command}}</code></p>{{end}}
-<table><tr><th>target</th><th>URL</th><th>surface</th><th>model</th></tr>
-{{range .Report.Targets}}<tr><td><b>{{.Name}}</b>{{if eq .Name $.Report.Baseline}} (baseline){{end}}</td><td>{{.URL}}</td><td>{{.Surface}}</td><td>{{.Model}}</td></tr>{{end}}
+<table><tr><th>target</th><th>URL</th><th>surface</th><th>model</th><th>pid</th></tr>
+{{range .Report.Targets}}<tr><td><b>{{.Name}}</b>{{if eq .Name $.Report.Baseline}} (baseline){{end}}</td><td>{{.URL}}</td><td>{{.Surface}}</td><td>{{.Model}}</td><td>{{if .PID}}{{.PID}}{{else}}-{{end}}</td></tr>{{end}}
 </table>
 <h2>Latency (ms)</h2>
-<table><tr><th>target</th><th>conc</th><th>ok/n</th><th>TTFB p50</th><th>TTFW p50</th><th>95% CI</th><th>TTFW p95</th><th>TTFW p99</th><th>TTC p50</th><th>TTC p95</th><th>gap p50</th><th>gap p99</th><th>bunched</th><th>tok/s</th><th>TTFW vs baseline</th><th>errors</th></tr>
-{{range .Report.Cells}}<tr><td>{{.Target}}</td><td>{{.Concurrency}}</td><td>{{.OK}}/{{.Requests}}</td><td>{{ms .TTFB.P50 .TTFB.N}}</td><td><b>{{ms .TTFW.P50 .TTFW.N}}</b></td><td>{{ms (index .TTFW.CI50 0) .TTFW.N}}–{{ms (index .TTFW.CI50 1) .TTFW.N}}</td><td>{{ms .TTFW.P95 .TTFW.N}}</td><td>{{ms .TTFW.P99 .TTFW.N}}</td><td><b>{{ms .TTC.P50 .TTC.N}}</b></td><td>{{ms .TTC.P95 .TTC.N}}</td><td>{{ms .GapP50 .Gaps}}</td><td>{{ms .GapP99 .Gaps}}</td><td>{{pct .BunchedShare}}</td><td>{{ms .TokensPerSec.P50 .TokensPerSec.N}}</td><td>{{vs .}}</td><td>{{errors .Errors}}</td></tr>
+<table id="cells"><tr>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range .}}<td>{{if .Bold}}<b>{{.Text}}</b>{{else}}{{.Text}}{{end}}</td>{{end}}</tr>
 {{end}}</table>
-{{if .Report.Faults}}<h2>Cancellation and upstream drops</h2>
+<p>peak: most requests in flight at once; p50 [95% CI] and the other intervals by bootstrap ({{.Report.Load.CI}}); gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least {{.Report.Load.BunchAfterMs}} ms; req/s: successful requests per second; cpu/req and rss: the target's process, with --pid.</p>
+{{with .Report.Checks}}<h2>Checks</h2>
+<p>Judged on {{if eq .JudgedOn "interval"}}the whole 95% interval{{else}}the point estimate{{end}}: {{if .Pass}}all {{len .Results}} passed{{else}}{{.Failed}} of {{len .Results}} failed{{end}}.</p>
+<table id="checks"><tr><th>verdict</th><th>check</th><th>detail</th></tr>
+{{range .Results}}<tr><td{{if not .Pass}} class="fail"{{end}}>{{if .Pass}}pass{{else}}FAIL{{end}}</td><td><code>{{.Check}}</code></td><td style="text-align:left">{{.Detail}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Faults}}<h2>Cancellation and upstream drops</h2>
 <p>Through the fake upstream {{.Report.Upstream}}: time from the client's close to the upstream seeing its request closed; what the client saw when the upstream cut the stream.</p>
-<table><tr><th>target</th><th>cancel mid-stream</th><th>cancel before first token</th><th>upstream drop</th></tr>
-{{range .Report.Faults}}<tr><td>{{.Target}}</td><td>{{.CancelMid}}</td><td>{{.CancelBefore}}</td><td>{{.Drop}}</td></tr>{{end}}
-</table>{{end}}
+<table id="faults"><tr><th>target</th><th>cancel mid-stream</th><th>cancel before first token</th><th>upstream drop</th></tr>
+{{range .Faults}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}
+</table>{{with .Grace}}<p>{{.}}</p>{{end}}{{end}}
 <h2>Plots</h2>
 <div class="grid">
 {{range .Figures}}<figure title="{{.Title}}">{{.SVG}}</figure>
 {{end}}</div>
-<p>Confidence intervals: {{.Report.Load.CI}}. Bunched: share of gaps under 1 ms in a run that began after a gap of at least {{.Report.Load.BunchAfterMs}} ms.</p>
 </body></html>
 `))
+
+// htmlCell is one cell of the HTML table.
+type htmlCell struct {
+	Text string
+	Bold bool
+}
 
 // WriteHTML writes the report as one self-contained HTML file: the table
 // and the plots as inline SVG, nothing loaded from elsewhere.
@@ -220,11 +297,33 @@ func (r *Report) WriteHTML(path string) error {
 	if err != nil {
 		return err
 	}
+	data := struct {
+		Report    *Report
+		Figures   []Figure
+		HostNotes []string
+		Columns   []string
+		Rows      [][]htmlCell
+		Faults    [][]string
+		Grace     string
+	}{Report: r, Figures: figs, HostNotes: HostNotes(r.Host)}
+	for _, col := range columns {
+		data.Columns = append(data.Columns, col.head)
+	}
+	for i := range r.Cells {
+		var row []htmlCell
+		for _, col := range columns {
+			row = append(row, htmlCell{col.get(r, &r.Cells[i]), col.bold})
+		}
+		data.Rows = append(data.Rows, row)
+	}
+	for _, f := range r.Faults {
+		data.Faults = append(data.Faults, []string{f.Target, r.cancelText(f.Target, f.CancelMid), r.cancelText(f.Target, f.CancelBefore), f.Drop.String()})
+	}
+	if r.graceWindow() {
+		data.Grace = graceNote
+	}
 	var b bytes.Buffer
-	if err := page.Execute(&b, struct {
-		Report  *Report
-		Figures []Figure
-	}{r, figs}); err != nil {
+	if err := page.Execute(&b, data); err != nil {
 		return err
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)

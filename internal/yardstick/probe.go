@@ -28,6 +28,8 @@ type Sample struct {
 	Tokens int
 	// Err is the error's kind ("" for a clean end): see errorKind.
 	Err string
+	// At is when the request was sent, from the run's start.
+	At time.Duration
 }
 
 // firstByte records when the first byte of a body was read.

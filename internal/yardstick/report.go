@@ -32,6 +32,8 @@ type Report struct {
 	// where /proc/stat is not): steal above hostcpu.Noisy makes the
 	// figures noisy, whatever the targets did.
 	Host *hostcpu.Usage `json:"host,omitempty"`
+	// Checks are the verdicts of --max-errors and --fail-if.
+	Checks *Checks `json:"checks,omitempty"`
 }
 
 // TargetInfo is a target as a report names it: never its key, and its URL
@@ -90,6 +92,12 @@ type Cell struct {
 	// past maxGapSamples), sorted.
 	TTFWSamples []float64 `json:"ttfw_samples_ms"`
 	GapSamples  []float64 `json:"gap_samples_ms"`
+	// TTFWOverTime is each request's [start, TTFW]: seconds from the
+	// run's start and milliseconds, in order of start (thinned evenly
+	// past maxGapSamples); FailedAt the start of each failed request.
+	// Together they show a warm-up or a stall.
+	TTFWOverTime [][2]float64 `json:"ttfw_over_time,omitempty"`
+	FailedAt     []float64    `json:"failed_at_s,omitempty"`
 }
 
 const ciMethod = "95% percentile bootstrap, 500 resamples of the pooled rounds"
@@ -157,34 +165,93 @@ func ReadReport(path string) (*Report, error) {
 	return &r, nil
 }
 
+// A column is one of the table's columns: stdout shows those marked
+// stdout, the HTML all of them, with the same text.
+type column struct {
+	head   string
+	stdout bool
+	bold   bool // in the HTML
+	get    func(r *Report, c *Cell) string
+}
+
+// columns are the table's columns in order.
+var columns = []column{
+	{"target", true, false, func(_ *Report, c *Cell) string { return c.Target }},
+	{"conc", true, false, func(_ *Report, c *Cell) string {
+		if c.Partial {
+			return fmt.Sprint(c.Concurrency) + " partial"
+		}
+		return fmt.Sprint(c.Concurrency)
+	}},
+	{"peak", true, false, func(_ *Report, c *Cell) string { return fmt.Sprint(c.PeakInFlight) }},
+	{"ok/n", true, false, func(_ *Report, c *Cell) string { return fmt.Sprintf("%d/%d", c.OK, c.Requests) }},
+	{"TTFB p50", true, false, func(_ *Report, c *Cell) string { return f1(c.TTFB.P50, c.TTFB.N) }},
+	{"TTFW p50 [95% CI]", true, true, func(_ *Report, c *Cell) string {
+		return fmt.Sprintf("%s %s", f1(c.TTFW.P50, c.TTFW.N), ciText(c.TTFW.CI50, c.TTFW.N))
+	}},
+	{"TTFW p95", true, false, func(_ *Report, c *Cell) string { return f1(c.TTFW.P95, c.TTFW.N) }},
+	{"TTFW p95 95% CI", false, false, func(_ *Report, c *Cell) string { return ciText(c.TTFW.CI95, c.TTFW.N) }},
+	{"TTFW p99", true, false, func(_ *Report, c *Cell) string { return f1(c.TTFW.P99, c.TTFW.N) }},
+	{"TTFW p99 95% CI", false, false, func(_ *Report, c *Cell) string { return ciText(c.TTFW.CI99, c.TTFW.N) }},
+	{"TTC p50", true, true, func(_ *Report, c *Cell) string { return f1(c.TTC.P50, c.TTC.N) }},
+	{"TTC p50 95% CI", false, false, func(_ *Report, c *Cell) string { return ciText(c.TTC.CI50, c.TTC.N) }},
+	{"TTC p95", true, false, func(_ *Report, c *Cell) string { return f1(c.TTC.P95, c.TTC.N) }},
+	{"TTC p95 95% CI", false, false, func(_ *Report, c *Cell) string { return ciText(c.TTC.CI95, c.TTC.N) }},
+	{"gap p50", true, false, func(_ *Report, c *Cell) string { return f1(c.GapP50, c.Gaps) }},
+	{"gap p99", true, false, func(_ *Report, c *Cell) string { return f1(c.GapP99, c.Gaps) }},
+	{"gaps", false, false, func(_ *Report, c *Cell) string { return fmt.Sprint(c.Gaps) }},
+	{"bunched", true, false, func(_ *Report, c *Cell) string { return fmt.Sprintf("%.1f%%", 100*c.BunchedShare) }},
+	{"tok/s p50", true, false, func(_ *Report, c *Cell) string { return f1(c.TokensPerSec.P50, c.TokensPerSec.N) }},
+	{"req/s", true, false, func(_ *Report, c *Cell) string { return fmt.Sprintf("%.1f", c.Throughput) }},
+	{"vs baseline", true, false, func(r *Report, c *Cell) string {
+		switch {
+		case c.AddedTTFWP50 != nil:
+			vs := fmt.Sprintf("TTFW %+.2f ms ×%.2f", *c.AddedTTFWP50, *c.TTFWRatio)
+			if c.AddedTTCP50 != nil {
+				vs += fmt.Sprintf(", TTC %+.2f ms ×%.2f", *c.AddedTTCP50, *c.TTCRatio)
+			}
+			return vs
+		case c.Target == r.Baseline:
+			return "baseline"
+		}
+		return "-"
+	}},
+	{"cpu/req", true, false, func(_ *Report, c *Cell) string {
+		if c.CPUPerRequestMs == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f ms", *c.CPUPerRequestMs)
+	}},
+	{"rss", true, false, func(_ *Report, c *Cell) string {
+		if c.RSSMaxMB == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f MB", *c.RSSMaxMB)
+	}},
+	{"errors", true, false, func(_ *Report, c *Cell) string { return errorList(c.Errors) }},
+}
+
+func ciText(ci [2]float64, n int) string {
+	return "[" + f1(ci[0], n) + "–" + f1(ci[1], n) + "]"
+}
+
 // WriteTable prints the summary table: one row per target and level, then
 // the fault columns.
 func (r *Report) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tconc\tpeak\tok/n\tTTFB p50\tTTFW p50 [95% CI]\tTTFW p95\tTTFW p99\tTTC p50\tTTC p95\tgap p50\tgap p99\tbunched\ttok/s p50\treq/s\tvs baseline\tcpu/req\trss\terrors\t")
-	for _, c := range r.Cells {
-		vs := "-"
-		if c.AddedTTFWP50 != nil {
-			vs = fmt.Sprintf("TTFW %+.2f ms ×%.2f", *c.AddedTTFWP50, *c.TTFWRatio)
-			if c.AddedTTCP50 != nil {
-				vs += fmt.Sprintf(", TTC %+.2f ms", *c.AddedTTCP50)
+	for _, col := range columns {
+		if col.stdout {
+			fmt.Fprintf(tw, "%s\t", col.head)
+		}
+	}
+	fmt.Fprintln(tw)
+	for i := range r.Cells {
+		for _, col := range columns {
+			if col.stdout {
+				fmt.Fprintf(tw, "%s\t", col.get(r, &r.Cells[i]))
 			}
-		} else if c.Target == r.Baseline {
-			vs = "baseline"
 		}
-		cpu, rss := "-", "-"
-		if c.CPUPerRequestMs != nil {
-			cpu, rss = fmt.Sprintf("%.3f ms", *c.CPUPerRequestMs), fmt.Sprintf("%.1f MB", *c.RSSMaxMB)
-		}
-		conc := fmt.Sprint(c.Concurrency)
-		if c.Partial {
-			conc += " partial"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s [%s–%s]\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
-			c.Target, conc, c.PeakInFlight, c.OK, c.Requests, f1(c.TTFB.P50, c.TTFB.N), f1(c.TTFW.P50, c.TTFW.N),
-			f1(c.TTFW.CI50[0], c.TTFW.N), f1(c.TTFW.CI50[1], c.TTFW.N), f1(c.TTFW.P95, c.TTFW.N), f1(c.TTFW.P99, c.TTFW.N),
-			f1(c.TTC.P50, c.TTC.N), f1(c.TTC.P95, c.TTC.N), f1(c.GapP50, c.Gaps), f1(c.GapP99, c.Gaps),
-			100*c.BunchedShare, f1(c.TokensPerSec.P50, c.TokensPerSec.N), c.Throughput, vs, cpu, rss, errorList(c.Errors))
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	switch {
@@ -198,11 +265,14 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	if r.Host != nil {
 		fmt.Fprintf(w, "\nmachine: %.0f%% busy, %.0f%% stolen by the hypervisor\n", 100*r.Host.Busy, 100*r.Host.Steal)
-		if n := r.Host.Note(); n != "" {
+		for _, n := range HostNotes(r.Host) {
 			fmt.Fprintln(w, n)
 		}
 	}
 	fmt.Fprintf(w, "\npeak: most requests in flight at once; times in ms; p50 [95%% CI] by bootstrap; gaps between text chunks; bunched: share of gaps under 1 ms in a run that began after a gap of at least %g ms\n", r.Load.BunchAfterMs)
+	if r.Checks != nil {
+		r.Checks.write(w)
+	}
 }
 
 func (r *Report) writeFaults(w io.Writer) {
@@ -210,9 +280,65 @@ func (r *Report) writeFaults(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tcancel mid-stream\tcancel before first token\tupstream drop\t")
 	for _, f := range r.Faults {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", f.Target, f.CancelMid, f.CancelBefore, f.Drop)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", f.Target, r.cancelText(f.Target, f.CancelMid), r.cancelText(f.Target, f.CancelBefore), f.Drop)
 	}
 	tw.Flush()
+	if r.graceWindow() {
+		fmt.Fprintln(w, graceNote)
+	}
+}
+
+// graceNote explains a /v1/chat target's NO in the cancel columns.
+const graceNote = "grace window: /v1/chat keeps an answer going for resume.grace (15 s by default) after its client leaves, so that the client can resume it (docs/resume.md); POST /v1/conversations/{id}/stop ends it at once. Its NO is by design, not a leak."
+
+// cancelText is a cancel column's cell: a /v1/chat target's NO says it
+// is the grace window.
+func (r *Report) cancelText(target string, c CancelResult) string {
+	s := c.String()
+	if c.Probes > 0 && c.Cancelled == 0 && r.surface(target) == SurfaceChat {
+		s += ": grace window, by design"
+	}
+	return s
+}
+
+// graceWindow reports whether a cancel cell says "grace window".
+func (r *Report) graceWindow() bool {
+	for _, f := range r.Faults {
+		if r.cancelText(f.Target, f.CancelMid) != f.CancelMid.String() || r.cancelText(f.Target, f.CancelBefore) != f.CancelBefore.String() {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) surface(target string) Surface {
+	for _, t := range r.Targets {
+		if t.Name == target {
+			return t.Surface
+		}
+	}
+	return ""
+}
+
+// BusyNoisy is the share of the machine's CPU time in use (by bench,
+// its targets or anything else) from which a report says its figures
+// are noisy: requests then wait for a CPU as well as for their target.
+const BusyNoisy = 0.8
+
+// HostNotes are a report's warnings about the machine it ran on: steal
+// (hostcpu.Noisy) and a busy machine.
+func HostNotes(u *hostcpu.Usage) []string {
+	if u == nil {
+		return nil
+	}
+	var notes []string
+	if u.Busy >= BusyNoisy {
+		notes = append(notes, fmt.Sprintf("The machine's CPUs were %.0f%% busy during the run (bench, its targets and anything else on it): requests waited for a CPU, so its figures are noisy; compare them with a run on a quieter machine, or judge them with --fail-on interval.", 100*u.Busy))
+	}
+	if n := u.Note(); n != "" {
+		notes = append(notes, n)
+	}
+	return notes
 }
 
 // String is the cancel column: how many cancelled, how fast.

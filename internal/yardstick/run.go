@@ -1,6 +1,7 @@
 package yardstick
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,8 @@ type Options struct {
 
 	// Progress is told the number of steps once, then each step done.
 	Progress Progress
+
+	started time.Time // the run's start, which Sample.At counts from
 }
 
 // Progress shows a run's progress; a nil Progress shows nothing.
@@ -130,6 +133,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.MaxTime)
 	defer cancel()
 	rep := newReport(&o)
+	o.started = time.Now()
 	host, herr := hostcpu.Read()
 	if o.Progress == nil {
 		o.Progress = nopProgress{}
@@ -280,7 +284,9 @@ func (o *Options) round(ctx context.Context, t *Target, c *http.Client, conc, qu
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, o.RequestTimeout)
 		a.begin()
+		sent := time.Now()
 		s := t.measure(rctx, c, o.Prompt, o.MaxTokens)
+		s.At = sent.Sub(o.started)
 		a.inFlight.Add(-1)
 		cancel()
 		if ctx.Err() != nil {
@@ -397,17 +403,19 @@ func (a *accum) cell(name string, conc int, bunchAfter time.Duration) Cell {
 		s := slices.Sorted(slices.Values(gaps))
 		c.GapP50, c.GapP99 = quantile(s, .5), quantile(s, .99)
 		c.BunchedShare = float64(nb) / float64(len(gaps))
-		if len(s) > maxGapSamples {
-			step := float64(len(s)) / maxGapSamples
-			thin := make([]float64, 0, maxGapSamples)
-			for i := range maxGapSamples {
-				thin = append(thin, s[int(float64(i)*step)])
-			}
-			s = thin
-		}
-		c.GapSamples = s
+		c.GapSamples = thin(s, maxGapSamples)
 	}
 	c.TTFWSamples = slices.Sorted(slices.Values(ttfw))
+	byStart := slices.SortedFunc(slices.Values(a.samples), func(x, y Sample) int { return cmp.Compare(x.At, y.At) })
+	for _, s := range byStart {
+		if s.TTFW > 0 {
+			c.TTFWOverTime = append(c.TTFWOverTime, [2]float64{s.At.Seconds(), ms(s.TTFW)})
+		}
+		if s.Err != "" {
+			c.FailedAt = append(c.FailedAt, s.At.Seconds())
+		}
+	}
+	c.TTFWOverTime, c.FailedAt = thin(c.TTFWOverTime, maxGapSamples), thin(c.FailedAt, maxGapSamples)
 	if a.wall > 0 {
 		c.Throughput = float64(c.OK) / a.wall.Seconds()
 	}
@@ -417,6 +425,19 @@ func (a *accum) cell(name string, conc int, bunchAfter time.Duration) Cell {
 		c.CPUPerRequestMs, c.RSSMaxMB = &cpu, &rss
 	}
 	return c
+}
+
+// thin keeps n of xs, evenly spaced, when it has more.
+func thin[T any](xs []T, n int) []T {
+	if len(xs) <= n {
+		return xs
+	}
+	step := float64(len(xs)) / float64(n)
+	out := make([]T, 0, n)
+	for i := range n {
+		out = append(out, xs[int(float64(i)*step)])
+	}
+	return out
 }
 
 type nopProgress struct{}
