@@ -10,6 +10,7 @@ FUZZ_TARGETS := \
 	./internal/sse:FuzzReader \
 	./internal/yardstick:FuzzChatReader \
 	./internal/yardstick:FuzzProcParsers \
+	./internal/yardstick:FuzzParseThreshold \
 	./internal/hostcpu:FuzzParse \
 	./internal/limits:FuzzParseOverride \
 	./internal/router:FuzzSeam \

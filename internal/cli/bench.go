@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -12,14 +14,83 @@ import (
 	"time"
 
 	"github.com/firstword/firstword/internal/bench"
+	"github.com/firstword/firstword/internal/yardstick"
 )
 
 // Bench measures the gateway against a direct connection to the same fake
-// upstream and prints a Markdown report (docs/BENCHMARKS.md holds one).
+// upstream and prints a Markdown report (docs/BENCHMARKS.md holds one);
+// with --target, any endpoints (BenchTargets). Its help lists both
+// modes' flags, whichever mode was asked.
 func Bench(ctx context.Context, env *Env, args []string) error {
+	var err error
 	if wantsTargets(args) {
-		return BenchTargets(ctx, env, args)
+		err = BenchTargets(ctx, env, args)
+	} else {
+		err = benchBuiltin(ctx, env, args)
 	}
+	if ue, ok := err.(*usageError); ok && ue.err == nil {
+		return benchHelp(ctx, env)
+	}
+	return err
+}
+
+// benchHelp prints bench's usage with both modes' flags, each mode's
+// FlagSet got by asking it for its help.
+func benchHelp(ctx context.Context, env *Env) error {
+	flagsOf := func(run func(context.Context, *Env, []string) error) *flag.FlagSet {
+		ue, _ := run(ctx, env, []string{"--help"}).(*usageError)
+		return ue.fs
+	}
+	c, _ := findCommand([]string{"bench"})
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: firstword bench [flags]\n       firstword bench --target NAME=URL [--target NAME=URL ...] [flags]\n\n%s\n", c.about)
+	b.WriteString("\nFlags of the built-in comparison (no --target):\n")
+	printFlags(&b, flagsOf(benchBuiltin))
+	b.WriteString("\nFlags with --target (and with --upstream, --compare or --from):\n")
+	printFlags(&b, flagsOf(BenchTargets))
+	fmt.Fprintf(&b, `
+With --target, bench exits 1 when a target's share of failed requests is
+above --max-errors (1%%) or a --fail-if check is true, after printing and
+writing the report; 2 for a usage error, such as a --fail-if that does not
+parse or names no target; 130 when interrupted. --fail-if's grammar:
+
+  TARGET[@LEVEL]:METRIC[.STAT] OP VALUE
+
+OP is <, <=, > or >=; VALUE a figure (800ms, 1.5s, 5%%, 120/s) or another
+target's same figure at the same level, plus, minus or times a figure
+(direct+2ms, refproxy*0.9). Without @LEVEL a check is judged at every
+level. METRIC[.STAT] is one of (cpu and rss need --pid):
+%s
+See docs/bench.md.
+`, wrapList(yardstick.MetricNames(), "  ", 78))
+	_, err := io.WriteString(env.Stdout, b.String())
+	return err
+}
+
+// wrapList joins items with ", " in lines of at most width, each
+// starting with indent.
+func wrapList(items []string, indent string, width int) string {
+	var b strings.Builder
+	line := indent
+	for i, it := range items {
+		if i < len(items)-1 {
+			it += ","
+		}
+		if line != indent && len(line)+1+len(it) > width {
+			b.WriteString(line + "\n")
+			line = indent
+		}
+		if line != indent {
+			line += " "
+		}
+		line += it
+	}
+	b.WriteString(line)
+	return b.String()
+}
+
+// benchBuiltin is bench without --target: firstword against baselines.
+func benchBuiltin(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("bench")
 	n := fs.Int("latency-requests", 60, "`N` requests per path at concurrency 1 (5×N at concurrency 50)")
 	conc := fs.Int("concurrency", 32, "`N` requests in flight in the throughput phase")

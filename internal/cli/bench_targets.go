@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"strconv"
@@ -14,7 +15,7 @@ import (
 
 // benchTargetFlags are the flags that switch bench to measuring any
 // endpoint (docs/bench.md) instead of its built-in comparison.
-var benchTargetFlags = []string{"target", "compare", "upstream", "from"}
+var benchTargetFlags = []string{"target", "compare", "upstream", "from", "fail-if", "fail-on", "max-errors"}
 
 // wantsTargets reports whether args use the any-endpoint mode.
 func wantsTargets(args []string) bool {
@@ -130,13 +131,56 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	htmlOut := fs.String("html", "", "write the report as one self-contained HTML page with plots to `FILE`")
 	compare := fs.String("compare", "", "`OLD.json` NEW.json: print the change between two reports and exit")
 	from := fs.String("from", "", "measure nothing: print the report saved in `FILE` (by --json) and write its --html or --json again")
+	var failIf []string
+	fs.Func("fail-if", "`CHECK` that fails the run (exit 1) when true: TARGET[@LEVEL]:METRIC[.STAT] OP VALUE, such as firstword:ttfw.p95>800ms, firstword:ttfw.p50>direct+2ms or firstword:rps<refproxy*0.9 (repeatable)", func(v string) error {
+		failIf = append(failIf, v)
+		return nil
+	})
+	failOn := fs.String("fail-on", yardstick.JudgePoint, "judge --fail-if on the `point` estimate, or on the whole 95% interval (interval: fail only when all of it is past the limit, for noisy machines)")
+	maxErrors := fs.String("max-errors", "1%", "fail the run (exit 1) when a target's share of failed requests, over all its levels, is above this `SHARE`, such as 1% or 0.01")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if flagErr != nil {
 		return usagef(fs, "%v", flagErr)
 	}
+	judged := false // a flag that judges a run was given
+	fs.Visit(func(f *flag.Flag) {
+		judged = judged || f.Name == "fail-if" || f.Name == "fail-on" || f.Name == "max-errors"
+	})
+	if *failOn != yardstick.JudgePoint && *failOn != yardstick.JudgeInterval {
+		return usagef(fs, "--fail-on: want point or interval, got %q", *failOn)
+	}
+	maxErr, err := yardstick.ParseShare(*maxErrors)
+	if err != nil {
+		return usagef(fs, "--max-errors %q: %v", *maxErrors, err)
+	}
+	// judge parses the --fail-if checks against a run's targets and
+	// levels, before it is measured.
+	judge := func(infos []yardstick.TargetInfo, levels []int) ([]*yardstick.Threshold, error) {
+		var names []string
+		for _, t := range infos {
+			names = append(names, t.Name)
+		}
+		var ths []*yardstick.Threshold
+		var errs []error
+		for _, e := range failIf {
+			th, err := yardstick.ParseThreshold(e, names)
+			if err == nil {
+				err = th.Validate(infos, levels)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ths = append(ths, th)
+		}
+		return ths, errors.Join(errs...)
+	}
 	if *compare != "" {
+		if judged {
+			return usagef(fs, "--fail-if, --fail-on and --max-errors judge a run or a --from report, not --compare")
+		}
 		if fs.NArg() != 1 {
 			return usagef(fs, "--compare takes two reports: --compare OLD.json NEW.json")
 		}
@@ -168,7 +212,15 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		return writeReport(env, rep, *jsonOut, *htmlOut)
+		ths, err := judge(rep.Targets, rep.Load.Concurrency)
+		if err != nil {
+			return usagef(fs, "%v", err)
+		}
+		rep.Judge(ths, *failOn, maxErr)
+		if err := writeReport(env, rep, *jsonOut, *htmlOut); err != nil {
+			return err
+		}
+		return checksFailed(rep)
 	}
 	var levels []int
 	for _, s := range strings.Split(*concList, ",") {
@@ -217,16 +269,34 @@ func BenchTargets(ctx context.Context, env *Env, args []string) error {
 	if err := o.Check(); err != nil {
 		return usagef(fs, "%v", err)
 	}
+	var infos []yardstick.TargetInfo
+	for _, t := range targets {
+		infos = append(infos, yardstick.TargetInfo{Name: t.Name, PID: t.PID})
+	}
+	ths, err := judge(infos, levels)
+	if err != nil {
+		return usagef(fs, "%v", err)
+	}
 	rep, err := yardstick.Run(ctx, o)
 	if err != nil {
 		return err
 	}
 	rep.Command = "firstword bench " + strings.Join(redactArgs(args), " ")
+	rep.Judge(ths, *failOn, maxErr)
 	if err := writeReport(env, rep, *jsonOut, *htmlOut); err != nil {
 		return err
 	}
 	if rep.Interrupted {
 		return &exitError{code: 130, err: errors.New("interrupted: the report above covers what was measured")}
+	}
+	return checksFailed(rep)
+}
+
+// checksFailed is exit 1 when a check of rep failed: its error share
+// above --max-errors, or a --fail-if.
+func checksFailed(rep *yardstick.Report) error {
+	if ch := rep.Checks; ch != nil && !ch.Pass {
+		return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed (listed above under checks)", ch.Failed, len(ch.Results))}
 	}
 	return nil
 }
