@@ -186,6 +186,14 @@ type Tier struct {
 	// ThinkingTokensPerSecond is the rate of its thinking deltas
 	// (default 100).
 	ThinkingTokensPerSecond float64 `yaml:"thinking_tokens_per_second"`
+	// PrefillTokensPerSecond, when set, adds the time to read the prompt
+	// to the TTFT: uncached input tokens at this rate, cached ones
+	// CachedPrefixSpeedup times faster (default 0: the TTFT does not grow
+	// with the prompt).
+	PrefillTokensPerSecond float64 `yaml:"prefill_tokens_per_second"`
+	// CachedPrefixSpeedup is how much faster a cached prefix is read
+	// (default 2).
+	CachedPrefixSpeedup float64 `yaml:"cached_prefix_speedup"`
 }
 
 // Model is an alias and how to serve it.

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -23,17 +24,22 @@ import (
 
 // adviceProviders are the sim's tiers for TestLeverAdvice: the lesson's
 // medium and small tiers with the clock sped up (first tokens eight times
-// sooner, writing four times faster, answers of 40 to 120 tokens).
+// sooner, writing four times faster, answers of 40 to 120 tokens), each
+// reading the prompt at a prefill rate before its first token (a cached
+// prefix ten times faster); and a thinker that thinks about 2,000 tokens
+// (a quarter of a second, with jitter) before it answers.
 const adviceProviders = `
 providers:
   sim:
     type: sim
     tiers:
-      med: {ttft: 80ms, tokens_per_second: 300, jitter: 0, answer_tokens: 80}
-      sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0, answer_tokens: 80}
+      med: {ttft: 80ms, tokens_per_second: 300, jitter: 0, answer_tokens: 80, prefill_tokens_per_second: 4000, cached_prefix_speedup: 10}
+      sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0, answer_tokens: 80, prefill_tokens_per_second: 8000, cached_prefix_speedup: 10}
+      thinker: {ttft: 40ms, tokens_per_second: 600, jitter: 0.3, answer_tokens: 80, thinking_time: 250ms, thinking_tokens_per_second: 8000}
 prices:
   sim/med: {input: 1.0, output: 4.0}
   sim/sm: {input: 0.15, output: 0.6}
+  sim/thinker: {input: 1.0, output: 4.0}
 `
 
 // adviceAlias is an alias with no levers: no cap, no rules, no cache, no
@@ -45,7 +51,7 @@ func adviceAlias(tier string) map[string]any {
 
 // adviceTraffic is the traffic's known shape, from a fixed seed: answers
 // of 40 to 120 tokens (the sim's), prompts of 5 to 65 words under one
-// stable system prompt, two in five of them (after the first 20)
+// stable system prompt of about 400 tokens, two in five of them (after the first 20)
 // repeating an earlier one.
 func adviceTraffic(n int) []string {
 	rng := rand.New(rand.NewPCG(37, 1))
@@ -70,6 +76,10 @@ type timing struct{ ttfw, ttc float64 }
 
 // drive sends prompts to alias, workers at a time, streamed and
 // deterministic, and returns what the client saw of each.
+// adviceSystem is the traffic's stable prefix: about 400 tokens.
+var adviceSystem = "You are the support assistant of a shop. Answer from the order data and the FAQ. " +
+	strings.Repeat("Be brief, cite the order number, never promise a refund the policy does not allow, and hand over to a person when asked. ", 14)
+
 func drive(t *testing.T, url, alias string, prompts []string, workers int) []timing {
 	t.Helper()
 	out := make([]timing, len(prompts))
@@ -79,7 +89,7 @@ func drive(t *testing.T, url, alias string, prompts []string, workers int) []tim
 		wg.Go(func() {
 			for i := range next {
 				body, _ := json.Marshal(map[string]any{"model": alias, "stream": true, "temperature": 0, "messages": []any{
-					map[string]any{"role": "system", "content": "You are the support assistant of a shop. Answer from the order data and the FAQ."},
+					map[string]any{"role": "system", "content": adviceSystem},
 					map[string]any{"role": "user", "content": prompts[i]},
 				}})
 				start := time.Now()
@@ -92,7 +102,7 @@ func drive(t *testing.T, url, alias string, prompts []string, workers int) []tim
 				}
 				tm := timing{ttfw: -1, ttc: float64(evs[len(evs)-1].At.Sub(start)) / 1e6}
 				for _, e := range evs {
-					if strings.Contains(e.Data, `"content":"`) {
+					if strings.Contains(e.Data, `"content":"`) && !strings.Contains(e.Data, `"content":""`) {
 						tm.ttfw = float64(e.At.Sub(start)) / 1e6
 						break
 					}
@@ -167,7 +177,7 @@ func startAdvice(t *testing.T, models map[string]any) *process {
 //	FIRSTWORD_LEVER_ADVICE=1 go test -run TestLeverAdvice -v ./internal/gateway/
 func TestLeverAdvice(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipped in -short mode: four passes of 200 requests (make test and .ci/run run it)")
+		t.Skip("skipped in -short mode: eight passes of 200 requests (make test and .ci/run run it)")
 	}
 	// How close a prediction comes is a measurement, which a busy
 	// machine skews (a CI run once saw 18% predicted, 31% measured): it is
@@ -178,14 +188,16 @@ func TestLeverAdvice(t *testing.T) {
 		t.Log("the predictions' accuracy is not checked: set FIRSTWORD_LEVER_ADVICE=1 on a quiet machine to check it")
 	}
 	traffic := adviceTraffic(200)
-	base := map[string]any{"chat": adviceAlias("med"), "fast": adviceAlias("sm")}
+	base := map[string]any{"chat": adviceAlias("med"), "fast": adviceAlias("sm"), "think": adviceAlias("thinker")}
 	gw, twin := startAdvice(t, base), startAdvice(t, base)
 	// Measured under the load the levers' passes see: two gateways, each
 	// sent the traffic.
 	var wg sync.WaitGroup
-	wg.Go(func() { drive(t, gw.url, "chat", traffic, 8) })
-	wg.Go(func() { drive(t, twin.url, "chat", traffic, 8) })
-	wg.Wait()
+	for _, alias := range []string{"chat", "think"} {
+		wg.Go(func() { drive(t, gw.url, alias, traffic, 8) })
+		wg.Go(func() { drive(t, twin.url, alias, traffic, 8) })
+		wg.Wait()
+	}
 	// The small tier, measured under the same load.
 	wg.Go(func() { drive(t, gw.url, "fast", traffic[:80], 8) })
 	wg.Go(func() { drive(t, twin.url, "chat", traffic[:80], 8) })
@@ -201,41 +213,47 @@ func TestLeverAdvice(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET /v1/budget/advice: %d %v", resp.StatusCode, err)
 	}
-	var adv *advisor.Advice
+	advice := map[string]*advisor.Advice{}
 	for i := range list.Data {
-		if list.Data[i].Alias == "chat" {
-			adv = &list.Data[i]
+		advice[list.Data[i].Alias] = &list.Data[i]
+	}
+	for _, alias := range []string{"chat", "think"} {
+		if adv := advice[alias]; adv == nil || adv.Requests != 200 {
+			t.Fatalf("advice %+v: want %s's, from its 200 requests", list.Data, alias)
 		}
+		t.Logf("%s: measured %+v; by TTFW %v, by TTC %v", alias, advice[alias].Measured, advice[alias].ByTTFW, advice[alias].ByTTC)
 	}
-	if adv == nil || adv.Requests != 200 {
-		t.Fatalf("advice %+v: want chat's, from its 200 requests", list.Data)
-	}
-	t.Logf("measured %+v; by TTFW %v, by TTC %v", adv.Measured, adv.ByTTFW, adv.ByTTC)
-	levers := map[string]*advisor.Lever{}
-	for i := range adv.Levers {
-		levers[adv.Levers[i].Lever] = &adv.Levers[i]
-	}
-	for _, want := range []string{"ask_for_less", "smaller_model", "cache"} {
-		if levers[want] == nil {
-			t.Fatalf("no %s lever in %+v", want, adv.Levers)
+	type proof struct{ alias, tier, lever string }
+	proved := []proof{{"chat", "med", "ask_for_less"}, {"chat", "med", "smaller_model"}, {"chat", "med", "cache"},
+		{"chat", "med", "prefix_cache"}, {"think", "thinker", "think_less"}}
+	levers := map[proof]*advisor.Lever{}
+	for _, pr := range proved {
+		adv := advice[pr.alias]
+		for i := range adv.Levers {
+			if adv.Levers[i].Lever == pr.lever {
+				levers[pr] = &adv.Levers[i]
+			}
+		}
+		if levers[pr] == nil {
+			t.Fatalf("no %s lever for %s in %+v", pr.lever, pr.alias, adv.Levers)
 		}
 	}
 
-	for _, name := range []string{"ask_for_less", "smaller_model", "cache"} {
-		l := levers[name]
-		models := map[string]any{"fast": adviceAlias("sm")}
-		chat := adviceAlias("med")
+	for _, pr := range proved {
+		name, l := pr.lever, levers[pr]
+		models := maps.Clone(base)
+		alias := adviceAlias(pr.tier)
 		for k, v := range l.Set {
-			chat[k] = v
+			alias[k] = v
 		}
-		models["chat"] = chat
+		models[pr.alias] = alias
 		// The lever's gateway and the one without levers get the same
 		// traffic at the same time, so that both see the same machine.
 		lgw := startAdvice(t, models)
 		var before, after []timing
 		var wg sync.WaitGroup
-		wg.Go(func() { before = drive(t, gw.url, "chat", traffic, 8) })
-		wg.Go(func() { after = drive(t, lgw.url, "chat", traffic, 8) })
+		wg.Go(func() { before = drive(t, gw.url, pr.alias, traffic, 8) })
+		wg.Go(func() { after = drive(t, lgw.url, pr.alias, traffic, 8) })
 		wg.Wait()
 		lgw.cmd.Process.Kill()
 		// The figure the lever saves most. Predicted and measured are
@@ -243,7 +261,7 @@ func TestLeverAdvice(t *testing.T) {
 		// gateway's measured one, the paired baseline's), so that the
 		// machine's load, which stretches every time alike, does not count
 		// as an error of the prediction.
-		m := adv.Measured
+		m := advice[pr.alias].Measured
 		figures := []struct {
 			name            string
 			predicted, base float64

@@ -134,8 +134,12 @@ func Build(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Gateway,
 					if t.Jitter != nil {
 						jitter = *t.Jitter
 					}
-					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: 2,
-						ThinkingTime: t.ThinkingTime, ThinkingTokensPerSecond: t.ThinkingTokensPerSecond}
+					speedup := 2.0
+					if t.CachedPrefixSpeedup > 0 {
+						speedup = t.CachedPrefixSpeedup
+					}
+					sc.Tiers[tn] = sim.Tier{TTFT: t.TTFT, TokensPerSecond: t.TokensPerSecond, Jitter: jitter, TailProbability: t.TailProbability, TailFactor: t.TailFactor, AnswerTokens: t.AnswerTokens, CachedPrefixSpeedup: speedup,
+						PrefillTokensPerSecond: t.PrefillTokensPerSecond, ThinkingTime: t.ThinkingTime, ThinkingTokensPerSecond: t.ThinkingTokensPerSecond}
 				}
 			}
 			sp := sim.New(sc)

@@ -33,6 +33,12 @@ type Tier struct {
 	// end at a cache breakpoint are cached (the sim's prefixCache); 0 or 1
 	// disables the speedup, not the cached-token counts.
 	CachedPrefixSpeedup float64
+	// PrefillTokensPerSecond, when set, makes the TTFT grow with the
+	// prompt: TTFT plus the uncached input tokens at this rate plus the
+	// cached ones CachedPrefixSpeedup times faster (and the speedup no
+	// longer scales TTFT itself). 0: the TTFT does not depend on the
+	// prompt's length.
+	PrefillTokensPerSecond float64
 	// ThinkingTime is how long the model thinks before it answers: from
 	// its first thinking delta (at TTFT) to its first answer token. 0: the
 	// tier answers without thinking.

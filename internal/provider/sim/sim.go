@@ -81,8 +81,12 @@ type plan struct {
 	gaps     func() time.Duration
 	// thinking is played before the answer, one token every thinkGap
 	// from the first at ttft, then thought (its signature) ends the
-	// block; the first answer token comes one thinkGap later.
+	// block; the first answer token comes one thinkGap later. A thought
+	// faster than a token a millisecond is sent in deltas of a
+	// millisecond's tokens, as providers batch it.
 	thinking  []string
+	thinkText string // the thinking tokens joined
+	thinkOff  []int  // where each token starts in thinkText, and its end
 	thinkGap  time.Duration
 	thought   *chat.Thought
 	fault     Fault
@@ -275,15 +279,24 @@ func (r *reader) begin() error {
 // after the last. A fault due then is played instead.
 func (r *reader) think() error {
 	pl := r.pl
-	if r.ti > 0 && r.ti < len(pl.thinking) && !r.wait(pl.thinkGap) {
+	step := 1
+	if pl.thinkGap > 0 && pl.thinkGap < time.Millisecond {
+		step = int(time.Millisecond / pl.thinkGap)
+	}
+	if r.ti > 0 && r.ti < len(pl.thinking) && !r.wait(pl.thinkGap*time.Duration(step)) {
 		return r.cancelled()
 	}
-	if f := pl.fault; f.Mode == FaultErrorThinking && r.ti == min(f.After, len(pl.thinking)) {
+	f := pl.fault
+	if f.Mode == FaultErrorThinking && r.ti == min(f.After, len(pl.thinking)) {
 		return r.fail(r.thinkingError())
 	}
 	if r.ti < len(pl.thinking) {
-		r.c = chat.Chunk{Thinking: pl.thinking[r.ti]}
-		r.ti++
+		end := min(r.ti+step, len(pl.thinking))
+		if f.Mode == FaultErrorThinking && r.ti < f.After {
+			end = min(end, f.After)
+		}
+		r.c = chat.Chunk{Thinking: pl.thinkText[pl.thinkOff[r.ti]:pl.thinkOff[end]]}
+		r.ti = end
 		return nil
 	}
 	r.c = chat.Chunk{Thought: pl.thought}
@@ -477,7 +490,15 @@ func (p *Provider) plan(req *chat.Request) (*plan, error) {
 	pl.usage.InputTokens = input
 	read, written := p.prefixes.use(req, time.Now())
 	pl.usage.CachedInputTokens, pl.usage.CacheWriteTokens = min(read, input), min(written, input-read)
-	if read > 0 && tier.CachedPrefixSpeedup > 1 && d.TTFT == nil {
+	if tier.PrefillTokensPerSecond > 0 && d.TTFT == nil {
+		// The prompt is read after the queue: uncached tokens at the
+		// prefill rate, cached ones CachedPrefixSpeedup times faster.
+		cached := float64(pl.usage.CachedInputTokens)
+		if tier.CachedPrefixSpeedup > 1 {
+			cached /= tier.CachedPrefixSpeedup
+		}
+		pl.ttft += time.Duration((float64(input-pl.usage.CachedInputTokens) + cached) / tier.PrefillTokensPerSecond * slow * float64(time.Second))
+	} else if read > 0 && tier.CachedPrefixSpeedup > 1 && d.TTFT == nil {
 		// The cached share of the prompt is read CachedPrefixSpeedup
 		// times faster.
 		f := float64(read) / float64(input)
@@ -556,13 +577,20 @@ func (p *Provider) planThinking(pl *plan, req *chat.Request, tier *Tier, d *Dire
 		return
 	}
 	n := int(math.Min(think.Seconds()*rate+0.5, maxThinkingTokens))
-	if req.Thinking != nil && req.Thinking.BudgetTokens > 0 {
-		n = min(n, req.Thinking.BudgetTokens)
+	if req.Thinking != nil && req.Thinking.BudgetTokens > 0 && req.Thinking.BudgetTokens < n {
+		// A budget stops the thought early, at the same rate.
+		think = think * time.Duration(req.Thinking.BudgetTokens) / time.Duration(n)
+		n = req.Thinking.BudgetTokens
 	}
 	n = max(n, 1)
 	pl.thinkGap = think / time.Duration(n)
 	pl.thinking = thinking(rand.New(rand.NewPCG(p.cfg.Seed^thinkingSeed, h)), n)
-	pl.thought = &chat.Thought{Signature: Signature(strings.Join(pl.thinking, "")), Format: chat.ThinkingAnthropic}
+	pl.thinkText = strings.Join(pl.thinking, "")
+	pl.thinkOff = make([]int, len(pl.thinking)+1)
+	for i, tok := range pl.thinking {
+		pl.thinkOff[i+1] = pl.thinkOff[i] + len(tok)
+	}
+	pl.thought = &chat.Thought{Signature: Signature(pl.thinkText), Format: chat.ThinkingAnthropic}
 	pl.usage.OutputTokens += len(pl.thinking)
 	pl.usage.ReasoningTokens = len(pl.thinking)
 }

@@ -305,6 +305,31 @@ func TestPrefixCache(t *testing.T) {
 	})
 }
 
+// TestPrefill: with a prefill rate the TTFT grows with the uncached
+// prompt, and a cached prefix is read CachedPrefixSpeedup times faster.
+func TestPrefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Seed: 1, Tiers: map[string]Tier{"pf": {TTFT: 100 * time.Millisecond, TokensPerSecond: 100, PrefillTokensPerSecond: 1000, CachedPrefixSpeedup: 10}}})
+		system := strings.Repeat("You are a helpful support assistant for an online shop. ", 40)
+		req := func(q string) *chat.Request {
+			return &chat.Request{Model: "pf", Messages: []chat.Message{{Role: chat.RoleSystem, Content: system, CacheBreakpoint: true}, {Role: chat.RoleUser, Content: q}}}
+		}
+		r1, t1, _, _ := run(t, p, context.Background(), req("first"))
+		r2, t2, _, _ := run(t, p, context.Background(), req("second"))
+		in, read := r1.Usage.InputTokens, r2.Usage.CachedInputTokens
+		if in < 400 || read < 400 {
+			t.Fatalf("usage %+v then %+v: want a prompt of over 400 tokens, read from the cache the second time", r1.Usage, r2.Usage)
+		}
+		if want := 100*time.Millisecond + time.Duration(in)*time.Millisecond; t1 != want {
+			t.Errorf("uncached TTFT %v, want %v (100ms and %d tokens at 1,000 a second)", t1, want, in)
+		}
+		uncached := r2.Usage.InputTokens - read
+		if want := 100*time.Millisecond + time.Duration(uncached)*time.Millisecond + time.Duration(read)*time.Millisecond/10; t2 != want {
+			t.Errorf("cached TTFT %v, want %v (%d uncached tokens, %d cached read ten times faster)", t2, want, uncached, read)
+		}
+	})
+}
+
 // TestPrefixCacheRules follows the simulated cache through a conversation
 // whose requests mark their last message and the previous request's, as
 // the levers do.

@@ -121,7 +121,7 @@ func TestThinkingDeterministic(t *testing.T) {
 
 // TestThinkingAsk: a directive makes any tier think exactly; the request's
 // effort scales the reasoner's thinking ("none" turns it off) and its
-// budget caps it.
+// budget stops it early, at the same rate.
 func TestThinkingAsk(t *testing.T) {
 	for _, tc := range []struct {
 		name, model, directive string
@@ -134,6 +134,7 @@ func TestThinkingAsk(t *testing.T) {
 		{"think=0", "reasoner", "think=0", nil, 0, 0},
 		{"effort none", "reasoner", "", &chat.ThinkingAsk{Effort: "none"}, 0, 0},
 		{"a budget", "reasoner", "", &chat.ThinkingAsk{BudgetTokens: 7}, 7, 0},
+		{"a budget stops the thought early", "small", "think=2s think_tps=50", &chat.ThinkingAsk{BudgetTokens: 40}, 40, 800 * time.Millisecond},
 		{"a plain tier", "medium", "", &chat.ThinkingAsk{Effort: "high"}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,12 +236,49 @@ func TestSignatureChecked(t *testing.T) {
 	})
 }
 
+// TestFastThinkingBatched: a thought faster than a token a millisecond
+// comes in deltas of a millisecond's tokens, the same text and count, in
+// the same time.
+func TestFastThinkingBatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		req := userReq("small", "q")
+		req.Hints.Sim = "ttft=10ms think=250ms think_tps=8000"
+		r := New(Config{Seed: 1}).Pull(context.Background(), req)
+		defer r.Close()
+		start := time.Now()
+		var deltas int
+		var text strings.Builder
+		var first, last time.Duration
+		for {
+			c, err := r.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Thinking == "" {
+				last = time.Since(start)
+				break
+			}
+			if deltas == 0 {
+				first = time.Since(start)
+			}
+			deltas++
+			text.WriteString(c.Thinking)
+		}
+		if n := len(tokenize(text.String())); n != 2000 || deltas != 250 {
+			t.Errorf("%d thinking tokens in %d deltas, want 2,000 in 250 (8 a delta)", n, deltas)
+		}
+		if first != 10*time.Millisecond || last-first < 248*time.Millisecond || last-first > 250*time.Millisecond {
+			t.Errorf("thought from %v to %v, want from 10ms for 250ms", first, last)
+		}
+	})
+}
+
 // TestThinkingAllocs: a thinking delta costs no allocation, as an answer
-// token does not.
+// token does not (a token a millisecond, the fastest sent one by one).
 func TestThinkingAllocs(t *testing.T) {
 	p := New(Config{Seed: 1})
 	req := userReq("small", "q")
-	req.Hints.Sim = "ttft=0s think=1ms think_tps=1000000"
+	req.Hints.Sim = "ttft=0s think=1s think_tps=999"
 	r := p.Pull(context.Background(), req)
 	defer r.Close()
 	if _, err := r.Next(); err != nil {
