@@ -750,7 +750,7 @@ func Parse(path string, b []byte, getenv func(string) string) (*Config, error) {
 		}
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return nil, fmt.Errorf("%s: %s", path, cleanYAMLError(err))
+			return nil, fmt.Errorf("%s: %s", path, syntaxError(cleanYAMLError(err), b))
 		}
 		// Unknown keys and wrong types: report them with every other
 		// problem of what could be read, not one at a time.
@@ -758,8 +758,7 @@ func Parse(path string, b []byte, getenv func(string) string) (*Config, error) {
 		yaml.Unmarshal(b, loose)
 		loose.parseTree(b)
 		loose.Defaults()
-		errs := strings.Split(cleanYAMLError(err), "; ")
-		return nil, loose.errorList(append(errs, loose.problems()...))
+		return nil, loose.errorList(append(explainTypeErrors(te, loose.root), loose.problems()...))
 	}
 	c.parseTree(b)
 	c.Defaults()
@@ -1087,6 +1086,7 @@ func (c *Config) errorList(errs []string) error {
 	if where == "" {
 		where = "config"
 	}
+	byLine(errs)
 	if len(errs) == 1 {
 		return fmt.Errorf("%s: %s", where, errs[0])
 	}
