@@ -41,5 +41,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
-
