@@ -228,14 +228,15 @@ func TestKnownDelays(t *testing.T) {
 	}
 	html, _ := os.ReadFile(htmlPath)
 	for _, want := range []string{"Time to first word, CDF, concurrency 1", "Time to first word, CDF, concurrency 4",
-		"Latency against concurrency: time to first word", "Chunk gaps, CDF, concurrency 4"} {
+		"Latency against concurrency: time to first word", "Chunk gaps, CDF, concurrency 4",
+		"Time to first word over the run, concurrency 1", "Time to first word over the run, concurrency 4"} {
 		i := bytes.Index(html, []byte(want))
 		if i < 0 || !bytes.Contains(html[i:min(len(html), i+400)], []byte("<svg")) {
 			t.Errorf("HTML: no plot %q", want)
 		}
 	}
-	if n := bytes.Count(html, []byte("<svg")); n != 6 {
-		t.Errorf("HTML: %d plots, want 6", n)
+	if n := bytes.Count(html, []byte("<svg")); n != 8 {
+		t.Errorf("HTML: %d plots, want 8", n)
 	}
 	for _, bad := range []string{"<script", "src=", "<link", "@import"} {
 		if bytes.Contains(html, []byte(bad)) {
