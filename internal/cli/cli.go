@@ -6,9 +6,12 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/firstword/firstword/internal/typo"
 )
 
 // Main runs the command in args and returns the process exit code: 0, 1
@@ -31,8 +34,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		// before it does anything.
 		c, _ := findCommand(args[1:])
 		if c == nil {
-			fmt.Fprintf(stderr, "firstword help: unknown command %q\n\n", args[1])
-			topUsage(stderr)
+			unknownCommand(stderr, "firstword help", args[1])
 			return 2
 		}
 		return run(ctx, env, c, []string{"--help"})
@@ -41,8 +43,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	c, rest := findCommand(args)
 	if c == nil {
-		fmt.Fprintf(stderr, "firstword: unknown command %q\n\n", args[0])
-		topUsage(stderr)
+		unknownCommand(stderr, "firstword", args[0])
 		return 2
 	}
 	return run(ctx, env, c, rest)
@@ -74,9 +75,51 @@ func run(ctx context.Context, env *Env, c *command, args []string) int {
 		uc.printUsage(env.Stdout, ue.fs)
 		return 0
 	}
-	fmt.Fprintf(env.Stderr, "firstword %s: %v\n\n", ue.fs.Name(), ue.err)
-	uc.printUsage(env.Stderr, ue.fs)
+	fmt.Fprintf(env.Stderr, "firstword %s: %v\n\n", ue.fs.Name(), explainFlagError(ue.err, ue.fs))
+	uc.printShortUsage(env.Stderr, ue.fs)
 	return 2
+}
+
+// unknownCommand says that name is no command, with the nearest one if
+// it looks like a typo of it, or the list of commands.
+func unknownCommand(w io.Writer, prefix, name string) {
+	var names []string
+	for _, c := range commands() {
+		if !strings.Contains(c.name, " ") && (!c.hidden || c.name == "keys") {
+			names = append(names, c.name)
+		}
+	}
+	if s := typo.Nearest(name, names); s != "" {
+		fmt.Fprintf(w, "%s: unknown command %q; did you mean %q?\n", prefix, name, s)
+	} else {
+		fmt.Fprintf(w, "%s: unknown command %q; the commands are %s\n", prefix, name, strings.Join(names, ", "))
+	}
+	fmt.Fprintln(w, `Run "firstword help" for what each does.`)
+}
+
+// unknownAction is the usage error for an action that is none of
+// actions, with the nearest one if it looks like a typo of it.
+func unknownAction(fs *flag.FlagSet, action string, actions ...string) error {
+	if s := typo.Nearest(action, actions); s != "" {
+		return usagef(fs, "unknown action %q; did you mean %q?", action, s)
+	}
+	return usagef(fs, "unknown action %q: want %s or %s", action, strings.Join(actions[:len(actions)-1], ", "), actions[len(actions)-1])
+}
+
+// explainFlagError words the flag package's "flag provided but not
+// defined: -adr" as an unknown flag with the nearest defined one.
+func explainFlagError(err error, fs *flag.FlagSet) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return err
+	}
+	name = strings.TrimLeft(name, "-")
+	var flags []string
+	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
+	if s := typo.Nearest(name, flags); s != "" {
+		return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, s)
+	}
+	return fmt.Errorf("unknown flag --%s", name)
 }
 
 // Env is the process environment a command runs in.

@@ -242,6 +242,21 @@ func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	io.WriteString(w, b.String())
 }
 
+// printShortUsage writes c's usage line and where to read the rest, for
+// after a usage error.
+func (c *command) printShortUsage(w io.Writer, fs *flag.FlagSet) {
+	line := "firstword " + c.name
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	switch {
+	case c.synopsis != "":
+		line += " " + c.synopsis
+	case hasFlags:
+		line += " [flags]"
+	}
+	fmt.Fprintf(w, "Usage: %s\nRun \"firstword help %s\" for what it does and every flag.\n", line, c.name)
+}
+
 // printFlags writes fs's flags as flag.PrintDefaults does, but with the
 // double dash the docs use: "--name VALUE", its usage, its default.
 func printFlags(w io.Writer, fs *flag.FlagSet) {

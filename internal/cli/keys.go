@@ -40,7 +40,7 @@ func Keys(ctx context.Context, env *Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return usagef(fs, "unknown action %q: want create, list, revoke or rotate", args[0])
+	return unknownAction(fs, args[0], "create", "list", "revoke", "rotate")
 }
 
 // parseKeyOperand parses the flags of a keys action that acts on one key

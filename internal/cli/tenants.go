@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 		id = fs.Arg(0)
 	case fs.NArg() > 0:
 		return usagef(fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if actions := []string{"list", "show", "set-limits", "usage"}; !slices.Contains(actions, action) {
+		return unknownAction(fs, action, actions...)
 	}
 	for _, f := range []struct{ name, v string }{{"the tenant ID", id}, {"--key", *keyID}} {
 		if why := auth.CheckName(f.v); why != "" {
@@ -95,8 +99,6 @@ func Tenants(ctx context.Context, env *Env, args []string) error {
 		out, err = c.setLimits(ctx, scope, id, []byte(*set))
 	case "usage":
 		out, err = c.usage(ctx, usageQuery{tenant: id, key: *keyID, model: *model, from: *from, to: *to})
-	default:
-		return usagef(fs, "unknown action %q: want list, show, set-limits or usage", action)
 	}
 	if err != nil {
 		return err
