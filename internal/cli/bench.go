@@ -29,25 +29,48 @@ func Bench(ctx context.Context, env *Env, args []string) error {
 		err = benchBuiltin(ctx, env, args)
 	}
 	if ue, ok := err.(*usageError); ok && ue.err == nil {
-		return benchHelp(ctx, env)
+		return &usageError{fs: benchFlags()}
 	}
 	return err
 }
 
-// benchHelp prints bench's usage with both modes' flags, each mode's
-// FlagSet got by asking it for its help.
-func benchHelp(ctx context.Context, env *Env) error {
+// benchModes returns the FlagSets of bench's two modes, each got by
+// asking the mode for its help.
+func benchModes() (builtin, targets *flag.FlagSet) {
+	env := &Env{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard}
 	flagsOf := func(run func(context.Context, *Env, []string) error) *flag.FlagSet {
-		ue, _ := run(ctx, env, []string{"--help"}).(*usageError)
+		ue, _ := run(context.Background(), env, []string{"--help"}).(*usageError)
 		return ue.fs
 	}
+	return flagsOf(benchBuiltin), flagsOf(BenchTargets)
+}
+
+// benchFlags is one FlagSet with both modes' flags, for the help's
+// checks; benchUsage prints them by mode.
+func benchFlags() *flag.FlagSet {
+	builtin, targets := benchModes()
+	fs := newFlagSet("bench")
+	for _, m := range []*flag.FlagSet{builtin, targets} {
+		m.VisitAll(func(f *flag.Flag) {
+			if fs.Lookup(f.Name) == nil {
+				fs.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+	}
+	return fs
+}
+
+// benchUsage prints bench's usage with both modes' flags, whichever mode
+// was asked.
+func benchUsage(w io.Writer, _ *flag.FlagSet) {
+	builtin, targets := benchModes()
 	c, _ := findCommand([]string{"bench"})
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: firstword bench [flags]\n       firstword bench --target NAME=URL [--target NAME=URL ...] [flags]\n\n%s\n", c.about)
 	b.WriteString("\nFlags of the built-in comparison (no --target):\n")
-	printFlags(&b, flagsOf(benchBuiltin))
+	printFlags(&b, builtin)
 	b.WriteString("\nFlags with --target (and with --upstream, --compare or --from):\n")
-	printFlags(&b, flagsOf(BenchTargets))
+	printFlags(&b, targets)
 	fmt.Fprintf(&b, `
 With --target, bench exits 1 when a target's share of failed requests is
 above --max-errors (1%%) or a --fail-if check is true, after printing and
@@ -63,8 +86,7 @@ level. METRIC[.STAT] is one of (cpu and rss need --pid):
 %s
 See docs/bench.md.
 `, wrapList(yardstick.MetricNames(), "  ", 78))
-	_, err := io.WriteString(env.Stdout, b.String())
-	return err
+	io.WriteString(w, b.String())
 }
 
 // wrapList joins items with ", " in lines of at most width, each

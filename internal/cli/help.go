@@ -17,11 +17,12 @@ import (
 // FlagSet, and the usage printed is built from that FlagSet, so the help
 // lists exactly the flags the command parses.
 type command struct {
-	name     string // "serve", or "keys create" for an action
-	synopsis string // the usage line after the name (default "[flags]" if it has any)
-	summary  string // the command's line in the top-level usage
-	about    string // the help's text between the usage line and the flags
-	hidden   bool   // left out of the top-level usage (an internal helper, or keys, whose actions are listed)
+	name     string                              // "serve", or "keys create" for an action
+	synopsis string                              // the usage line after the name (default "[flags]" if it has any)
+	summary  string                              // the command's line in the top-level usage
+	about    string                              // the help's text between the usage line and the flags
+	hidden   bool                                // left out of the top-level usage (an internal helper, or keys, whose actions are listed)
+	usage    func(w io.Writer, fs *flag.FlagSet) // prints the help instead of printUsage, when set
 	run      func(ctx context.Context, env *Env, args []string) error
 }
 
@@ -132,7 +133,7 @@ Ollama (/api/chat), with /v1/models and /sim/stats; to put behind any gateway.
 Models small, medium and large with their own time to first token and token
 rate, and reasoner, which thinks before it answers; faults on request. See
 docs/sim.md.`},
-		{name: "bench", run: Bench,
+		{name: "bench", run: Bench, usage: benchUsage,
 			summary: "measure the gateway against a direct connection to a fake upstream",
 			about: `Measure the gateway's overhead: start a fake upstream (firstword
 bench-upstream), the gateway (firstword serve) and baselines (firstword
@@ -145,8 +146,8 @@ With --target NAME=URL (repeatable), measure any streaming endpoints instead
 /v1/chat) side by side, in alternating rounds over a concurrency sweep: time to
 first byte, first word and complete, chunk gaps, tokens per second, errors;
 with --upstream builtin, whether each cancels the upstream and what it does
-when the upstream drops. Writes a table, --json and --html. "firstword bench
---target x=URL -h" lists its flags; docs/bench.md explains them.`},
+when the upstream drops. Writes a table, --json and --html; exits 1 when a
+check fails, so it can gate CI. docs/bench.md explains every flag.`},
 		{name: "levers", run: Levers,
 			summary: "measure the latency levers against the simulated provider",
 			about: `Start a gateway on loopback with the built-in simulated provider and measure
@@ -221,6 +222,10 @@ The config file's format is described in docs/config.md.
 // printUsage writes c's usage: its usage line, its description and every
 // flag of fs with its default.
 func (c *command) printUsage(w io.Writer, fs *flag.FlagSet) {
+	if c.usage != nil {
+		c.usage(w, fs)
+		return
+	}
 	var b strings.Builder
 	hasFlags := false
 	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
