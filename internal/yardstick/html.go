@@ -154,12 +154,27 @@ func (r *Report) cdf(title, xlabel string, conc int, get func(*Cell) []float64, 
 	if len(lines) == 0 {
 		return nil, nil
 	}
+	p.Y.Min, p.Y.Max = 0, 1
+	if err := plotutil.AddLines(p, lines...); err != nil {
+		return nil, err
+	}
 	if logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		// A log axis needs a positive range: samples all alike would get
+		// the padding of a point (min - 1), which a log scale refuses.
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := 1; i < len(lines); i += 2 {
+			for _, pt := range lines[i].(plotter.XYs) {
+				lo, hi = math.Min(lo, pt.X), math.Max(hi, pt.X)
+			}
+		}
+		if hi < lo*1.01 {
+			lo, hi = lo/2, hi*2
+		}
+		p.X.Min, p.X.Max = lo, hi
 	}
-	p.Y.Min, p.Y.Max = 0, 1
-	return p, plotutil.AddLines(p, lines...)
+	return p, nil
 }
 
 // vsConcurrency plots p50 (solid) and p95 (dashed) of a measure against

@@ -378,3 +378,14 @@ func TestHostInReports(t *testing.T) {
 		}
 	}
 }
+
+// TestFiguresOfAlikeGaps: gaps all alike (or all zero) on the log-scale
+// plot draw a figure instead of panicking in the plotting library.
+func TestFiguresOfAlikeGaps(t *testing.T) {
+	for _, gaps := range [][]float64{{5, 5, 5}, {0, 0}, {0.0005}} {
+		rep := &Report{Load: LoadInfo{Concurrency: []int{1}}, Targets: []TargetInfo{{Name: "a"}}, Cells: []Cell{{Target: "a", Concurrency: 1, GapSamples: gaps, TTFWSamples: []float64{3, 3}}}}
+		if err := rep.WriteHTML(filepath.Join(t.TempDir(), "r.html")); err != nil {
+			t.Errorf("gaps %v: %v", gaps, err)
+		}
+	}
+}
