@@ -47,19 +47,28 @@ func BootstrapAdminKey(ctx context.Context, cfg *config.Config, key string, w io
 	return nil
 }
 
-// Listen listens on the config's address for Serve. While the store has
-// no API key the gateway serves anyone as the local user, so it then
-// refuses any address but a loopback one; local reports that mode.
+// Listen listens on the config's address for Serve, after Admit.
 func (g *Gateway) Listen(ctx context.Context) (ln net.Listener, local bool, err error) {
-	local, err = g.Local(ctx)
-	if err != nil {
+	if local, err = g.Admit(ctx); err != nil {
 		return nil, false, err
-	}
-	if local && !isLoopback(g.cfg.Listen) {
-		return nil, false, fmt.Errorf("no API keys exist, so firstword would serve anyone as the local user: it only does that on a loopback address, not %s. Create a key with \"firstword keys create --tenant NAME\", give one in %s, or listen on 127.0.0.1", g.cfg.Listen, AdminKeyEnv)
 	}
 	ln, err = ListenTCP(g.cfg.Listen)
 	return ln, local, err
+}
+
+// Admit says whether the gateway may serve on the config's address: while
+// the store has no API key the gateway serves anyone as the local user,
+// so it then refuses any address but a loopback one; local reports that
+// mode.
+func (g *Gateway) Admit(ctx context.Context) (local bool, err error) {
+	local, err = g.Local(ctx)
+	if err != nil {
+		return false, err
+	}
+	if local && !isLoopback(g.cfg.Listen) {
+		return false, fmt.Errorf("no API keys exist, so firstword would serve anyone as the local user: it only does that on a loopback address, not %s. Create a key with \"firstword keys create --tenant NAME\", give one in %s, or listen on 127.0.0.1", g.cfg.Listen, AdminKeyEnv)
+	}
+	return local, nil
 }
 
 // isLoopback reports whether a listen address only accepts local
