@@ -9,7 +9,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"golang.org/x/term"
 
 	"github.com/firstword/firstword/internal/typo"
 )
@@ -20,6 +23,9 @@ import (
 // usage on stdout and exit 0.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	env := &Env{Getenv: getenv, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	if f, ok := stdin.(*os.File); ok {
+		env.Interactive = term.IsTerminal(int(f.Fd()))
+	}
 	if len(args) == 0 {
 		topUsage(stderr)
 		return 2
@@ -128,6 +134,8 @@ type Env struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// Interactive: stdin is a terminal, so a command may ask.
+	Interactive bool
 }
 
 // exitError is a failure with its own exit code, such as 130 for a run

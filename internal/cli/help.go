@@ -101,7 +101,11 @@ shown. The store used is printed on stderr (with no --config, the SQLite file
 			about: `Revoke an API key, named by its ID (key_...) or its prefix, as "firstword
 keys list" shows them. A running gateway refuses it within auth.cache_ttl. The
 store used is printed on stderr (with no --config, the SQLite file
-./firstword.db in the working directory).`},
+./firstword.db in the working directory).
+
+Revoking the last active key leaves every API request refused (the gateway
+does not go back to local mode once a key has existed): revoke asks first on
+a terminal, and needs --yes otherwise.`},
 		{name: "tenants", run: Tenants, synopsis: "list|show ID|set-limits [ID]|usage [ID] [flags]",
 			summary: "show and set tenants' and keys' limits and budgets; read usage",
 			about: `Show and set the rate limits, concurrency caps and budgets of tenants and

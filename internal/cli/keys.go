@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -144,6 +145,7 @@ func keysList(ctx context.Context, env *Env, args []string) error {
 func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet("keys revoke")
 	cfgPath := configFlag(fs)
+	yes := fs.Bool("yes", false, "revoke the last active key without asking (needed when stdin is not a terminal)")
 	srv := addServerFlags(fs)
 	id, err := parseKeyOperand(fs, args, "want the ID or prefix of the key to revoke")
 	if err != nil {
@@ -154,6 +156,15 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
+		var list struct {
+			Data []auth.KeyView `json:"data"`
+		}
+		if err := c.do(ctx, "GET", "/admin/v1/keys", nil, &list); err != nil {
+			return err
+		}
+		if ok, err := checkRevoke(env, list.Data, id, *yes, time.Now()); !ok || err != nil {
+			return err
+		}
 		return remoteRevoke(ctx, env, c, id)
 	}
 	st, err := openKeyStoreOf(ctx, env, *cfgPath, "revoke", id)
@@ -161,11 +172,71 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	keys, err := st.ListAPIKeys(ctx, "")
+	if err != nil {
+		return err
+	}
+	views := make([]auth.KeyView, 0, len(keys))
+	for i := range keys {
+		views = append(views, auth.ShowKey(&keys[i]))
+	}
+	if ok, err := checkRevoke(env, views, id, *yes, time.Now()); !ok || err != nil {
+		return err
+	}
 	if err := st.RevokeAPIKey(ctx, id, time.Now().UTC()); err != nil {
 		return fmt.Errorf("revoke %s: %w", id, err)
 	}
 	fmt.Fprintf(env.Stderr, "revoked %s\n", id)
 	return nil
+}
+
+// checkRevoke decides whether to revoke id (a key's ID or prefix) among
+// keys: no such key is an error; a key already revoked is said so, and
+// nothing is done; the last active key is revoked only with yes or, on a
+// terminal, once the user agrees, after saying that every request will
+// then be refused.
+func checkRevoke(env *Env, keys []auth.KeyView, id string, yes bool, now time.Time) (bool, error) {
+	active := func(k *auth.KeyView) bool { return k.RevokedAt == nil || k.RevokedAt.After(now) }
+	var match []*auth.KeyView
+	left := 0
+	for i := range keys {
+		k := &keys[i]
+		switch {
+		case k.ID == id || k.Prefix == id:
+			match = append(match, k)
+		case active(k):
+			left++
+		}
+	}
+	if len(match) == 0 {
+		return false, fmt.Errorf("no key %s: \"firstword keys list\" shows the keys' IDs and prefixes", id)
+	}
+	revoking := 0
+	for _, k := range match {
+		if active(k) {
+			revoking++
+		}
+	}
+	if revoking == 0 {
+		fmt.Fprintf(env.Stderr, "%s was already revoked at %s: nothing changed\n", id, match[0].RevokedAt.UTC().Format(time.RFC3339))
+		return false, nil
+	}
+	if left > 0 || yes {
+		return true, nil
+	}
+	fmt.Fprintf(env.Stderr, `%s is the last active API key: once it is revoked, every API request gets 401.
+The gateway does not go back to local mode once a key has existed; to get in
+again, create a key with "firstword keys create --tenant NAME" on the same store.
+`, id)
+	if !env.Interactive {
+		return false, fmt.Errorf("not revoked: pass --yes to revoke the last active key")
+	}
+	fmt.Fprint(env.Stderr, "Revoke it? [y/N] ")
+	answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return false, fmt.Errorf("not revoked")
+	}
+	return true, nil
 }
 
 func keysRotate(ctx context.Context, env *Env, args []string) error {

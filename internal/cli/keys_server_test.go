@@ -82,7 +82,7 @@ func TestKeysAgainstServer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown key", []string{"keys", "revoke", "--server", gw.URL, "key_nope"}, "no key has the id"},
+		{"unknown key", []string{"keys", "revoke", "--server", gw.URL, "key_nope"}, "no key key_nope"},
 		{"no admin key in the env", []string{"keys", "list", "--server", gw.URL, "--key-env", "UNSET"}, "UNSET"},
 		{"not an admin key", []string{"keys", "list", "--server", gw.URL, "--key-env", "APP_KEY"}, "admin key"},
 		{"bad server", []string{"keys", "list", "--server", "localhost:1"}, "--server"},
