@@ -66,6 +66,9 @@ func Budget(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("decoding the report: %w", err)
 	}
 	PrintBudget(env.Stdout, &rep)
+	if rep.Requests == 0 && *key != "" {
+		fmt.Fprintln(env.Stdout, "A tenant's key shows that tenant's traffic only: requests served in local mode, before the first key was created, are not in it. An admin key shows every tenant's.")
+	}
 	return nil
 }
 
@@ -80,17 +83,27 @@ func PrintBudget(w io.Writer, rep *window.Report) {
 		fmt.Fprintln(w, "No traffic yet.")
 		return
 	}
+	small := rep.Requests < window.SmallSample
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "stage\tp50\tp95\tp99\ttarget\tvs target\tshare of TTFW\ton critical path\t")
+	if small {
+		fmt.Fprintln(tw, "stage\tn\tmin\tmedian\tmax\ttarget\tvs target\tshare of TTFW\ton critical path\t")
+	} else {
+		fmt.Fprintln(tw, "stage\tp50\tp95\tp99\ttarget\tvs target\tshare of TTFW\ton critical path\t")
+	}
 	line := func(r window.Row, indent string) {
 		target, vs := "-", "-"
 		if r.TargetMs > 0 {
 			target = fmt.Sprintf("p%.0f %s", r.TargetPercentile, fmtMs(r.TargetMs))
+			over, of := r.Over, ""
+			if small && r.Max > 0 {
+				// A few requests' percentile is one of them: judge the slowest.
+				over, of = r.Max/r.TargetMs, " (max)"
+			}
 			switch {
-			case r.Over > 1:
-				vs = fmt.Sprintf("OVER %.2fx", r.Over)
-			case r.Over > 0:
-				vs = fmt.Sprintf("under %.2fx", r.Over)
+			case over > 1:
+				vs = fmt.Sprintf("OVER %.2fx%s", over, of)
+			case over > 0:
+				vs = fmt.Sprintf("under %.2fx%s", over, of)
 			}
 		}
 		share, crit := "-", "-"
@@ -99,6 +112,10 @@ func PrintBudget(w io.Writer, rep *window.Report) {
 		}
 		if r.CriticalShare > 0 {
 			crit = fmt.Sprintf("%.0f%%", 100*r.CriticalShare)
+		}
+		if small {
+			fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", indent, r.Name, r.Count, fmtMs(r.Min), fmtMs(r.P50), fmtMs(r.Max), target, vs, share, crit)
+			return
 		}
 		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", indent, r.Name, fmtMs(r.P50), fmtMs(r.P95), fmtMs(r.P99), target, vs, share, crit)
 	}
@@ -123,6 +140,9 @@ func PrintBudget(w io.Writer, rep *window.Report) {
 	total("TIME TO COMPLETE", rep.TTC)
 	tw.Flush()
 	fmt.Fprintln(w)
+	if small {
+		fmt.Fprintf(w, "Fewer than %d requests: each row shows how many ran it and their min, median and max, not percentiles (a p95 of a few requests is one of them, and hides the slow one).\n", window.SmallSample)
+	}
 	if rep.Thinking.Count > 0 {
 		fmt.Fprintf(w, "%d of %d requests thought: thinking took %.0f%% of the wait for the first word (median).\n",
 			rep.TTFThought.Count, rep.Requests, 100*rep.Thinking.ShareOfTTFW)

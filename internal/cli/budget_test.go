@@ -70,7 +70,7 @@ models:
 	if code != 0 {
 		t.Fatalf("budget: exit %d, %s", code, stderr)
 	}
-	for _, want := range []string{"Where the time goes: 3 requests (/chat)", "stage", "p50", "p95", "p99", "target", "share of TTFW", "ttft", "docs", "TIME TO FIRST WORD", "Critical path to the first word", rep.CriticalPath} {
+	for _, want := range []string{"Where the time goes: 3 requests (/chat)", "stage", "min", "median", "max", "Fewer than 20 requests", "target", "share of TTFW", "ttft", "docs", "TIME TO FIRST WORD", "Critical path to the first word", rep.CriticalPath} {
 		if !strings.Contains(out, want) {
 			t.Errorf("budget output lacks %q:\n%s", want, out)
 		}
@@ -134,6 +134,9 @@ func TestPrintBudgetGolden(t *testing.T) {
 		// Questions a routing rule kept from the thinking model among them.
 		{"thinking", append(traffic(20, true), traffic(5, false)...)},
 		{"plain", traffic(20, false)},
+		// Two requests, one slow: min, median and max, not a p95 that
+		// is the fast one.
+		{"small", append(traffic(1, false), request{ttft: 1500 * ms, done: 2600 * ms})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)

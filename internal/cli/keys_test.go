@@ -102,6 +102,10 @@ func TestKeysCommand(t *testing.T) {
 	if out, stderr, code := runCLIEnv(t, map[string]string{"FIRSTWORD_API_KEY": key}, "budget", "--server", gw.URL); code != 0 || !strings.Contains(out, "Where the time goes") {
 		t.Errorf("budget with $FIRSTWORD_API_KEY: exit %d, %q %q", code, out, stderr)
 	}
+	// The tenant's view has none of the local-mode traffic, and says so.
+	if out, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--key", key, "--surface", "chat"); code != 0 || !strings.Contains(out, "No traffic yet") || !strings.Contains(out, "requests served in local mode, before the first key was created, are not in it") {
+		t.Errorf("budget of a tenant with no traffic: exit %d, %q %q; want no traffic and why local mode's is not shown", code, out, stderr)
+	}
 	if _, stderr, code := runCLI(t, "keys", "revoke", "--config", cfgPath, prefix); code != 0 {
 		t.Fatalf("revoke: %s", stderr)
 	}

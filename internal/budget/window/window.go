@@ -237,6 +237,11 @@ func shareBeforeWord(stages []budget.Stage, i int, ttfw time.Duration) float64 {
 	return min(float64(before)/float64(ttfw), 1)
 }
 
+// SmallSample is the count of requests under which a report is read as
+// min, median and max: a p95 of a few samples is one of them, and hides
+// the slow one.
+const SmallSample = 20
+
 // Row is one line of the report: percentiles in milliseconds.
 type Row struct {
 	Name  string  `json:"name"`
@@ -244,6 +249,10 @@ type Row struct {
 	P50   float64 `json:"p50_ms"`
 	P95   float64 `json:"p95_ms"`
 	P99   float64 `json:"p99_ms"`
+	// Min and Max are the fastest and slowest, within the sketch's 1%:
+	// below SmallSample requests they say more than percentiles do.
+	Min float64 `json:"min_ms,omitempty"`
+	Max float64 `json:"max_ms,omitempty"`
 	// Target, when set: the percentile it applies to and its value.
 	TargetPercentile float64 `json:"target_percentile,omitempty"`
 	TargetMs         float64 `json:"target_ms,omitempty"`
@@ -397,6 +406,9 @@ func row(name string, s *ddsketch.DDSketch, t *Target) Row {
 	}
 	q, _ := s.GetValuesAtQuantiles([]float64{0.5, 0.95, 0.99})
 	r.P50, r.P95, r.P99 = round(q[0]), round(q[1]), round(q[2])
+	lo, _ := s.GetMinValue()
+	hi, _ := s.GetMaxValue()
+	r.Min, r.Max = round(lo), round(hi)
 	if t != nil && t.Value > 0 {
 		r.TargetPercentile, r.TargetMs = t.Percentile, ms(t.Value)
 		v, _ := s.GetValueAtQuantile(t.Percentile / 100)
