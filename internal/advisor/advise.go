@@ -634,14 +634,19 @@ func (a *alias) thinkLess() *Lever {
 	return l
 }
 
-// timeout sets the first-token timeout from the measured p99 of the
-// model's own first token (from its call). A timeout that abandoned more
-// than 1% of the requests' attempts is tight: each such request waited the
-// timeout and then the next attempt's first token; with the timeout at the
-// p99, its first attempt would have answered, predicted at the p99 (a
-// saving of at most what it waited past the timeout). One over three times
-// the p99 is noted: a hung upstream is waited for that long. An adaptive
-// timeout follows the p99 already.
+// timeout sets the first-token timeout from the model's measured first
+// token (from its call). A timeout that abandoned more than 1% of the
+// requests' first attempts is tight: each such request waited the timeout
+// and then the next attempt's first token. What the abandoned attempt
+// would have taken is never seen, only that it passed the timeout: the
+// model's first token is taken to be log-normal (as latencies are), fitted
+// to the median and the 90th percentile of the attempts not cut, placed
+// below the share that was cut; the advised timeout is 1.2 times that
+// fit's p99 (at least the current one), and the cut requests are
+// predicted at the fit's values between the old timeout and the new,
+// spread over them. One over three times the p99 is noted: a hung
+// upstream is waited for that long. An adaptive timeout follows the p99
+// already.
 func (a *alias) timeout() *Lever {
 	if a.cfg.Adaptive || a.cfg.FirstTokenTimeout <= 0 {
 		return nil
@@ -663,15 +668,42 @@ func (a *alias) timeout() *Lever {
 	}
 	p99 := percentile(ttfts, 99)
 	set := ms(a.cfg.FirstTokenTimeout)
-	want := time.Duration(math.Ceil(max(p99, set)*1.2/100)*100) * time.Millisecond
 	if float64(cut) > 0.01*float64(len(a.ss)) {
+		q := float64(cut) / float64(cut+len(ttfts))
+		fit, ok := fitBelow(percentile(ttfts, 50), percentile(ttfts, 90), 1-q)
+		if ok {
+			p99 = max(p99, fit.quantile(0.99))
+		}
+		want := time.Duration(math.Ceil(max(p99, set)*1.2/100)*100) * time.Millisecond
+		// The cut attempts' own first tokens: spread over the fit between
+		// the old timeout and the new, the k-th of n cut requests at its
+		// (k+½)/n quantile there, so that the percentiles come out as the
+		// fit's (all at the old timeout without a fit).
+		var cutIdx []int
+		for i := range a.ss {
+			if s := &a.ss[i]; s.FirstTokenTimeouts > 0 && s.TTFT > 0 && !s.CacheHit && !s.Coalesced {
+				cutIdx = append(cutIdx, i)
+			}
+		}
+		firsts := make(map[int]float64, len(cutIdx))
+		for k, i := range cutIdx {
+			firsts[i] = set
+			if ok {
+				firsts[i] = fit.quantileBetween(set, ms(want), (float64(k)+0.5)/float64(len(cutIdx)))
+			}
+		}
+		first := set
+		if ok {
+			first = fit.meanBetween(set, ms(want))
+		}
 		l := a.lever("first_token_timeout", fmt.Sprintf("Raise the first-token timeout to %s", want), func(i int, o outcome) (outcome, bool) {
 			s := &a.ss[i]
-			if s.FirstTokenTimeouts == 0 || s.TTFT <= 0 {
+			f, cut := firsts[i]
+			if !cut {
 				return o, false
 			}
 			// It waited the timeout(s), then the next attempt's first token.
-			d := min(ms(s.TTFT-s.CallStart)-p99, ms(s.TTFT-s.CallStart)-set)
+			d := ms(s.TTFT-s.CallStart) - f
 			if d <= 0 {
 				return o, false
 			}
@@ -686,8 +718,8 @@ func (a *alias) timeout() *Lever {
 		if l.Affected == 0 {
 			return nil
 		}
-		l.Detail = fmt.Sprintf("the first-token timeout (%s) abandoned an attempt of %d of %d requests, which then waited for a second first token; the model's own first token is %.0f ms at p99 when it was not cut. Set the timeout from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
-			a.cfg.FirstTokenTimeout, cut, len(a.ss), p99)
+		l.Detail = fmt.Sprintf("the first-token timeout (%s) abandoned the first attempt of %d of %d requests, which then waited for a second first token. The model's first token, fitted as log-normal to the attempts not cut and the share cut, is %.0f ms at p99; an abandoned attempt is predicted to have answered at %.0f ms. Set the timeout from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
+			a.cfg.FirstTokenTimeout, cut, len(a.ss), p99, first)
 		a.set(l, map[string]any{"first_token_timeout": want.String()})
 		return l
 	}
@@ -697,6 +729,52 @@ func (a *alias) timeout() *Lever {
 	}
 	return nil
 }
+
+// logNormal is a fitted log-normal distribution of a time in ms.
+type logNormal struct{ mu, sigma float64 }
+
+// fitBelow fits a log-normal to the median m and 90th percentile p90 of
+// the samples that are the lowest share of the whole (the rest were cut,
+// unseen).
+func fitBelow(m, p90, share float64) (logNormal, bool) {
+	if m <= 0 || p90 <= m || share <= 0 || share > 1 {
+		return logNormal{}, false
+	}
+	z1, z2 := normalQuantile(0.5*share), normalQuantile(0.9*share)
+	sigma := (math.Log(p90) - math.Log(m)) / (z2 - z1)
+	if sigma <= 0 || math.IsNaN(sigma) || math.IsInf(sigma, 0) {
+		return logNormal{}, false
+	}
+	return logNormal{mu: math.Log(m) - sigma*z1, sigma: sigma}, true
+}
+
+func (f logNormal) quantile(p float64) float64 {
+	return math.Exp(f.mu + f.sigma*normalQuantile(p))
+}
+
+// meanBetween is the mean of the values between lo and hi.
+func (f logNormal) meanBetween(lo, hi float64) float64 {
+	za, zb := (math.Log(lo)-f.mu)/f.sigma, (math.Log(hi)-f.mu)/f.sigma
+	p := normalCDF(zb) - normalCDF(za)
+	if p < 1e-9 {
+		return lo
+	}
+	return math.Exp(f.mu+f.sigma*f.sigma/2) * (normalCDF(f.sigma-za) - normalCDF(f.sigma-zb)) / p
+}
+
+// quantileBetween is the value at share u (0 to 1) of the way through
+// the distribution between lo and hi.
+func (f logNormal) quantileBetween(lo, hi, u float64) float64 {
+	pa, pb := normalCDF((math.Log(lo)-f.mu)/f.sigma), normalCDF((math.Log(hi)-f.mu)/f.sigma)
+	if pb-pa < 1e-9 {
+		return lo
+	}
+	return math.Exp(f.mu + f.sigma*normalQuantile(pa+u*(pb-pa)))
+}
+
+func normalCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+func normalQuantile(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
 
 // ranking names the levers by their saving, largest first, leaving out
 // those that save under a millisecond.

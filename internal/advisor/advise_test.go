@@ -337,3 +337,47 @@ func TestThinkLessLever(t *testing.T) {
 		t.Errorf("think less %+v: want a budget of at least 1,024, an effort, and a first-word saving", l)
 	}
 }
+
+// TestFitBelow: a log-normal fitted to the part of a sample under a cut
+// (the share cut known, its values not) finds the whole distribution: its
+// p99, and the mean of the values past the cut, within a few percent.
+func TestFitBelow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const mu, sigma, cut = 4.38, 0.3, 100.0 // a median of 80 ms
+	var all, below []float64
+	for range 20000 {
+		v := math.Exp(mu + sigma*rng.NormFloat64())
+		all = append(all, v)
+		if v <= cut {
+			below = append(below, v)
+		}
+	}
+	share := float64(len(below)) / float64(len(all))
+	fit, ok := fitBelow(percentile(below, 50), percentile(below, 90), share)
+	if !ok {
+		t.Fatal("no fit")
+	}
+	var sum float64
+	var n int
+	for _, v := range all {
+		if v > cut && v < 200 {
+			sum += v
+			n++
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"p99", fit.quantile(0.99), percentile(all, 99)},
+		{"mean past the cut", fit.meanBetween(cut, 200), sum / float64(n)},
+		{"sigma", fit.sigma, sigma},
+	} {
+		if math.Abs(c.got-c.want) > 0.05*c.want {
+			t.Errorf("%s: fitted %.3f, sample %.3f", c.name, c.got, c.want)
+		}
+	}
+	if _, ok := fitBelow(80, 80, 0.9); ok {
+		t.Error("a fit of samples all alike")
+	}
+}

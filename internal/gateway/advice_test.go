@@ -27,7 +27,10 @@ import (
 // sooner, writing four times faster, answers of 40 to 120 tokens), each
 // reading the prompt at a prefill rate before its first token (a cached
 // prefix ten times faster); and a thinker that thinks about 2,000 tokens
-// (a quarter of a second, with jitter) before it answers.
+// (a quarter of a second, with jitter) before it answers; and a tier
+// whose first token varies (log-normal, sigma 0.3, 80 ms at the median)
+// behind a first-token timeout of 100 ms, which cuts about a quarter of
+// the requests over to a steady fallback (60 ms).
 const adviceProviders = `
 providers:
   sim:
@@ -36,10 +39,14 @@ providers:
       med: {ttft: 80ms, tokens_per_second: 300, jitter: 0, answer_tokens: 80, prefill_tokens_per_second: 4000, cached_prefix_speedup: 10}
       sm: {ttft: 40ms, tokens_per_second: 600, jitter: 0, answer_tokens: 80, prefill_tokens_per_second: 8000, cached_prefix_speedup: 10}
       thinker: {ttft: 40ms, tokens_per_second: 600, jitter: 0.3, answer_tokens: 80, thinking_time: 250ms, thinking_tokens_per_second: 8000}
+      jit: {ttft: 80ms, tokens_per_second: 300, jitter: 0.3, answer_tokens: 80}
+      steady: {ttft: 60ms, tokens_per_second: 300, jitter: 0, answer_tokens: 80}
 prices:
   sim/med: {input: 1.0, output: 4.0}
   sim/sm: {input: 0.15, output: 0.6}
   sim/thinker: {input: 1.0, output: 4.0}
+  sim/jit: {input: 1.0, output: 4.0}
+  sim/steady: {input: 1.0, output: 4.0}
 `
 
 // adviceAlias is an alias with no levers: no cap, no rules, no cache, no
@@ -177,7 +184,7 @@ func startAdvice(t *testing.T, models map[string]any) *process {
 //	FIRSTWORD_LEVER_ADVICE=1 go test -run TestLeverAdvice -v ./internal/gateway/
 func TestLeverAdvice(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipped in -short mode: eight passes of 200 requests (make test and .ci/run run it)")
+		t.Skip("skipped in -short mode: ten passes of 200 requests (make test and .ci/run run it)")
 	}
 	// How close a prediction comes is a measurement, which a busy
 	// machine skews (a CI run once saw 18% predicted, 31% measured): it is
@@ -188,12 +195,14 @@ func TestLeverAdvice(t *testing.T) {
 		t.Log("the predictions' accuracy is not checked: set FIRSTWORD_LEVER_ADVICE=1 on a quiet machine to check it")
 	}
 	traffic := adviceTraffic(200)
-	base := map[string]any{"chat": adviceAlias("med"), "fast": adviceAlias("sm"), "think": adviceAlias("thinker")}
+	tight := map[string]any{"deployments": []any{map[string]any{"provider": "sim", "model": "jit", "priority": 0}, map[string]any{"provider": "sim", "model": "steady", "priority": 1}},
+		"first_token_timeout": "100ms", "cache": map[string]any{"enabled": false}, "coalesce": false}
+	base := map[string]any{"chat": adviceAlias("med"), "fast": adviceAlias("sm"), "think": adviceAlias("thinker"), "tight": tight}
 	gw, twin := startAdvice(t, base), startAdvice(t, base)
 	// Measured under the load the levers' passes see: two gateways, each
 	// sent the traffic.
 	var wg sync.WaitGroup
-	for _, alias := range []string{"chat", "think"} {
+	for _, alias := range []string{"chat", "think", "tight"} {
 		wg.Go(func() { drive(t, gw.url, alias, traffic, 8) })
 		wg.Go(func() { drive(t, twin.url, alias, traffic, 8) })
 		wg.Wait()
@@ -217,7 +226,7 @@ func TestLeverAdvice(t *testing.T) {
 	for i := range list.Data {
 		advice[list.Data[i].Alias] = &list.Data[i]
 	}
-	for _, alias := range []string{"chat", "think"} {
+	for _, alias := range []string{"chat", "think", "tight"} {
 		if adv := advice[alias]; adv == nil || adv.Requests != 200 {
 			t.Fatalf("advice %+v: want %s's, from its 200 requests", list.Data, alias)
 		}
@@ -225,7 +234,7 @@ func TestLeverAdvice(t *testing.T) {
 	}
 	type proof struct{ alias, tier, lever string }
 	proved := []proof{{"chat", "med", "ask_for_less"}, {"chat", "med", "smaller_model"}, {"chat", "med", "cache"},
-		{"chat", "med", "prefix_cache"}, {"think", "thinker", "think_less"}}
+		{"chat", "med", "prefix_cache"}, {"think", "thinker", "think_less"}, {"tight", "", "first_token_timeout"}}
 	levers := map[proof]*advisor.Lever{}
 	for _, pr := range proved {
 		adv := advice[pr.alias]
@@ -242,7 +251,10 @@ func TestLeverAdvice(t *testing.T) {
 	for _, pr := range proved {
 		name, l := pr.lever, levers[pr]
 		models := maps.Clone(base)
-		alias := adviceAlias(pr.tier)
+		alias := maps.Clone(tight)
+		if pr.tier != "" {
+			alias = adviceAlias(pr.tier)
+		}
 		for k, v := range l.Set {
 			alias[k] = v
 		}
