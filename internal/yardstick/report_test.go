@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/firstword/firstword/internal/hostcpu"
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestBusyWarning: a machine whose CPUs were busy is warned about in the
@@ -52,17 +51,7 @@ func TestCompareWithinNoise(t *testing.T) {
 	cur := &Report{Cells: []Cell{cell("a", 41, 2), cell("b", 52, 5)}}
 	var b bytes.Buffer
 	WriteCompare(&b, old, cur)
-	golden := filepath.Join("testdata", "compare_noise.golden")
-	if *update {
-		os.WriteFile(golden, b.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), b.String()); diff != "" {
-		t.Errorf("compare (-want +got):\n%s", diff)
-	}
+	checkGolden(t, "compare_noise.golden", b.Bytes())
 }
 
 // TestGraceWindowNote: a /v1/chat target's NO in the cancel columns says

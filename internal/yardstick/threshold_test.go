@@ -2,8 +2,6 @@ package yardstick
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -148,17 +146,7 @@ func TestJudgeGolden(t *testing.T) {
 		r.Judge(ths, judge, 0.01)
 		r.Checks.write(&b)
 	}
-	golden := filepath.Join("testdata", "checks.golden")
-	if *update {
-		os.WriteFile(golden, b.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), b.String()); diff != "" {
-		t.Errorf("checks (-want +got):\n%s", diff)
-	}
+	checkGolden(t, "checks.golden", b.Bytes())
 }
 
 // TestJudgeMaxErrors: the error share passes --max-errors only when it is

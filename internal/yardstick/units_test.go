@@ -236,17 +236,7 @@ func TestCompareGolden(t *testing.T) {
 		Load:    LoadInfo{Prompt: "hello", MaxTokens: 64}}
 	var b bytes.Buffer
 	WriteCompare(&b, old, cur)
-	golden := filepath.Join("testdata", "compare.golden")
-	if *update {
-		os.WriteFile(golden, b.Bytes(), 0o644)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), b.String()); diff != "" {
-		t.Errorf("compare (-want +got):\n%s", diff)
-	}
+	checkGolden(t, "compare.golden", b.Bytes())
 	b.Reset()
 	WriteCompare(&b, old, &Report{Cells: []Cell{cell("other", 5, 1, 1, 0)}})
 	if !strings.Contains(b.String(), "no target and concurrency level in common") {
@@ -387,5 +377,21 @@ func TestFiguresOfAlikeGaps(t *testing.T) {
 		if err := rep.WriteHTML(filepath.Join(t.TempDir(), "r.html")); err != nil {
 			t.Errorf("gaps %v: %v", gaps, err)
 		}
+	}
+}
+
+// checkGolden compares got with testdata/name (-update rewrites it).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		os.WriteFile(golden, got, 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
 	}
 }
