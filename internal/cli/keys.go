@@ -162,10 +162,17 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 		if err := c.do(ctx, "GET", "/admin/v1/keys", nil, &list); err != nil {
 			return err
 		}
-		if ok, err := checkRevoke(env, list.Data, id, *yes, time.Now()); !ok || err != nil {
+		ids, err := checkRevoke(env, list.Data, id, *yes, time.Now())
+		if len(ids) == 0 || err != nil {
 			return err
 		}
-		return remoteRevoke(ctx, env, c, id)
+		// The admin API revokes by ID: a prefix is its keys' IDs.
+		for _, kid := range ids {
+			if err := remoteRevoke(ctx, env, c, kid); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	st, err := openKeyStoreOf(ctx, env, *cfgPath, "revoke", id)
 	if err != nil {
@@ -180,7 +187,7 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 	for i := range keys {
 		views = append(views, auth.ShowKey(&keys[i]))
 	}
-	if ok, err := checkRevoke(env, views, id, *yes, time.Now()); !ok || err != nil {
+	if ids, err := checkRevoke(env, views, id, *yes, time.Now()); len(ids) == 0 || err != nil {
 		return err
 	}
 	if err := st.RevokeAPIKey(ctx, id, time.Now().UTC()); err != nil {
@@ -191,52 +198,52 @@ func keysRevoke(ctx context.Context, env *Env, args []string) error {
 }
 
 // checkRevoke decides whether to revoke id (a key's ID or prefix) among
-// keys: no such key is an error; a key already revoked is said so, and
-// nothing is done; the last active key is revoked only with yes or, on a
-// terminal, once the user agrees, after saying that every request will
-// then be refused.
-func checkRevoke(env *Env, keys []auth.KeyView, id string, yes bool, now time.Time) (bool, error) {
-	active := func(k *auth.KeyView) bool { return k.RevokedAt == nil || k.RevokedAt.After(now) }
-	var match []*auth.KeyView
+// keys and returns the IDs of the active keys it names, or none: no such
+// key is an error; a key already revoked is said so, and nothing is done;
+// the last active key is revoked only with yes or, on a terminal, once the
+// user agrees, after saying that every request will then be refused. A
+// key in a rotation's grace does not count as staying: it stops soon.
+func checkRevoke(env *Env, keys []auth.KeyView, id string, yes bool, now time.Time) ([]string, error) {
+	var match, revoking []string
+	var revokedAt *time.Time
 	left := 0
 	for i := range keys {
 		k := &keys[i]
 		switch {
 		case k.ID == id || k.Prefix == id:
-			match = append(match, k)
-		case active(k):
+			match = append(match, k.ID)
+			if k.RevokedAt == nil || k.RevokedAt.After(now) {
+				revoking = append(revoking, k.ID)
+			} else {
+				revokedAt = k.RevokedAt
+			}
+		case k.RevokedAt == nil:
 			left++
 		}
 	}
 	if len(match) == 0 {
-		return false, fmt.Errorf("no key %s: \"firstword keys list\" shows the keys' IDs and prefixes", id)
+		return nil, fmt.Errorf("no key %s: \"firstword keys list\" shows the keys' IDs and prefixes", id)
 	}
-	revoking := 0
-	for _, k := range match {
-		if active(k) {
-			revoking++
-		}
-	}
-	if revoking == 0 {
-		fmt.Fprintf(env.Stderr, "%s was already revoked at %s: nothing changed\n", id, match[0].RevokedAt.UTC().Format(time.RFC3339))
-		return false, nil
+	if len(revoking) == 0 {
+		fmt.Fprintf(env.Stderr, "%s was already revoked at %s: nothing changed\n", id, revokedAt.UTC().Format(time.RFC3339))
+		return nil, nil
 	}
 	if left > 0 || yes {
-		return true, nil
+		return revoking, nil
 	}
-	fmt.Fprintf(env.Stderr, `%s is the last active API key: once it is revoked, every API request gets 401.
+	fmt.Fprintf(env.Stderr, `%s is the last active API key (keys in a rotation's grace stop soon): once it is revoked, every API request gets 401.
 The gateway does not go back to local mode once a key has existed; to get in
 again, create a key with "firstword keys create --tenant NAME" on the same store.
 `, id)
 	if !env.Interactive {
-		return false, fmt.Errorf("not revoked: pass --yes to revoke the last active key")
+		return nil, fmt.Errorf("not revoked: pass --yes to revoke the last active key")
 	}
 	fmt.Fprint(env.Stderr, "Revoke it? [y/N] ")
 	answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
 	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-		return false, fmt.Errorf("not revoked")
+		return nil, fmt.Errorf("not revoked")
 	}
-	return true, nil
+	return revoking, nil
 }
 
 func keysRotate(ctx context.Context, env *Env, args []string) error {

@@ -30,7 +30,7 @@ func TestCheckRevoke(t *testing.T) {
 		id          string
 		yes, tty    bool
 		answer      string
-		ok          bool
+		ok          bool // a key to revoke was returned
 		err, stderr string
 	}{
 		{"another key stays", keys(nil, nil), "key_a", false, false, "", true, "", ""},
@@ -39,16 +39,17 @@ func TestCheckRevoke(t *testing.T) {
 		{"already revoked", keys(&past, nil), "key_a", false, false, "", false, "", "key_a was already revoked at 2026-12-07T11:00:00Z: nothing changed"},
 		{"the last, no --yes", keys(nil, &past), "key_a", false, false, "", false, "pass --yes", "every API request gets 401"},
 		{"the last, --yes", keys(nil), "key_a", true, false, "", true, "", ""},
-		{"the last but one in its grace", keys(nil, &later), "key_a", false, false, "", true, "", ""},
+		{"the other one in its grace", keys(nil, &later), "key_a", false, false, "", false, "pass --yes", "last active API key"},
+		{"the one in its grace, another stays", keys(&later, nil), "key_a", false, false, "", true, "", ""},
 		{"the last, yes at a terminal", keys(nil), "key_a", false, true, "y\n", true, "", "Revoke it? [y/N]"},
 		{"the last, no at a terminal", keys(nil), "key_a", false, true, "\n", false, "not revoked", "firstword keys create --tenant NAME"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errb bytes.Buffer
 			env := &Env{Stdin: strings.NewReader(tc.answer), Stderr: &errb, Interactive: tc.tty}
-			ok, err := checkRevoke(env, tc.keys, tc.id, tc.yes, now)
-			if ok != tc.ok || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("checkRevoke = %v, %v; want %v and an error saying %q", ok, err, tc.ok, tc.err)
+			ids, err := checkRevoke(env, tc.keys, tc.id, tc.yes, now)
+			if ok := len(ids) == 1 && (ids[0] == tc.id || "fw_"+ids[0][4:] == tc.id); ok != tc.ok || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("checkRevoke = %v, %v; want a key %v and an error saying %q", ids, err, tc.ok, tc.err)
 			}
 			if !strings.Contains(errb.String(), tc.stderr) {
 				t.Errorf("stderr %q, want %q in it", errb.String(), tc.stderr)

@@ -65,8 +65,16 @@ func TestKeysAgainstServer(t *testing.T) {
 		t.Errorf("its successor: %d", c)
 	}
 	newID := strings.Fields(strings.SplitN(stderr, "created key ", 2)[1])[0]
-	if _, stderr, code := run("keys", "revoke", "--server", gw.URL, newID); code != 0 || !strings.Contains(stderr, "revoked "+newID) {
-		t.Fatalf("revoke --server: %d %q", code, stderr)
+	// By its prefix, as keys list shows it: the admin API is sent its ID.
+	list, _, _ = run("keys", "list", "--server", gw.URL, "--tenant", "acme")
+	var prefix string
+	for _, l := range strings.Split(list, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == newID {
+			prefix = f[1]
+		}
+	}
+	if _, stderr, code := run("keys", "revoke", "--server", gw.URL, prefix); prefix == "" || code != 0 || !strings.Contains(stderr, "revoked "+newID) {
+		t.Fatalf("revoke --server %q (the prefix): %d %q", prefix, code, stderr)
 	}
 	if c, _ := gatewaytest.GetJSON(t, gw.URL+"/v1/conversations", newKey); c != 401 {
 		t.Errorf("the revoked key: %d, want 401 at once", c)
