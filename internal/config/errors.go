@@ -16,7 +16,7 @@ import (
 // The decoder's messages, rewritten with the key's path and a hint.
 var (
 	unknownFieldRE = regexp.MustCompile("^line (\\d+): field (.+) not found in type ([\\w.*\\[\\]]+)$")
-	wrongTypeRE    = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+) `(.*)` into ([\\w.*\\[\\]]+)$")
+	wrongTypeRE    = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into ([\\w.*\\[\\]]+)$")
 	lineRE         = regexp.MustCompile(`^line (\d+):`)
 )
 
@@ -29,7 +29,7 @@ func explainTypeErrors(te *yaml.TypeError, root *yaml.Node) []string {
 	for _, e := range te.Errors {
 		if m := unknownFieldRE.FindStringSubmatch(e); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			msg := fmt.Sprintf("line %d: %s: unknown key", line, keyPath(root, line, m[2], true))
+			msg := fmt.Sprintf("line %d: %s: unknown key", line, keyPath(root, line, m[2]))
 			if s := typo.Nearest(m[2], fieldNames(m[3])); s != "" {
 				msg += fmt.Sprintf("; did you mean %s?", s)
 			}
@@ -38,7 +38,7 @@ func explainTypeErrors(te *yaml.TypeError, root *yaml.Node) []string {
 		}
 		if m := wrongTypeRE.FindStringSubmatch(e); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			out = append(out, fmt.Sprintf("line %d: %s: %s, not %s", line, keyPath(root, line, m[3], false), want(m[4]), quoteValue(m[3], m[2])))
+			out = append(out, fmt.Sprintf("line %d: %s: %s, not %s", line, valuePath(root, line, m[3]), want(m[4]), quoteValue(m[3], m[2])))
 			continue
 		}
 		out = append(out, cleanYAMLError(fmt.Errorf("%s", e)))
@@ -74,14 +74,63 @@ func quoteValue(v, tag string) string {
 	case "!!seq":
 		return "a list"
 	}
+	if s, ok := strings.CutSuffix(v, " ..."); ok {
+		return strconv.Quote(s) + "..."
+	}
 	return strconv.Quote(v)
 }
 
-// keyPath finds, in the document, the key named key on line (or, with
-// isKey false, the key whose scalar value on line is key) and returns its
-// dotted path ("models.chat.timeout", list items as [i]); the bare key if
-// it is not found.
-func keyPath(root *yaml.Node, line int, key string, isKey bool) string {
+// valuePath returns the path of the key whose value starts on line: the
+// one whose value is v (the decoder shortens a long one to its start and
+// " ...") when several do, the first otherwise; "the value" if none does.
+func valuePath(root *yaml.Node, line int, v string) string {
+	short, cut := strings.CutSuffix(v, " ...")
+	var paths []string
+	var best string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, val := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if val.Line == line {
+					paths = append(paths, p)
+					if best == "" && val.Kind == yaml.ScalarNode && (val.Value == v || cut && strings.HasPrefix(val.Value, short)) {
+						best = p
+					}
+				}
+				walk(val, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	if root != nil {
+		walk(root, "")
+	}
+	switch {
+	case best != "":
+		return best
+	case len(paths) > 0:
+		return paths[0]
+	}
+	return "the value"
+}
+
+// keyPath finds, in the document, the key named key on line and returns
+// its dotted path ("models.chat.timeout", list items as [i]); the bare key
+// if it is not found.
+func keyPath(root *yaml.Node, line int, key string) string {
 	if root == nil {
 		return key
 	}
@@ -99,9 +148,7 @@ func keyPath(root *yaml.Node, line int, key string, isKey bool) string {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				path = append(path, k.Value)
-				if isKey && k.Line == line && k.Value == key ||
-					!isKey && v.Kind == yaml.ScalarNode && v.Line == line && v.Value == key ||
-					!isKey && v.Kind != yaml.ScalarNode && v.Line == line && k.Line == line {
+				if k.Line == line && k.Value == key {
 					return true
 				}
 				if walk(v) {
@@ -112,9 +159,6 @@ func keyPath(root *yaml.Node, line int, key string, isKey bool) string {
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				path = append(path, fmt.Sprintf("[%d]", i))
-				if !isKey && c.Kind == yaml.ScalarNode && c.Line == line && c.Value == key {
-					return true
-				}
 				if walk(c) {
 					return true
 				}
@@ -197,38 +241,83 @@ func byLine(errs []string) {
 	slices.SortStableFunc(errs, func(a, b string) int { return num(a) - num(b) })
 }
 
-// syntaxError rewrites the YAML parser's syntax error for a person: the
-// parser's own errors count lines from 0 (its scanner's from 1), and an
-// unclosed { or [ is reported where the parser gave up, not where it was
-// opened.
+// syntaxError rewrites the YAML parser's syntax error for a person, on
+// the line to fix. The parser reports the line where the enclosing block
+// or flow began (counted from 0 for its own errors, from 1 for its
+// scanner's, and none on the first line), not where it failed: the line
+// here is the first at which the document, cut after it, fails with the
+// same error.
 func syntaxError(msg string, src []byte) string {
-	m := regexp.MustCompile(`^line (\d+): (.*)$`).FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	line, _ := strconv.Atoi(m[1])
-	text := m[2]
-	if strings.HasPrefix(text, "found character that cannot start any token") {
-		if lines := strings.Split(string(src), "\n"); line <= len(lines) && strings.Contains(lines[line-1], "\t") {
-			return msg + ": YAML indents with spaces, not tabs"
+	text, line := msg, 0
+	if m := syntaxLineRE.FindStringSubmatch(msg); m != nil {
+		text = m[2]
+		line, _ = strconv.Atoi(m[1])
+		if parserErrors[text] {
+			line++
 		}
 	}
-	if !strings.HasPrefix(text, "did not find expected") {
-		return msg
+	if at := failingLine(src, text); at > 0 {
+		line = at
 	}
-	line++
+	where := ""
+	if line > 0 {
+		where = fmt.Sprintf("line %d: ", line)
+	}
+	lines := strings.Split(string(src), "\n")
+	switch {
+	case strings.Contains(text, "tab character") || strings.HasPrefix(text, "found character that cannot start any token") && line > 0 && line <= len(lines) && strings.Contains(lines[line-1], "\t"):
+		return where + text + ": YAML indents with spaces, not tabs"
+	case text == "did not find expected key":
+		return where + text + " (check this line: its indentation against the lines above it, or text after a quoted value)"
+	}
 	for _, c := range []struct{ open, close byte }{{'{', '}'}, {'[', ']'}} {
 		if !strings.HasSuffix(text, fmt.Sprintf("',' or '%c'", c.close)) {
 			continue
 		}
-		if at := unclosed(src, c.open, c.close, line); at > 0 {
+		if at := unclosed(src, c.open, c.close, max(line, 1)); at > 0 {
 			return fmt.Sprintf("line %d: this '%c' is not closed: end it with '%c' on the same line, or write the section as indented lines", at, c.open, c.close)
 		}
 	}
-	if text == "did not find expected key" {
-		text += " (check this line's indentation against the lines above it)"
+	return where + text
+}
+
+var syntaxLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// parserErrors are the YAML parser's own messages, whose line it counts
+// from 0 (its scanner's count from 1).
+var parserErrors = map[string]bool{
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected <document start>": true,
+}
+
+// failingLine returns the first line n such that the document's first n
+// lines fail to parse with the error text, or 0.
+func failingLine(src []byte, text string) int {
+	lines := strings.SplitAfter(string(src), "\n")
+	if len(lines) > 2000 {
+		return 0
 	}
-	return fmt.Sprintf("line %d: %s", line, text)
+	var b strings.Builder
+	for n, l := range lines {
+		b.WriteString(l)
+		var v any
+		err := yaml.Unmarshal([]byte(b.String()), &v)
+		if err == nil {
+			continue
+		}
+		got := cleanYAMLError(err)
+		if m := syntaxLineRE.FindStringSubmatch(got); m != nil {
+			got = m[2]
+		}
+		if got == text {
+			return n + 1
+		}
+	}
+	return 0
 }
 
 // unclosed returns the last line up to upTo on which open is opened and
