@@ -5,6 +5,7 @@ FUZZTIME ?= 10s
 # package:FuzzTarget pairs; every parser and decoder has one.
 FUZZ_TARGETS := \
 	./internal/httpapi:FuzzParseIdempotencyKey \
+	./internal/config:FuzzParse \
 	./internal/httpapi:FuzzCORSRequestHeaders \
 	./internal/httpapi:FuzzCursor \
 	./internal/sse:FuzzReader \
