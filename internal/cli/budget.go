@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -150,8 +151,19 @@ func PrintBudget(w io.Writer, rep *window.Report) {
 	if rep.CriticalPath != "" {
 		fmt.Fprintf(w, "Critical path to the first word (%.0f%% of requests): %s\n", 100*rep.CriticalShare, rep.CriticalPath)
 	}
-	if rep.Overspend != "" {
-		fmt.Fprintf(w, "Most over budget: %s\n", rep.Overspend)
+	overspend := rep.Overspend
+	if small {
+		// Judged on the max, as the rows are.
+		overspend = ""
+		worst := 1.0
+		for _, r := range append(slices.Clone(rep.Stages), rep.TTFW, rep.TTC) {
+			if r.TargetMs > 0 && r.Max/r.TargetMs > worst {
+				worst, overspend = r.Max/r.TargetMs, r.Name
+			}
+		}
+	}
+	if overspend != "" {
+		fmt.Fprintf(w, "Most over budget: %s\n", overspend)
 	} else {
 		fmt.Fprintln(w, "Every stage with a target is within it.")
 	}

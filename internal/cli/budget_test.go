@@ -137,6 +137,9 @@ func TestPrintBudgetGolden(t *testing.T) {
 		// Two requests, one slow: min, median and max, not a p95 that
 		// is the fast one.
 		{"small", append(traffic(1, false), request{ttft: 1500 * ms, done: 2600 * ms})},
+		// Two requests, the slow one over the 2 s target: over budget,
+		// though the p95 of two is the fast one.
+		{"small-over", append(traffic(1, false), request{ttft: 2500 * ms, done: 3000 * ms})},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
