@@ -671,8 +671,12 @@ func (a *alias) timeout() *Lever {
 	if float64(cut) > 0.01*float64(len(a.ss)) {
 		q := float64(cut) / float64(cut+len(ttfts))
 		fit, ok := fitBelow(percentile(ttfts, 50), percentile(ttfts, 90), 1-q)
-		if ok {
-			p99 = max(p99, fit.quantile(0.99))
+		// A fit of a few attempts below a timeout that cut most can put
+		// the p99 anywhere: past 20 times the p99 seen, it is not used.
+		if f99 := fit.quantile(0.99); ok && f99 <= 20*p99 {
+			p99 = max(p99, f99)
+		} else {
+			ok = false
 		}
 		want := time.Duration(math.Ceil(max(p99, set)*1.2/100)*100) * time.Millisecond
 		// The cut attempts' own first tokens: spread over the fit between
@@ -718,8 +722,12 @@ func (a *alias) timeout() *Lever {
 		if l.Affected == 0 {
 			return nil
 		}
-		l.Detail = fmt.Sprintf("the first-token timeout (%s) abandoned the first attempt of %d of %d requests, which then waited for a second first token. The model's first token, fitted as log-normal to the attempts not cut and the share cut, is %.0f ms at p99; an abandoned attempt is predicted to have answered at %.0f ms. Set the timeout from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
-			a.cfg.FirstTokenTimeout, cut, len(a.ss), p99, first)
+		how := fmt.Sprintf("The model's first token, fitted as log-normal to the attempts not cut and the share cut, is %.0f ms at p99; an abandoned attempt is predicted to have answered at %.0f ms on average.", p99, first)
+		if !ok {
+			how = fmt.Sprintf("The attempts not cut are %.0f ms at p99, too few or too alike to tell what the cut ones would have taken: they are predicted at the timeout, and the saving is a floor. Raise it, then re-measure.", p99)
+		}
+		l.Detail = fmt.Sprintf("the first-token timeout (%s) abandoned the first attempt of %d of %d requests, which then waited for a second first token. %s Set the timeout from the measured p99 (the lesson's rule), or let adaptive_first_token follow it.",
+			a.cfg.FirstTokenTimeout, cut, len(a.ss), how)
 		a.set(l, map[string]any{"first_token_timeout": want.String()})
 		return l
 	}

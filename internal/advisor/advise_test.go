@@ -3,6 +3,7 @@ package advisor
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"slices"
 	"testing"
 	"time"
@@ -379,5 +380,34 @@ func TestFitBelow(t *testing.T) {
 	}
 	if _, ok := fitBelow(80, 80, 0.9); ok {
 		t.Error("a fit of samples all alike")
+	}
+}
+
+// TestTimeoutLeverMostCut: a timeout that cut 95% of the attempts leaves
+// too few to fit: the advice stays within 20 times the p99 seen (it once
+// said hours) and says the saving is a floor.
+func TestTimeoutLeverMostCut(t *testing.T) {
+	t0 := time.Now()
+	var ss []Sample
+	for i := range 400 {
+		model := time.Duration(20+i/20*4) * time.Millisecond // 20 to 96 ms among those not cut
+		s := Sample{Time: t0.Add(time.Duration(i) * time.Second), Alias: "a", Complete: true, TTFT: model, TTFW: model, Total: model + time.Second}
+		if i%20 != 0 {
+			s.FirstTokenTimeouts = 1
+			s.TTFT = 100*time.Millisecond + model
+			s.TTFW, s.Total = s.TTFT, s.TTFT+time.Second
+		}
+		ss = append(ss, s)
+	}
+	l := lever(find(t, Advise(map[string][]Sample{"a": ss}, Options{Aliases: map[string]Alias{"a": {FirstTokenTimeout: 100 * time.Millisecond}}}), "a"), "first_token_timeout")
+	if l == nil {
+		t.Fatal("no lever for a timeout that cut 95%")
+	}
+	d, err := time.ParseDuration(l.Set["first_token_timeout"].(string))
+	if err != nil || d <= 100*time.Millisecond || d > 20*time.Second {
+		t.Errorf("advised %v (%v), want above the 100 ms and bounded", l.Set["first_token_timeout"], err)
+	}
+	if !strings.Contains(l.Detail, "the saving is a floor") {
+		t.Errorf("detail %q, want it to say the fit is not used", l.Detail)
 	}
 }
