@@ -81,7 +81,11 @@ func run(ctx context.Context, env *Env, c *command, args []string) int {
 		uc.printUsage(env.Stdout, ue.fs)
 		return 0
 	}
-	fmt.Fprintf(env.Stderr, "firstword %s: %v\n\n", ue.fs.Name(), explainFlagError(ue.err, ue.fs))
+	known := ue.fs
+	if uc.flags != nil {
+		known = uc.flags()
+	}
+	fmt.Fprintf(env.Stderr, "firstword %s: %v\n\n", ue.fs.Name(), explainFlagError(ue.err, known))
 	uc.printShortUsage(env.Stderr, ue.fs)
 	return 2
 }
@@ -89,7 +93,7 @@ func run(ctx context.Context, env *Env, c *command, args []string) int {
 // unknownCommand says that name is no command, with the nearest one if
 // it looks like a typo of it, or the list of commands.
 func unknownCommand(w io.Writer, prefix, name string) {
-	var names []string
+	names := []string{"help"}
 	for _, c := range commands() {
 		if !strings.Contains(c.name, " ") && (!c.hidden || c.name == "keys") {
 			names = append(names, c.name)

@@ -23,6 +23,7 @@ type command struct {
 	about    string                              // the help's text between the usage line and the flags
 	hidden   bool                                // left out of the top-level usage (an internal helper, or keys, whose actions are listed)
 	usage    func(w io.Writer, fs *flag.FlagSet) // prints the help instead of printUsage, when set
+	flags    func() *flag.FlagSet                // every flag it takes, for suggestions, when its modes parse apart
 	run      func(ctx context.Context, env *Env, args []string) error
 }
 
@@ -137,7 +138,7 @@ Ollama (/api/chat), with /v1/models and /sim/stats; to put behind any gateway.
 Models small, medium and large with their own time to first token and token
 rate, and reasoner, which thinks before it answers; faults on request. See
 docs/sim.md.`},
-		{name: "bench", run: Bench, usage: benchUsage,
+		{name: "bench", run: Bench, usage: benchUsage, flags: benchFlags,
 			summary: "measure the gateway against a direct connection to a fake upstream",
 			about: `Measure the gateway's overhead: start a fake upstream (firstword
 bench-upstream), the gateway (firstword serve) and baselines (firstword

@@ -28,6 +28,8 @@ func TestTyposGolden(t *testing.T) {
 		{"keys", "create", "--tenat", "acme"},
 		{"tenants", "lst"},
 		{"bench", "--duraton", "1s"},
+		{"bench", "--targt", "a=http://127.0.0.1:1"},
+		{"hepl"},
 	} {
 		out, stderr, code := mainOut(t, nil, args...)
 		if out != "" || code != 2 {
