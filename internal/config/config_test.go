@@ -102,6 +102,7 @@ func TestBadConfig(t *testing.T) {
 		{"bad metrics listen", "metrics: {listen: 9090}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "metrics.listen", "HOST:PORT"}},
 		{"metrics on listen's address", "listen: 0.0.0.0:8080\nmetrics: {listen: 0.0.0.0:8080}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 2", "metrics.listen", "port of its own"}},
 		{"metrics listen with metrics off", "metrics: {enabled: false, listen: 0.0.0.0:9090}\nproviders:\n  p: {type: sim}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 1", "metrics.enabled is false"}},
+		{"cached prefix slower", "providers:\n  p: {type: sim, tiers: {t: {ttft: 10ms, tokens_per_second: 100, cached_prefix_speedup: 0.5}}}\nmodels:\n  m:\n    deployments: [{provider: p, model: t}]\n", []string{"line 2", "providers.p.tiers.t", "cached_prefix_speedup must be at least 1"}},
 		{"sim fault", "providers:\n  p:\n    type: sim\n    fault: {mode: explode}\nmodels:\n  m:\n    deployments: [{provider: p, model: x}]\n", []string{"line 4", "explode"}},
 	}
 	for _, tt := range tests {

@@ -230,8 +230,10 @@ func (c *Config) problems() []string {
 			for tn, t := range p.Tiers {
 				if t == nil || t.TTFT <= 0 || t.TokensPerSecond <= 0 {
 					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "ttft and tokens_per_second must be positive")
-				} else if t.PrefillTokensPerSecond < 0 || t.CachedPrefixSpeedup < 0 {
-					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "prefill_tokens_per_second and cached_prefix_speedup must not be negative")
+				} else if t.PrefillTokensPerSecond < 0 {
+					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "prefill_tokens_per_second must not be negative")
+				} else if t.CachedPrefixSpeedup != 0 && t.CachedPrefixSpeedup < 1 {
+					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "cached_prefix_speedup must be at least 1 (how many times faster a cached prefix is read)")
 				} else if t.ThinkingTime < 0 || t.ThinkingTokensPerSecond < 0 {
 					bad(c.line("providers", name, "tiers", tn), f+".tiers."+tn, "thinking_time and thinking_tokens_per_second must not be negative")
 				}
