@@ -3,8 +3,8 @@ package advisor
 import (
 	"math"
 	"math/rand/v2"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
