@@ -150,20 +150,7 @@ func TestPrintBudgetGolden(t *testing.T) {
 			rep := w.Report(now, "", "", "openai", 0)
 			var out bytes.Buffer
 			cli.PrintBudget(&out, &rep)
-			golden := filepath.Join("testdata", "budget", tt.name+".txt")
-			if *update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), out.String()); diff != "" {
-				t.Errorf("budget table (-%s +got):\n%s", golden, diff)
-			}
+			checkGolden(t, filepath.Join("testdata", "budget", tt.name+".txt"), out.Bytes())
 		})
 	}
 }
@@ -189,19 +176,7 @@ func TestPrintAdviceGolden(t *testing.T) {
 	})
 	var out bytes.Buffer
 	cli.PrintAdvice(&out, adv)
-	golden := filepath.Join("testdata", "budget", "advice.txt")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), out.String()); diff != "" {
-		t.Errorf("advice table (-%s +got):\n%s", golden, diff)
-	}
+	checkGolden(t, filepath.Join("testdata", "budget", "advice.txt"), out.Bytes())
 	out.Reset()
 	cli.PrintAdvice(&out, nil)
 	if !strings.Contains(out.String(), "No advice yet") {
@@ -244,5 +219,22 @@ models:
 	}
 	if out, stderr, code := runCLIEnv(t, nil, "budget", "--server", gw.URL, "--advise", "--json"); code != 0 || !strings.Contains(out, `"by_ttc"`) {
 		t.Errorf("budget --advise --json: exit %d, %s %s", code, out, stderr)
+	}
+}
+
+// checkGolden compares got with the golden file (-update rewrites it).
+func checkGolden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", golden, diff)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,12 +151,7 @@ func startAdvice(t *testing.T, models map[string]any) *process {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1))
 	cfg := filepath.Join(dir, "firstword.yaml")
 	text := fmt.Sprintf("listen: %s\nstore: {path: %s}\n", addr, filepath.Join(dir, "firstword.db")) + adviceProviders + string(b)
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
